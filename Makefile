@@ -1,0 +1,47 @@
+# svcd — build, test and package. `make setup` first on a fresh machine.
+SHELL := /bin/bash
+DENO := $(CURDIR)/node_modules/.bin/deno
+export NO_COLOR := 1
+export DENO_NO_UPDATE_CHECK := 1
+
+# Debian packages the daemon, its tests and its demo need.
+APT_PACKAGES := softhsm2 opensc libssl-dev gcc make nginx-light openssl util-linux curl
+
+.PHONY: setup check test demo bench binary deb clean module
+
+setup:
+	@bash packaging/setup-host.sh $(APT_PACKAGES)
+	@echo "setup: npm ci (pins Deno 2.9.6)"; npm ci --no-audit --no-fund --loglevel=error
+	@echo "setup: deno install --frozen"; $(DENO) install --frozen --quiet
+	@$(MAKE) --no-print-directory module
+	@echo "setup: done ($$($(DENO) --version | head -1))"
+
+module:
+	@if [ -f tests/module/Makefile ]; then $(MAKE) --no-print-directory -C tests/module; fi
+
+check:
+	$(DENO) fmt --check
+	$(DENO) lint
+	$(DENO) check main.ts lib/ ffi/ tests/ bench/
+
+test:
+	@bash tests/run.sh
+
+demo:
+	@bash packaging/demo.sh
+
+bench:
+	$(DENO) run -A bench/raw-sign.ts
+
+# `deno compile` needs a denort base that no registry here carries (see design notes).
+binary:
+	@if [ -z "$$DENORT_BIN" ] || [ ! -x "$$DENORT_BIN" ]; then \
+	  echo "make binary: set DENORT_BIN to a denort 2.9.6 executable; the Debian package (make deb) is the artifact built here" >&2; exit 2; fi
+	$(DENO) compile --allow-ffi --allow-read --allow-write --allow-env --allow-run=systemd-creds -o build/svcd main.ts
+
+deb:
+	@bash packaging/build-deb.sh
+
+clean:
+	rm -rf build .demo
+	@if [ -f tests/module/Makefile ]; then $(MAKE) -C tests/module clean; fi
