@@ -1,5 +1,48 @@
-/** Placeholder until the daemon lands. */
-export function runServeCommand(_args: string[], _opts: { checkOnly: boolean }): Promise<number> {
-  console.error("svcd serve: not implemented yet");
-  return Promise.resolve(2);
+/**
+ * `svcd serve` and `svcd --check-config`: parse the options, then run the daemon or only its
+ * start-up checks. Every failure prints what was wrong and what to do, and exits non-zero.
+ *
+ * @example
+ * ```ts
+ * Deno.exit(await runServeCommand(["--proxy-uid", "33"], { checkOnly: true }));
+ * ```
+ */
+import { ConfigError, parseServeArgs, serveHelp } from "./config.ts";
+import { checkConfig, log, runDaemon, StartupError } from "./daemon.ts";
+import { CredentialError, Token } from "../token/mod.ts";
+
+/** Runs `serve` (checkOnly false) or `--check-config` (checkOnly true); returns the exit code. */
+export async function runServeCommand(
+  args: string[],
+  opts: { checkOnly: boolean },
+): Promise<number> {
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(serveHelp());
+    return 0;
+  }
+  try {
+    const config = parseServeArgs(args);
+    if (!opts.checkOnly) return await runDaemon(config);
+    await checkConfig(config);
+    log("check: options, open-file limit, policy and folders are fine");
+    const pin = Token.readPinCredential(config.credentialsDir);
+    const pinLength = pin.length;
+    pin.fill(0);
+    // No login here: every failed login counts toward the five-failure lockout of the role.
+    log(`check: credential svc-pin present (${pinLength} bytes); no login attempted`);
+    const token = Token.open({ modulePath: config.module, tokenLabel: config.token });
+    log(`check: token '${config.token}' found through ${config.module}`);
+    token.close();
+    console.log("configuration OK");
+    return 0;
+  } catch (err) {
+    if (
+      err instanceof ConfigError || err instanceof StartupError || err instanceof CredentialError
+    ) {
+      console.error(`svcd: ${err.message}`);
+      return err instanceof ConfigError ? 2 : 1;
+    }
+    console.error(`svcd: ${(err as Error).message}`);
+    return 1;
+  }
 }

@@ -1,0 +1,205 @@
+/**
+ * The daemon's life: start-up checks in the order that fails cheapest and never wastes a login,
+ * one login, the audit file of this module opening, the listener, signals, and the stop.
+ *
+ * @example
+ * ```ts
+ * const code = await runDaemon(parseServeArgs(Deno.args));
+ * ```
+ */
+import { Listener, nofileLimit } from "../http/mod.ts";
+import { PolicyFile } from "../policy/mod.ts";
+import { ConcurrencyCap, RefusalBudget } from "../throttle/mod.ts";
+import { isTokenDead, Token } from "../token/mod.ts";
+import { AuditLog, auditKeysFromToken } from "../audit/mod.ts";
+import type { ServeConfig } from "./config.ts";
+import { authenticatedHandler } from "./service.ts";
+
+/** A start-up failure: the message says what was wrong and what to do; exit code 1. */
+export class StartupError extends Error {
+  override name = "StartupError";
+}
+
+/** Exit code when the token died under the daemon: the service manager restarts it. */
+export const EXIT_TOKEN_DEAD = 75;
+
+/** File descriptors the process needs besides the listeners' queues and workers. */
+const FD_SLACK = 64;
+
+/** How long a stop waits for in-flight requests before it closes their connections. */
+const STOP_GRACE_MS = 10_000;
+
+/** Writes one line to the daemon's own log (stderr, read by journald). */
+export function log(message: string): void {
+  console.error(`svcd: ${message}`);
+}
+
+/**
+ * Checks the numbers that must fit under RLIMIT_NOFILE (spec §8: the queue depth is checked at
+ * start against the process limit on open files).
+ *
+ * @example
+ * ```ts
+ * checkFileLimit(config, { soft: 4096, hard: 4096 }); // throws StartupError when too small
+ * ```
+ */
+export function checkFileLimit(config: ServeConfig, limit: { soft: number; hard: number }): void {
+  const listeners = config.publicSocket ? 2 : 1;
+  const needed = listeners * (config.queueDepth + config.workers) + config.maxSessions + FD_SLACK;
+  if (needed <= limit.soft) return;
+  throw new StartupError(
+    `open-file limit ${limit.soft} is too small: --queue-depth ${config.queueDepth} × ${listeners} ` +
+      `listener(s) + --workers ${config.workers} + --max-sessions ${config.maxSessions} + ${FD_SLACK} ` +
+      `needs ${needed}; lower --queue-depth or raise LimitNOFILE= in the unit (hard limit ${limit.hard})`,
+  );
+}
+
+/** Start-up checks shared by `serve` and `--check-config`; returns the loaded policy. */
+export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
+  checkFileLimit(config, nofileLimit());
+  if (config.publicSocket || config.revocationDb || config.ocspLabel) {
+    throw new StartupError(
+      "--public-socket, --revocation-db and --ocsp-label are not supported by this version yet; remove them",
+    );
+  }
+  const policy = await loadPolicy(config.policy);
+  for (const warning of policy.current.warnings) log(`policy: ${warning}`);
+  if (policy.current.size === 0) log(`policy: ${config.policy} grants nothing: every request gets 403`);
+  await ensureDir(config.auditDir, "--audit-dir");
+  await ensureDir(config.stateDir, "--state-dir");
+  return policy;
+}
+
+async function loadPolicy(path: string): Promise<PolicyFile> {
+  try {
+    return await PolicyFile.load(path);
+  } catch (err) {
+    throw new StartupError(`policy ${path}: ${(err as Error).message}`);
+  }
+}
+
+async function ensureDir(path: string, option: string): Promise<void> {
+  try {
+    await Deno.mkdir(path, { recursive: true, mode: 0o750 });
+  } catch (err) {
+    throw new StartupError(`${option} ${path} cannot be created: ${(err as Error).message}`);
+  }
+}
+
+/** Reads the PIN, opens the module and logs in once; the PIN buffer is zeroized by login. */
+async function openToken(config: ServeConfig): Promise<Token> {
+  const pin = Token.readPinCredential(config.credentialsDir);
+  let token: Token;
+  try {
+    token = Token.open({
+      modulePath: config.module,
+      tokenLabel: config.token,
+      maxSessions: config.maxSessions,
+    });
+  } catch (err) {
+    pin.fill(0);
+    throw err;
+  }
+  try {
+    await token.login(pin);
+  } catch (err) {
+    token.close();
+    throw new StartupError(
+      `login to token '${config.token}' failed: ${(err as Error).message}; ` +
+        "the daemon does not retry (a role locks after five failures): check the credential svc-pin",
+    );
+  }
+  return token;
+}
+
+/**
+ * Runs the daemon until SIGTERM/SIGINT (exit 0) or a dead token (exit {@link EXIT_TOKEN_DEAD}).
+ *
+ * @example
+ * ```ts
+ * Deno.exit(await runDaemon(config));
+ * ```
+ */
+export async function runDaemon(config: ServeConfig): Promise<number> {
+  const policy = await checkConfig(config);
+  const budget = RefusalBudget.open({
+    stateDir: config.stateDir,
+    threshold: config.refusalThreshold,
+    refillSeconds: config.refusalRefillSeconds,
+    maxDelaySeconds: config.refusalMaxDelaySeconds,
+  });
+  const token = await openToken(config);
+  log(`logged in to token '${config.token}' through ${config.module}`);
+  const audit = await AuditLog.open({
+    dir: config.auditDir,
+    keys: auditKeysFromToken(token),
+    checkpointEvery: config.checkpointEvery,
+    login: { token: config.token, module: config.module },
+  });
+
+  let exitCode = 0;
+  let stopping: Promise<void> | undefined;
+  const stop = (code: number, why: string) => {
+    if (stopping) return stopping;
+    exitCode = code;
+    log(`stopping: ${why}`);
+    stopping = (async () => {
+      await listener.close(code === 0 ? STOP_GRACE_MS : 0);
+      await audit.close().catch((err) => log(`audit close: ${(err as Error).message}`));
+      budget.close();
+      token.close();
+    })();
+    return stopping;
+  };
+
+  const listener = Listener.open({
+    path: config.socket,
+    proxyUid: config.proxyUid,
+    queueDepth: config.queueDepth,
+    maxBodyBytes: config.maxBody,
+    workers: config.workers,
+    log: (event) => log(`listener: ${JSON.stringify(event)}`),
+    handler: authenticatedHandler({
+      token,
+      policy: () => policy.current,
+      audit,
+      budget,
+      cap: new ConcurrencyCap(Math.max(1, config.workers - 1)),
+      publicSocket: config.publicSocket,
+      isTokenDead,
+      onTokenDead: (err) => void stop(EXIT_TOKEN_DEAD, `token is dead: ${(err as Error).message}`),
+      log,
+      startedAt: Date.now(),
+    }),
+  });
+  await audit.append("listener_start", "svcd", { listener: "authenticated", socket: config.socket });
+  log(`listening on ${config.socket} (proxy uid ${config.proxyUid}, ${config.workers} workers)`);
+
+  const onHup = () => void reloadPolicy(policy, audit);
+  const onTerm = () => void stop(0, "signal");
+  Deno.addSignalListener("SIGHUP", onHup);
+  Deno.addSignalListener("SIGTERM", onTerm);
+  Deno.addSignalListener("SIGINT", onTerm);
+  try {
+    await listener.serve();
+    await stop(exitCode, "listener ended");
+  } finally {
+    Deno.removeSignalListener("SIGHUP", onHup);
+    Deno.removeSignalListener("SIGTERM", onTerm);
+    Deno.removeSignalListener("SIGINT", onTerm);
+  }
+  log(`stopped (exit ${exitCode})`);
+  return exitCode;
+}
+
+async function reloadPolicy(policy: PolicyFile, audit: AuditLog): Promise<void> {
+  const result = await policy.reload();
+  if (result.ok) {
+    for (const warning of result.policy.warnings) log(`policy: ${warning}`);
+    log(`policy reloaded: ${result.policy.size} grants`);
+  } else {
+    log(`policy reload failed, the previous policy stays in force: ${result.error}`);
+  }
+  await audit.append("policy_reload", "svcd", result.ok ? { ok: true } : { ok: false, error: result.error })
+    .catch((err) => log(`audit: policy_reload line not written: ${(err as Error).message}`));
+}

@@ -1,0 +1,62 @@
+/**
+ * The client identity of a request on the authenticated socket: exactly one X-SVC-Client-Subject
+ * header, whatever the case of its name, written by the proxy (spec §5).
+ *
+ * @example
+ * ```ts
+ * const id = clientIdentity([["X-SVC-Client-Subject", "CN=a"]]); // { ok: true, subject: "CN=a" }
+ * ```
+ */
+
+export const SUBJECT_HEADER = "x-svc-client-subject";
+
+/** The outcome of reading the identity header: the subject, or why there is none. */
+export type Identity =
+  | { ok: true; subject: string }
+  | { ok: false; reason: "missing" | "empty" | "duplicate" };
+
+/** Reads the subject; two or more headers are refused, never chosen between. */
+export function clientIdentity(headers: ReadonlyArray<readonly [string, string]>): Identity {
+  const values = headerValues(headers, SUBJECT_HEADER);
+  if (values.length > 1) return { ok: false, reason: "duplicate" };
+  if (values.length === 0) return { ok: false, reason: "missing" };
+  if (values[0] === "") return { ok: false, reason: "empty" };
+  return { ok: true, subject: values[0] };
+}
+
+/**
+ * Every value of a header, name compared case-insensitively, in arrival order.
+ *
+ * @example
+ * ```ts
+ * headerValues([["X-SVC-Key", "k"]], "x-svc-key"); // ["k"]
+ * ```
+ */
+export function headerValues(
+  headers: ReadonlyArray<readonly [string, string]>,
+  lowerName: string,
+): string[] {
+  const out: string[] = [];
+  for (const [name, value] of headers) {
+    if (name.length === lowerName.length && name.toLowerCase() === lowerName) out.push(value);
+  }
+  return out;
+}
+
+/**
+ * The single value of a header that must appear at most once: undefined when absent, null when
+ * repeated (the caller refuses the request).
+ *
+ * @example
+ * ```ts
+ * singleHeader([["a", "1"], ["A", "2"]], "a"); // null
+ * ```
+ */
+export function singleHeader(
+  headers: ReadonlyArray<readonly [string, string]>,
+  lowerName: string,
+): string | undefined | null {
+  const values = headerValues(headers, lowerName);
+  if (values.length > 1) return null;
+  return values[0];
+}

@@ -1,0 +1,305 @@
+/**
+ * The routes of the authenticated socket (spec §4.1): identity, refusal budget, concurrency cap and
+ * policy are decided here, in that order, before any PKCS#11 call; then the token signs or verifies
+ * and, for a signature, the audit line is made durable before the answer is released.
+ *
+ * @example
+ * ```ts
+ * const handler = authenticatedHandler(deps);
+ * const listener = Listener.open({ path, proxyUid, workers, handler });
+ * ```
+ */
+import type { HttpRequest, HttpResponse } from "../http/mod.ts";
+import { problem } from "../http/mod.ts";
+import { clientIdentity, singleHeader } from "./identity.ts";
+
+/** The signing key as the routes see it (a subset of lib/token's SigningKey). */
+export interface RouteKey {
+  label: string;
+  keyType: string;
+  mechanism: string;
+  publicKeyRaw: Uint8Array;
+  publicKeySpki?: Uint8Array;
+}
+
+/** What the routes need from the rest of the daemon; each part is a lib/ responsibility. */
+export interface ServiceDeps {
+  token: {
+    key(label: string): Promise<RouteKey | undefined>;
+    sign(key: RouteKey, message: Uint8Array): Promise<Uint8Array>;
+    verify(key: RouteKey, message: Uint8Array, signature: Uint8Array): Promise<boolean>;
+    info(): Record<string, unknown>;
+    poolStats(): { size: number; inUse: number; waiting: number; cap: number };
+  };
+  policy(): { allows(subject: string, label: string): boolean; labelsFor(subject: string): string[] };
+  audit: {
+    append(event: string, actor: string, fields?: Record<string, unknown>): Promise<number>;
+    readonly healthy: boolean;
+    readonly lastError: string | undefined;
+  };
+  budget: {
+    check(identity: string): { limited: false } | { limited: true; retryAfterSeconds: number };
+    recordRefusal(identity: string): { count: number; crossed: boolean; delaySeconds: number };
+    limitedCount(): number;
+  };
+  cap: { tryAcquire(identity: string): (() => void) | undefined };
+  /** Path of the public listener, named in the Link header of the 404 for its routes. */
+  publicSocket?: string;
+  /** Called once when the token or a pooled session is dead: the daemon stops and exits non-zero. */
+  onTokenDead(err: unknown): void;
+  isTokenDead(err: unknown): boolean;
+  log(message: string): void;
+  startedAt: number;
+}
+
+const te = new TextEncoder();
+
+/**
+ * The one answer for a key that is not granted, does not exist, or a subject the policy does not
+ * know (spec §5 rule 8): a constant, so the three cannot differ by a byte.
+ */
+export const FORBIDDEN: Readonly<HttpResponse> = Object.freeze(problem(
+  403,
+  "Forbidden",
+  "The key is not available to this client.",
+));
+
+type Route = (req: HttpRequest, subject: string, deps: ServiceDeps) => Promise<HttpResponse>;
+
+/** Routes of the authenticated socket: method → path → function. */
+const ROUTES: Record<string, Record<string, Route>> = {
+  "/sign": { POST: signRoute },
+  "/verify": { POST: verifyRoute },
+  "/health": { GET: healthRoute },
+  "/token": { GET: tokenRoute },
+};
+
+/** Paths served only by the public listener (spec §4.1: 404 with a Link header, any method). */
+const PUBLIC_ONLY = new Set(["/certificates", "/ocsp"]);
+
+/**
+ * Builds the handler of the authenticated listener.
+ *
+ * @example
+ * ```ts
+ * const res = await authenticatedHandler(deps)(request);
+ * ```
+ */
+export function authenticatedHandler(deps: ServiceDeps): (req: HttpRequest) => Promise<HttpResponse> {
+  return (req) => handle(req, deps);
+}
+
+async function handle(req: HttpRequest, deps: ServiceDeps): Promise<HttpResponse> {
+  if (PUBLIC_ONLY.has(req.path)) return publicOnly(deps);
+  const methods = ROUTES[req.path];
+  if (!methods) return problem(404, "Not Found", `No route ${req.path} on this socket.`);
+  const route = methods[req.method];
+  if (!route) {
+    return problem(405, "Method Not Allowed", `${req.path} accepts ${allowOf(methods)}.`, [
+      ["Allow", allowOf(methods)],
+    ]);
+  }
+  const identity = clientIdentity(req.headers);
+  if (!identity.ok) return identityRefusal(identity.reason);
+  const subject = identity.subject;
+  const limit = deps.budget.check(subject);
+  if (limit.limited) {
+    return problem(429, "Too Many Requests", "Too many refused requests from this client.", [
+      ["Retry-After", String(limit.retryAfterSeconds)],
+    ]);
+  }
+  const release = deps.cap.tryAcquire(subject);
+  if (!release) {
+    return problem(429, "Too Many Requests", "Too many concurrent requests from this client.", [
+      ["Retry-After", "1"],
+    ]);
+  }
+  try {
+    const res = await route(req, subject, deps);
+    if (res.status === 403 || res.status === 400) await countRefusal(subject, deps);
+    return res;
+  } catch (err) {
+    return failure(err, req, deps);
+  } finally {
+    release();
+  }
+}
+
+function allowOf(methods: Record<string, Route>): string {
+  return Object.keys(methods).join(", ");
+}
+
+function publicOnly(deps: ServiceDeps): HttpResponse {
+  const where = deps.publicSocket ?? "/run/svcd/public.sock";
+  return problem(404, "Not Found", "This route is served by the public listener.", [
+    ["Link", `<unix:${where}>; rel="alternate"; title="public listener"`],
+  ]);
+}
+
+function identityRefusal(reason: "missing" | "empty" | "duplicate"): HttpResponse {
+  const detail = reason === "duplicate"
+    ? "More than one X-SVC-Client-Subject header arrived; the proxy must replace the client's header, not add to it."
+    : "No client identity: the proxy must set X-SVC-Client-Subject.";
+  return problem(400, "Bad Request", detail);
+}
+
+async function countRefusal(subject: string, deps: ServiceDeps): Promise<void> {
+  const { crossed, count, delaySeconds } = deps.budget.recordRefusal(subject);
+  if (!crossed) return;
+  try {
+    await deps.audit.append("identity_limited", subject, { count, delay_seconds: delaySeconds });
+  } catch (err) {
+    deps.log(`audit: identity_limited line not written: ${(err as Error).message}`);
+  }
+}
+
+function failure(err: unknown, req: HttpRequest, deps: ServiceDeps): HttpResponse {
+  if (deps.isTokenDead(err)) {
+    deps.onTokenDead(err);
+    return problem(503, "Service Unavailable", "The token is unusable; the daemon is restarting.", [
+      ["Retry-After", "5"],
+    ]);
+  }
+  if (err instanceof AuditBarrierError) {
+    return problem(503, "Service Unavailable", "The audit log cannot be written; no signature was released.", [
+      ["Retry-After", "5"],
+    ]);
+  }
+  deps.log(`request ${req.id} ${req.method} ${req.path} failed: ${(err as Error).message}`);
+  return problem(500, "Internal Server Error", `Request ${req.id} failed; see the daemon's log.`);
+}
+
+/** The audit write of a signature failed: the signature is withheld. */
+class AuditBarrierError extends Error {
+  override name = "AuditBarrierError";
+}
+
+/** Key label of a request, and the key, if the subject may use it; else the constant 403. */
+async function authorisedKey(
+  req: HttpRequest,
+  subject: string,
+  deps: ServiceDeps,
+): Promise<RouteKey | HttpResponse> {
+  const label = singleHeader(req.headers, "x-svc-key");
+  if (label === null) return problem(400, "Bad Request", "More than one X-SVC-Key header.");
+  if (label === undefined || label === "") {
+    return problem(400, "Bad Request", "The X-SVC-Key header names the key and is required.");
+  }
+  // The policy decides before any PKCS#11 call: an unknown subject or an ungranted label never
+  // reaches the token, and a granted label that names no key gets the same bytes.
+  if (!deps.policy().allows(subject, label)) return FORBIDDEN;
+  const key = await deps.token.key(label);
+  return key ?? FORBIDDEN;
+}
+
+function isResponse(x: RouteKey | HttpResponse): x is HttpResponse {
+  return (x as HttpResponse).status !== undefined;
+}
+
+async function signRoute(req: HttpRequest, subject: string, deps: ServiceDeps): Promise<HttpResponse> {
+  const key = await authorisedKey(req, subject, deps);
+  if (isResponse(key)) return key;
+  if (!deps.audit.healthy) {
+    return problem(503, "Service Unavailable", "The audit log cannot be written; signing is stopped.", [
+      ["Retry-After", "5"],
+    ]);
+  }
+  const signature = await deps.token.sign(key, req.body);
+  try {
+    await deps.audit.append("sign", subject, {
+      key: key.label,
+      mechanism: key.mechanism,
+      message_sha256: await sha256Hex(req.body),
+      signature_sha256: await sha256Hex(signature),
+      request_id: req.id,
+    });
+  } catch (err) {
+    throw new AuditBarrierError((err as Error).message);
+  }
+  return {
+    status: 200,
+    headers: [
+      ["Content-Type", "application/octet-stream"],
+      ["X-SVC-Mechanism", key.mechanism],
+      ["X-SVC-Key-Type", key.keyType],
+    ],
+    body: signature,
+  };
+}
+
+/** Largest signature any supported key type produces (ML-DSA-87: 4627 bytes) with headroom. */
+const MAX_SIGNATURE_BYTES = 16384;
+
+async function verifyRoute(req: HttpRequest, subject: string, deps: ServiceDeps): Promise<HttpResponse> {
+  const length = signatureLength(req);
+  if (typeof length !== "number") return length;
+  const key = await authorisedKey(req, subject, deps);
+  if (isResponse(key)) return key;
+  const signature = req.body.subarray(0, length);
+  const message = req.body.subarray(length);
+  const valid = await deps.token.verify(key, message, signature);
+  if (!valid) return problem(422, "Unprocessable Content", "The signature is not valid.");
+  return { status: 200, headers: [["Content-Type", "text/plain"]], body: "valid\n" };
+}
+
+function signatureLength(req: HttpRequest): number | HttpResponse {
+  const raw = singleHeader(req.headers, "x-svc-signature-length");
+  const bad = (why: string) => problem(400, "Bad Request", `X-SVC-Signature-Length ${why}.`);
+  if (raw === null) return bad("appears more than once");
+  if (raw === undefined) return bad("is required: the decimal byte length of the signature");
+  if (!/^[0-9]{1,6}$/.test(raw)) return bad("must be a decimal byte count");
+  const n = Number(raw);
+  if (n === 0 || n > MAX_SIGNATURE_BYTES) return bad(`must be from 1 to ${MAX_SIGNATURE_BYTES}`);
+  if (n > req.body.length) return bad("is larger than the body");
+  return n;
+}
+
+function healthRoute(_req: HttpRequest, _subject: string, deps: ServiceDeps): Promise<HttpResponse> {
+  const pool = deps.token.poolStats();
+  let token: Record<string, unknown>;
+  let tokenOk = true;
+  try {
+    const info = deps.token.info();
+    token = { present: true, logged_in: true, label: info.label };
+  } catch (err) {
+    tokenOk = false;
+    token = { present: false, error: (err as Error).message };
+  }
+  const ok = tokenOk && deps.audit.healthy;
+  return Promise.resolve(json(ok ? 200 : 503, {
+    status: ok ? "ok" : "unavailable",
+    token,
+    pool,
+    audit: { writable: deps.audit.healthy, error: deps.audit.lastError ?? null },
+    limited_identities: deps.budget.limitedCount(),
+    uptime_seconds: Math.floor((Date.now() - deps.startedAt) / 1000),
+  }));
+}
+
+async function tokenRoute(_req: HttpRequest, subject: string, deps: ServiceDeps): Promise<HttpResponse> {
+  const keys = [];
+  for (const label of deps.policy().labelsFor(subject)) {
+    const key = await deps.token.key(label);
+    if (!key) continue;
+    keys.push({
+      label: key.label,
+      key_type: key.keyType,
+      mechanism: key.mechanism,
+      public_key: key.publicKeySpki ? key.publicKeySpki.toBase64() : null,
+      public_key_raw: key.publicKeyRaw.toBase64(),
+    });
+  }
+  return json(200, { token: deps.token.info(), keys });
+}
+
+function json(status: number, value: unknown): HttpResponse {
+  return {
+    status,
+    headers: [["Content-Type", "application/json"]],
+    body: te.encode(JSON.stringify(value) + "\n"),
+  };
+}
+
+async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource)).toHex();
+}

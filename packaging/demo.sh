@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# `make demo`: a fresh SoftHSM2 token with demo keys and a policy in .demo/, then the daemon in the
+# foreground on .demo/auth.sock with the caller as the proxy uid. Ctrl-C stops it.
+# DEMO_MODULE=svcmod uses the project's PKCS#11 v3.2 test module (ML-DSA and composite keys).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEMO=$PWD/.demo
+DENO=$PWD/node_modules/.bin/deno
+[ -x "$DENO" ] || { echo "make demo: run 'make setup' first" >&2; exit 2; }
+svcd() { "$DENO" task -q svcd "$@"; }
+
+rm -rf "$DEMO"
+mkdir -p "$DEMO"/{tokens,creds,audit,state}
+SUBJECT="CN=demo-client,O=Example,C=DE"
+if [ "${DEMO_MODULE:-softhsm}" = svcmod ]; then
+  MODULE=$PWD/tests/module/build/libsvcmod.so
+  printf 'tokendir = %s\nsecure_heap_kb = 4096\n' "$DEMO/tokens" >"$DEMO/svcmod.conf"
+  export SVCMOD_CONF=$DEMO/svcmod.conf
+  KEYS="demo-ec:ec-p256 demo-ed:ed25519 demo-mldsa:ml-dsa-65 demo-composite:composite-mldsa65-ed25519"
+else
+  MODULE=/usr/lib/softhsm/libsofthsm2.so
+  printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' \
+    "$DEMO/tokens" >"$DEMO/softhsm2.conf"
+  export SOFTHSM2_CONF=$DEMO/softhsm2.conf
+  KEYS="demo-ec:ec-p256 demo-ed:ed25519"
+fi
+export CREDENTIALS_DIRECTORY=$DEMO/creds
+
+echo "demo: initialising token 'demo' in $DEMO/tokens"
+svcd token init --module "$MODULE" --label demo --plain-credential-dir "$DEMO/creds"
+: >"$DEMO/policy"
+for pair in $KEYS; do
+  svcd token keygen --module "$MODULE" --token demo --label "${pair%%:*}" --type "${pair##*:}"
+  printf '%s\t%s\n' "$SUBJECT" "${pair%%:*}" >>"$DEMO/policy"
+done
+svcd token list --module "$MODULE" --token demo
+
+SOCK=$DEMO/auth.sock
+cat <<TXT
+
+demo: the daemon starts below. In another terminal:
+
+  # sign
+  printf 'hello' | curl -sS --unix-socket $SOCK -H 'X-SVC-Client-Subject: $SUBJECT' \\
+      -H 'X-SVC-Key: demo-ec' --data-binary @- http://svcd/sign -o /tmp/demo.sig -D -
+  # verify: signature, then message, with the signature's length
+  (cat /tmp/demo.sig; printf 'hello') | curl -sS --unix-socket $SOCK \\
+      -H 'X-SVC-Client-Subject: $SUBJECT' -H 'X-SVC-Key: demo-ec' \\
+      -H "X-SVC-Signature-Length: \$(stat -c %s /tmp/demo.sig)" --data-binary @- http://svcd/verify -i
+  # health, and the caller's keys
+  curl -sS --unix-socket $SOCK -H 'X-SVC-Client-Subject: $SUBJECT' http://svcd/health
+  curl -sS --unix-socket $SOCK -H 'X-SVC-Client-Subject: $SUBJECT' http://svcd/token
+  # audit chain
+  CREDENTIALS_DIRECTORY=$DEMO/creds ${SOFTHSM2_CONF:+SOFTHSM2_CONF=$SOFTHSM2_CONF }${SVCMOD_CONF:+SVCMOD_CONF=$SVCMOD_CONF }\\
+      $DENO task -q svcd audit verify --module $MODULE --token demo --dir $DEMO/audit
+
+TXT
+exec "$DENO" task -q svcd serve --module "$MODULE" --token demo --socket "$SOCK" \
+  --proxy-uid "$(id -u)" --policy "$DEMO/policy" --audit-dir "$DEMO/audit" --state-dir "$DEMO/state"

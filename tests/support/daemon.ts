@@ -1,0 +1,141 @@
+/**
+ * Starts `svcd serve` as a child process for integration tests and waits until it listens (it
+ * prints "listening on" to stderr), never by sleeping.
+ *
+ * @example
+ * ```ts
+ * const d = await startDaemon({ token, policy: "CN=a\tk\n" });
+ * const res = await request(d.socket, { method: "POST", path: "/sign", ... });
+ * await d.stop();
+ * ```
+ */
+
+const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+
+/** The parts of a test token the daemon needs (tests/support/token.ts makes one). */
+export interface DaemonToken {
+  dir: string;
+  env: Record<string, string>;
+  modulePath: string;
+  tokenLabel: string;
+  credentialsDir: string;
+}
+
+/** Options of a test daemon; `policy` is written to a file in a fresh folder. */
+export interface DaemonOptions {
+  token: DaemonToken;
+  policy: string | Uint8Array;
+  args?: string[];
+  /** Reuse folders (audit, state, socket) of an earlier daemon, e.g. to test a restart. */
+  workDir?: string;
+  proxyUid?: number;
+}
+
+/** A running daemon. `stderr` accumulates its own log. */
+export interface TestDaemon {
+  socket: string;
+  workDir: string;
+  policyPath: string;
+  auditDir: string;
+  stateDir: string;
+  pid: number;
+  stderr(): string;
+  /** Waits until the daemon's log contains `text` (or it exits: then throws with the log). */
+  waitForLog(text: string | RegExp): Promise<void>;
+  signal(sig: Deno.Signal): void;
+  /** SIGTERM and wait; returns the exit code. */
+  stop(): Promise<number>;
+  status: Promise<Deno.CommandStatus>;
+}
+
+/**
+ * Spawns the daemon and resolves once it is listening; rejects with its log if it exits first.
+ *
+ * @example
+ * ```ts
+ * const d = await startDaemon({ token, policy: "" });
+ * ```
+ */
+export async function startDaemon(opts: DaemonOptions): Promise<TestDaemon> {
+  const workDir = opts.workDir ?? await Deno.makeTempDir({ prefix: "svcd-daemon-" });
+  const policyPath = `${workDir}/policy`;
+  await Deno.writeFile(
+    policyPath,
+    typeof opts.policy === "string" ? new TextEncoder().encode(opts.policy) : opts.policy,
+  );
+  const socket = `${workDir}/auth.sock`;
+  const auditDir = `${workDir}/audit`;
+  const stateDir = `${workDir}/state`;
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      MAIN,
+      "serve",
+      "--socket",
+      socket,
+      "--proxy-uid",
+      String(opts.proxyUid ?? Deno.uid()),
+      "--policy",
+      policyPath,
+      "--module",
+      opts.token.modulePath,
+      "--token",
+      opts.token.tokenLabel,
+      "--audit-dir",
+      auditDir,
+      "--state-dir",
+      stateDir,
+      ...(opts.args ?? []),
+    ],
+    env: { ...opts.token.env, CREDENTIALS_DIRECTORY: opts.token.credentialsDir, NO_COLOR: "1" },
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let log = "";
+  const waiters: Array<() => void> = [];
+  const status = child.status;
+  const pump = (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of child.stderr) {
+      log += decoder.decode(chunk, { stream: true });
+      for (const w of waiters.splice(0)) w();
+    }
+    for (const w of waiters.splice(0)) w();
+  })();
+  let exited = false;
+  status.then(() => {
+    exited = true;
+  });
+  const waitForLog = async (text: string | RegExp) => {
+    const seen = () => typeof text === "string" ? log.includes(text) : text.test(log);
+    while (!seen()) {
+      if (exited) {
+        await pump;
+        if (seen()) return;
+        throw new Error(`daemon exited before logging ${text}:\n${log}`);
+      }
+      await Promise.race([new Promise<void>((r) => waiters.push(r)), status]);
+    }
+  };
+  await waitForLog("listening on");
+  return {
+    socket,
+    workDir,
+    policyPath,
+    auditDir,
+    stateDir,
+    pid: child.pid,
+    stderr: () => log,
+    waitForLog,
+    signal: (sig) => child.kill(sig),
+    stop: async () => {
+      if (!exited) child.kill("SIGTERM");
+      const s = await status;
+      await pump;
+      return s.code;
+    },
+    status,
+  };
+}
