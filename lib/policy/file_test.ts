@@ -1,0 +1,119 @@
+import assert from "node:assert/strict";
+import { PolicyFile } from "./file.ts";
+import { PolicyError } from "./policy.ts";
+
+const ALICE = "CN=alice,O=Example,C=DE";
+const BOB = "CN=bob,O=Example,C=DE";
+
+async function withPolicy(text: string, fn: (path: string) => Promise<void>) {
+  const dir = await Deno.makeTempDir({ prefix: "svcd-policy-" });
+  const path = `${dir}/policy`;
+  await Deno.writeTextFile(path, text);
+  try {
+    await fn(path);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+async function loadError(path: string): Promise<PolicyError> {
+  try {
+    await PolicyFile.load(path);
+  } catch (e) {
+    assert.ok(e instanceof PolicyError, `expected PolicyError, got ${e}`);
+    return e;
+  }
+  assert.fail("expected load to fail");
+}
+
+Deno.test("load reads the grants; a reload installs the new file", async () => {
+  await withPolicy(`${ALICE}\tk1\n`, async (path) => {
+    const file = await PolicyFile.load(path);
+    assert.equal(file.current.allows(ALICE, "k1"), true);
+    await Deno.writeTextFile(path, `${BOB}\tk2\n`);
+    const r = await file.reload();
+    assert.ok(r.ok);
+    assert.equal(r.policy, file.current);
+    assert.equal(file.current.allows(ALICE, "k1"), false);
+    assert.equal(file.current.allows(BOB, "k2"), true);
+  });
+});
+
+Deno.test("a parse error at start is thrown, naming file and line", async () => {
+  await withPolicy(`# c\n${ALICE}\tk1\nbroken line\n`, async (path) => {
+    const e = await loadError(path);
+    assert.equal(e.line, 3);
+    assert.ok(e.message.startsWith(`${path} line 3: no TAB`), e.message);
+  });
+});
+
+Deno.test("an unreadable or missing file at start is thrown with line 0 and a hint", async () => {
+  await withPolicy("", async (path) => {
+    const missing = await loadError(`${path}.missing`);
+    assert.equal(missing.line, 0);
+    assert.match(missing.message, /cannot read the policy file .*--policy/);
+    const dir = await loadError(path.replace(/\/policy$/, ""));
+    assert.match(dir.message, /not a regular file/);
+  });
+});
+
+Deno.test("a zero-byte file at start is valid, refuses everyone and warns", async () => {
+  await withPolicy("", async (path) => {
+    const file = await PolicyFile.load(path);
+    assert.equal(file.current.size, 0);
+    assert.match(file.current.warnings.join("\n"), /grants nothing/);
+  });
+});
+
+Deno.test("a reload that fails to parse keeps the old grants and says why with the line", async () => {
+  await withPolicy(`${ALICE}\tk1\n`, async (path) => {
+    const file = await PolicyFile.load(path);
+    const before = file.current;
+    await Deno.writeTextFile(path, `${BOB}\tk2\n${BOB} k3\n`);
+    const r = await file.reload();
+    assert.equal(r.ok, false);
+    assert.match(!r.ok ? r.error : "", new RegExp(`^${path} line 2: no TAB.*keeping the policy`));
+    assert.equal(file.current, before);
+    assert.equal(file.current.allows(ALICE, "k1"), true);
+    assert.equal(file.current.allows(BOB, "k2"), false);
+  });
+});
+
+Deno.test("a reload of an unreadable file keeps the old grants", async () => {
+  await withPolicy(`${ALICE}\tk1\n`, async (path) => {
+    const file = await PolicyFile.load(path);
+    await Deno.remove(path);
+    const r = await file.reload();
+    assert.equal(r.ok, false);
+    assert.match(!r.ok ? r.error : "", /cannot read the policy file.*keeping the policy in force/);
+    assert.equal(file.current.allows(ALICE, "k1"), true);
+  });
+});
+
+Deno.test("a reload never installs a zero-byte file; a comment-only file revokes all", async () => {
+  await withPolicy(`${ALICE}\tk1\n`, async (path) => {
+    const file = await PolicyFile.load(path);
+    await Deno.writeTextFile(path, "");
+    const r = await file.reload();
+    assert.equal(r.ok, false);
+    assert.match(!r.ok ? r.error : "", /empty \(0 bytes\).*leave a comment line/);
+    assert.equal(file.current.allows(ALICE, "k1"), true);
+    await Deno.writeTextFile(path, "# all grants revoked\n");
+    const revoked = await file.reload();
+    assert.ok(revoked.ok);
+    assert.equal(file.current.allows(ALICE, "k1"), false);
+    assert.match(revoked.policy.warnings.join("\n"), /grants nothing/);
+  });
+});
+
+Deno.test("concurrent reloads both complete and the last result is the policy in force", async () => {
+  await withPolicy(`${ALICE}\tk1\n`, async (path) => {
+    const file = await PolicyFile.load(path);
+    await Deno.writeTextFile(path, `${BOB}\tk2\n`);
+    const first = file.reload();
+    const second = file.reload();
+    const [a, b] = await Promise.all([first, second]);
+    assert.ok(a.ok && b.ok);
+    assert.equal(file.current, b.policy);
+  });
+});

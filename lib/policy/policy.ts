@@ -1,0 +1,114 @@
+/**
+ * The grants in force: which key labels each client subject may use, compared byte for byte.
+ * Immutable once parsed, so a reload swaps the whole object and a request never sees half a file.
+ *
+ * @example
+ * ```ts
+ * const policy = Policy.parse(new TextEncoder().encode("CN=alice,O=Ex\tsigning-key\n"), "policy");
+ * policy.allows("CN=alice,O=Ex", "signing-key"); // → true
+ * ```
+ */
+import { type Grant, latin1, parsePolicyText, type PolicyProblem } from "./parse.ts";
+
+const MAX_LISTED_ERRORS = 5;
+
+/**
+ * A policy file that cannot be used: `line` is the first bad line (0 when the whole file is at
+ * fault, e.g. unreadable); `problems` lists every bad line; the message names file and line.
+ *
+ * @example
+ * ```ts
+ * try { Policy.parse(bytes, "/etc/svcd/policy"); } catch (e) {
+ *   if (e instanceof PolicyError) console.error(e.message); // "/etc/svcd/policy line 3: no TAB …"
+ * }
+ * ```
+ */
+export class PolicyError extends Error {
+  override name = "PolicyError";
+  constructor(
+    readonly source: string,
+    readonly line: number,
+    message: string,
+    readonly problems: PolicyProblem[] = [{ line, message }],
+  ) {
+    super(describeProblems(source, problems));
+  }
+}
+
+function describeProblems(source: string, problems: PolicyProblem[]): string {
+  const where = (p: PolicyProblem) => p.line > 0 ? `${source} line ${p.line}` : source;
+  const listed = problems.slice(0, MAX_LISTED_ERRORS).map((p) => `${where(p)}: ${p.message}`);
+  const more = problems.length - listed.length;
+  if (more > 0) listed.push(`(and ${more} more bad line${more === 1 ? "" : "s"} in ${source})`);
+  return listed.join("\n");
+}
+
+/**
+ * Subject → labels, built from one successfully parsed file.
+ *
+ * @example
+ * ```ts
+ * Policy.parse(bytes, "/etc/svcd/policy").labelsFor("CN=alice,O=Ex"); // → ["signing-key"]
+ * ```
+ */
+export class Policy {
+  readonly #labels: Map<string, Set<string>>;
+  /** Lines that parse but probably do not do what the operator means; each names file and line. */
+  readonly warnings: string[];
+  /** Number of distinct (subject, label) grants. */
+  readonly size: number;
+
+  private constructor(grants: Grant[], warnings: string[]) {
+    this.#labels = new Map();
+    for (const { subject, label } of grants) {
+      let labels = this.#labels.get(subject);
+      if (labels === undefined) this.#labels.set(subject, labels = new Set());
+      labels.add(label);
+    }
+    this.warnings = warnings;
+    this.size = grants.length;
+    Object.freeze(this.warnings);
+  }
+
+  /**
+   * Parses a policy file's bytes; throws PolicyError naming `source` and the first bad line.
+   *
+   * @example
+   * ```ts
+   * Policy.parse(await Deno.readFile("/etc/svcd/policy"), "/etc/svcd/policy");
+   * ```
+   */
+  static parse(bytes: Uint8Array, source = "<policy>"): Policy {
+    const parsed = parsePolicyText(latin1(bytes), source);
+    if (parsed.errors.length > 0) {
+      const first = parsed.errors[0];
+      throw new PolicyError(source, first.line, first.message, parsed.errors);
+    }
+    return new Policy(parsed.grants, parsed.warnings);
+  }
+
+  /**
+   * Whether `subject` may use the key `label`; both compared byte for byte (latin1 strings, one char
+   * per byte, as the HTTP layer hands header values over).
+   *
+   * @example
+   * ```ts
+   * policy.allows("CN=alice,O=Ex", "signing-key"); // → true
+   * ```
+   */
+  allows(subject: string, label: string): boolean {
+    return this.#labels.get(subject)?.has(label) ?? false;
+  }
+
+  /**
+   * The labels granted to `subject`, in file order; empty for an unknown subject.
+   *
+   * @example
+   * ```ts
+   * policy.labelsFor("CN=nobody"); // → []
+   * ```
+   */
+  labelsFor(subject: string): string[] {
+    return [...(this.#labels.get(subject) ?? [])];
+  }
+}
