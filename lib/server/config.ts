@@ -53,23 +53,126 @@ export const DEFAULT_MODULE = "/usr/lib/softhsm/libsofthsm2.so";
 
 /** The options of `svcd serve`, as data: name, type, default, bounds and help. */
 export const SERVE_OPTIONS: readonly OptionSpec[] = [
-  { flag: "socket", key: "socket", kind: "path", fallback: "/run/svcd/auth.sock", help: "authenticated UNIX socket" },
-  { flag: "proxy-uid", key: "proxyUid", kind: "count", required: true, min: 0, max: 0xfffffffe, help: "uid of the TLS proxy; every peer's SO_PEERCRED uid must equal it" },
-  { flag: "policy", key: "policy", kind: "path", fallback: "/etc/svcd/policy", help: "policy file: subject<TAB>key label per line; re-read on SIGHUP" },
+  {
+    flag: "socket",
+    key: "socket",
+    kind: "path",
+    fallback: "/run/svcd/auth.sock",
+    help: "authenticated UNIX socket",
+  },
+  {
+    flag: "proxy-uid",
+    key: "proxyUid",
+    kind: "count",
+    required: true,
+    min: 0,
+    max: 0xfffffffe,
+    help: "uid of the TLS proxy; every peer's SO_PEERCRED uid must equal it",
+  },
+  {
+    flag: "policy",
+    key: "policy",
+    kind: "path",
+    fallback: "/etc/svcd/policy",
+    help: "policy file: subject<TAB>key label per line; re-read on SIGHUP",
+  },
   { flag: "module", key: "module", kind: "path", fallback: DEFAULT_MODULE, help: "PKCS#11 module" },
   { flag: "token", key: "token", kind: "text", fallback: "svcd", help: "token label" },
-  { flag: "workers", key: "workers", kind: "count", fallback: 16, min: 1, max: 1024, help: "requests using the token at once; one identity may hold workers-1" },
-  { flag: "queue-depth", key: "queueDepth", kind: "count", fallback: 256, min: 1, max: 65536, help: "silent connections held per listener; past it 503" },
-  { flag: "max-body", key: "maxBody", kind: "count", fallback: 1 << 20, min: 1, max: 1 << 30, help: "largest request body in bytes; past it 413" },
-  { flag: "max-sessions", key: "maxSessions", kind: "count", fallback: 127, min: 1, max: 4096, help: "session pool cap" },
-  { flag: "audit-dir", key: "auditDir", kind: "path", fallback: "/var/log/svcd", help: "folder of audit.log.NNNNNN files" },
-  { flag: "state-dir", key: "stateDir", kind: "path", fallback: "/var/lib/svcd", help: "folder of persistent state (refusal counts)" },
-  { flag: "checkpoint-every", key: "checkpointEvery", kind: "count", fallback: 1000, min: 1, max: 1e9, help: "audit lines between signed checkpoints" },
-  { flag: "refusal-threshold", key: "refusalThreshold", kind: "count", min: 1, max: 1e6, help: "refusals before an identity is delayed (default: lib/throttle)" },
-  { flag: "refusal-refill", key: "refusalRefillSeconds", kind: "count", min: 1, max: 86400, help: "seconds for one refusal to be forgotten" },
-  { flag: "refusal-max-delay", key: "refusalMaxDelaySeconds", kind: "count", min: 1, max: 86400, help: "ceiling of the delay, seconds" },
-  { flag: "public-socket", key: "publicSocket", kind: "path", help: "public UNIX socket (certificates, OCSP)" },
-  { flag: "revocation-db", key: "revocationDb", kind: "path", help: "revocation database for /ocsp" },
+  {
+    flag: "workers",
+    key: "workers",
+    kind: "count",
+    fallback: 16,
+    min: 1,
+    max: 1024,
+    help: "requests using the token at once; one identity may hold workers-1",
+  },
+  {
+    flag: "queue-depth",
+    key: "queueDepth",
+    kind: "count",
+    fallback: 256,
+    min: 1,
+    max: 65536,
+    help: "silent connections held per listener; past it 503",
+  },
+  {
+    flag: "max-body",
+    key: "maxBody",
+    kind: "count",
+    fallback: 1 << 20,
+    min: 1,
+    max: 1 << 30,
+    help: "largest request body in bytes; past it 413",
+  },
+  {
+    flag: "max-sessions",
+    key: "maxSessions",
+    kind: "count",
+    fallback: 127,
+    min: 1,
+    max: 4096,
+    help: "session pool cap",
+  },
+  {
+    flag: "audit-dir",
+    key: "auditDir",
+    kind: "path",
+    fallback: "/var/log/svcd",
+    help: "folder of audit.log.NNNNNN files",
+  },
+  {
+    flag: "state-dir",
+    key: "stateDir",
+    kind: "path",
+    fallback: "/var/lib/svcd",
+    help: "folder of persistent state (refusal counts)",
+  },
+  {
+    flag: "checkpoint-every",
+    key: "checkpointEvery",
+    kind: "count",
+    fallback: 1000,
+    min: 1,
+    max: 1e9,
+    help: "audit lines between signed checkpoints",
+  },
+  {
+    flag: "refusal-threshold",
+    key: "refusalThreshold",
+    kind: "count",
+    min: 1,
+    max: 1e6,
+    help: "refusals before an identity is delayed (default: lib/throttle)",
+  },
+  {
+    flag: "refusal-refill",
+    key: "refusalRefillSeconds",
+    kind: "count",
+    min: 1,
+    max: 86400,
+    help: "seconds for one refusal to be forgotten",
+  },
+  {
+    flag: "refusal-max-delay",
+    key: "refusalMaxDelaySeconds",
+    kind: "count",
+    min: 1,
+    max: 86400,
+    help: "ceiling of the delay, seconds",
+  },
+  {
+    flag: "public-socket",
+    key: "publicSocket",
+    kind: "path",
+    help: "public UNIX socket (certificates, OCSP)",
+  },
+  {
+    flag: "revocation-db",
+    key: "revocationDb",
+    kind: "path",
+    help: "revocation database for /ocsp",
+  },
   { flag: "ocsp-label", key: "ocspLabel", kind: "text", help: "label of the OCSP signing key" },
 ];
 
@@ -121,7 +224,11 @@ function readOption(spec: OptionSpec, raw: string | undefined): string | number 
 /** The help text of `svcd serve`, generated from {@link SERVE_OPTIONS}. */
 export function serveHelp(): string {
   const lines = SERVE_OPTIONS.map((o) => {
-    const dflt = o.required ? " (required)" : o.fallback !== undefined ? ` (default ${o.fallback})` : "";
+    const dflt = o.required
+      ? " (required)"
+      : o.fallback !== undefined
+      ? ` (default ${o.fallback})`
+      : "";
     return `  --${o.flag.padEnd(20)} ${o.help}${dflt}`;
   });
   return `usage: svcd serve [options]\n       svcd --check-config [options]\n\noptions:\n${

@@ -11,7 +11,7 @@ import { Listener, nofileLimit } from "../http/mod.ts";
 import { PolicyFile } from "../policy/mod.ts";
 import { ConcurrencyCap, RefusalBudget } from "../throttle/mod.ts";
 import { isTokenDead, Token } from "../token/mod.ts";
-import { AuditLog, auditKeysFromToken } from "../audit/mod.ts";
+import { auditKeysFromToken, AuditLog } from "../audit/mod.ts";
 import type { ServeConfig } from "./config.ts";
 import { authenticatedHandler } from "./service.ts";
 
@@ -64,7 +64,9 @@ export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
   }
   const policy = await loadPolicy(config.policy);
   for (const warning of policy.current.warnings) log(`policy: ${warning}`);
-  if (policy.current.size === 0) log(`policy: ${config.policy} grants nothing: every request gets 403`);
+  if (policy.current.size === 0) {
+    log(`policy: ${config.policy} grants nothing: every request gets 403`);
+  }
   await ensureDir(config.auditDir, "--audit-dir");
   await ensureDir(config.stateDir, "--state-dir");
   return policy;
@@ -172,7 +174,10 @@ export async function runDaemon(config: ServeConfig): Promise<number> {
       startedAt: Date.now(),
     }),
   });
-  await audit.append("listener_start", "svcd", { listener: "authenticated", socket: config.socket });
+  await audit.append("listener_start", "svcd", {
+    listener: "authenticated",
+    socket: config.socket,
+  });
   log(`listening on ${config.socket} (proxy uid ${config.proxyUid}, ${config.workers} workers)`);
 
   const onHup = () => void reloadPolicy(policy, audit);
@@ -200,6 +205,10 @@ async function reloadPolicy(policy: PolicyFile, audit: AuditLog): Promise<void> 
   } else {
     log(`policy reload failed, the previous policy stays in force: ${result.error}`);
   }
-  await audit.append("policy_reload", "svcd", result.ok ? { ok: true } : { ok: false, error: result.error })
+  await audit.append(
+    "policy_reload",
+    "svcd",
+    result.ok ? { ok: true } : { ok: false, error: result.error },
+  )
     .catch((err) => log(`audit: policy_reload line not written: ${(err as Error).message}`));
 }

@@ -31,7 +31,10 @@ export interface ServiceDeps {
     info(): Record<string, unknown>;
     poolStats(): { size: number; inUse: number; waiting: number; cap: number };
   };
-  policy(): { allows(subject: string, label: string): boolean; labelsFor(subject: string): string[] };
+  policy(): {
+    allows(subject: string, label: string): boolean;
+    labelsFor(subject: string): string[];
+  };
   audit: {
     append(event: string, actor: string, fields?: Record<string, unknown>): Promise<number>;
     readonly healthy: boolean;
@@ -85,7 +88,9 @@ const PUBLIC_ONLY = new Set(["/certificates", "/ocsp"]);
  * const res = await authenticatedHandler(deps)(request);
  * ```
  */
-export function authenticatedHandler(deps: ServiceDeps): (req: HttpRequest) => Promise<HttpResponse> {
+export function authenticatedHandler(
+  deps: ServiceDeps,
+): (req: HttpRequest) => Promise<HttpResponse> {
   return (req) => handle(req, deps);
 }
 
@@ -161,9 +166,14 @@ function failure(err: unknown, req: HttpRequest, deps: ServiceDeps): HttpRespons
     ]);
   }
   if (err instanceof AuditBarrierError) {
-    return problem(503, "Service Unavailable", "The audit log cannot be written; no signature was released.", [
-      ["Retry-After", "5"],
-    ]);
+    return problem(
+      503,
+      "Service Unavailable",
+      "The audit log cannot be written; no signature was released.",
+      [
+        ["Retry-After", "5"],
+      ],
+    );
   }
   deps.log(`request ${req.id} ${req.method} ${req.path} failed: ${(err as Error).message}`);
   return problem(500, "Internal Server Error", `Request ${req.id} failed; see the daemon's log.`);
@@ -196,13 +206,22 @@ function isResponse(x: RouteKey | HttpResponse): x is HttpResponse {
   return (x as HttpResponse).status !== undefined;
 }
 
-async function signRoute(req: HttpRequest, subject: string, deps: ServiceDeps): Promise<HttpResponse> {
+async function signRoute(
+  req: HttpRequest,
+  subject: string,
+  deps: ServiceDeps,
+): Promise<HttpResponse> {
   const key = await authorisedKey(req, subject, deps);
   if (isResponse(key)) return key;
   if (!deps.audit.healthy) {
-    return problem(503, "Service Unavailable", "The audit log cannot be written; signing is stopped.", [
-      ["Retry-After", "5"],
-    ]);
+    return problem(
+      503,
+      "Service Unavailable",
+      "The audit log cannot be written; signing is stopped.",
+      [
+        ["Retry-After", "5"],
+      ],
+    );
   }
   const signature = await deps.token.sign(key, req.body);
   try {
@@ -230,7 +249,11 @@ async function signRoute(req: HttpRequest, subject: string, deps: ServiceDeps): 
 /** Largest signature any supported key type produces (ML-DSA-87: 4627 bytes) with headroom. */
 const MAX_SIGNATURE_BYTES = 16384;
 
-async function verifyRoute(req: HttpRequest, subject: string, deps: ServiceDeps): Promise<HttpResponse> {
+async function verifyRoute(
+  req: HttpRequest,
+  subject: string,
+  deps: ServiceDeps,
+): Promise<HttpResponse> {
   const length = signatureLength(req);
   if (typeof length !== "number") return length;
   const key = await authorisedKey(req, subject, deps);
@@ -254,7 +277,11 @@ function signatureLength(req: HttpRequest): number | HttpResponse {
   return n;
 }
 
-function healthRoute(_req: HttpRequest, _subject: string, deps: ServiceDeps): Promise<HttpResponse> {
+function healthRoute(
+  _req: HttpRequest,
+  _subject: string,
+  deps: ServiceDeps,
+): Promise<HttpResponse> {
   const pool = deps.token.poolStats();
   let token: Record<string, unknown>;
   let tokenOk = true;
@@ -276,7 +303,11 @@ function healthRoute(_req: HttpRequest, _subject: string, deps: ServiceDeps): Pr
   }));
 }
 
-async function tokenRoute(_req: HttpRequest, subject: string, deps: ServiceDeps): Promise<HttpResponse> {
+async function tokenRoute(
+  _req: HttpRequest,
+  subject: string,
+  deps: ServiceDeps,
+): Promise<HttpResponse> {
   const keys = [];
   for (const label of deps.policy().labelsFor(subject)) {
     const key = await deps.token.key(label);
