@@ -1,0 +1,187 @@
+/**
+ * libc through FFI: the few socket, epoll and eventfd calls the connection layer needs and Deno does
+ * not expose (peer credentials, holding silent connections, a first-byte deadline). Linux x86_64 and
+ * aarch64 with glibc. Every function returns the raw result; a negative result comes with `errno()`.
+ *
+ * @example
+ * ```ts
+ * import { libc, SOCK } from "./libc.ts";
+ * const fd = libc().socket(1, SOCK.STREAM | SOCK.NONBLOCK | SOCK.CLOEXEC, 0);
+ * ```
+ */
+
+/** Address family of UNIX domain sockets. */
+export const AF_UNIX = 1;
+/** socket(2) type flags. @example SOCK.STREAM | SOCK.NONBLOCK */
+export const SOCK = { STREAM: 1, NONBLOCK: 0o4000, CLOEXEC: 0o2000000 } as const;
+/** getsockopt(2) level and option for the peer's credentials. @example SO.PEERCRED */
+export const SO = { SOL_SOCKET: 1, PEERCRED: 17 } as const;
+/** epoll_ctl(2) operations. @example EPOLL_CTL.ADD */
+export const EPOLL_CTL = { ADD: 1, DEL: 2, MOD: 3 } as const;
+/** epoll event bits. @example EPOLL.IN | EPOLL.RDHUP | EPOLL.ONESHOT */
+export const EPOLL = {
+  IN: 0x1,
+  OUT: 0x4,
+  ERR: 0x8,
+  HUP: 0x10,
+  RDHUP: 0x2000,
+  ONESHOT: 1 << 30,
+} as const;
+/** errno values the reactor distinguishes. @example if (errno() === ERRNO.EAGAIN) … */
+export const ERRNO = {
+  EINTR: 4,
+  EAGAIN: 11,
+  EACCES: 13,
+  ENFILE: 23,
+  EMFILE: 24,
+  EPIPE: 32,
+  ECONNABORTED: 103,
+  ECONNRESET: 104,
+  EADDRINUSE: 98,
+  ECONNREFUSED: 111,
+  ENOENT: 2,
+} as const;
+/** Flags shared by accept4 and eventfd (same values as SOCK.NONBLOCK / SOCK.CLOEXEC). */
+export const O_NONBLOCK = 0o4000;
+/** @see O_NONBLOCK @example accept4(fd, null, null, O_NONBLOCK | O_CLOEXEC) */
+export const O_CLOEXEC = 0o2000000;
+/** send(2) flag: no SIGPIPE when the peer is gone, EPIPE instead. @example send(fd, b, n, MSG_NOSIGNAL) */
+export const MSG_NOSIGNAL = 0x4000;
+/** shutdown(2) how. @example shutdown(fd, SHUT_WR) */
+export const SHUT_WR = 1;
+/** getrlimit(2) resource number of the open-file limit. */
+export const RLIMIT_NOFILE = 7;
+/** Size of struct sockaddr_un and of its sun_path on Linux. */
+export const SOCKADDR_UN_SIZE = 110;
+/** Longest socket path bind(2) accepts (sun_path minus the NUL). */
+export const SUN_PATH_MAX = 107;
+/** Size of struct epoll_event: packed on x86_64 (u32 + u64 = 12), padded to 16 elsewhere. */
+export const EPOLL_EVENT_SIZE = Deno.build.arch === "x86_64" ? 12 : 16;
+/** Offset of the 64-bit data field inside struct epoll_event. */
+export const EPOLL_DATA_OFFSET = Deno.build.arch === "x86_64" ? 4 : 8;
+
+const SYMBOLS = {
+  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  bind: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  connect: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  listen: { parameters: ["i32", "i32"], result: "i32" },
+  accept4: { parameters: ["i32", "pointer", "pointer", "i32"], result: "i32" },
+  getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
+  epoll_create1: { parameters: ["i32"], result: "i32" },
+  epoll_ctl: { parameters: ["i32", "i32", "i32", "buffer"], result: "i32" },
+  epoll_wait: { parameters: ["i32", "buffer", "i32", "i32"], result: "i32" },
+  epoll_wait_async: {
+    name: "epoll_wait",
+    parameters: ["i32", "buffer", "i32", "i32"],
+    result: "i32",
+    nonblocking: true,
+  },
+  eventfd: { parameters: ["u32", "i32"], result: "i32" },
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  send: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  close: { parameters: ["i32"], result: "i32" },
+  shutdown: { parameters: ["i32", "i32"], result: "i32" },
+  getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  __errno_location: { parameters: [], result: "pointer" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The bound libc symbols. */
+export type Libc = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
+
+let opened: Deno.DynamicLibrary<typeof SYMBOLS> | null = null;
+
+/**
+ * The libc symbols, opened once per isolate (a Worker opens its own).
+ * @example libc().close(fd)
+ */
+export function libc(): Libc {
+  if (opened === null) opened = Deno.dlopen("libc.so.6", SYMBOLS);
+  return opened.symbols;
+}
+
+/**
+ * errno of the last failed synchronous call on this thread (glibc keeps it thread-local, and
+ * synchronous FFI calls run on the isolate's thread). Meaningless after a `nonblocking` call.
+ * @example if (libc().read(fd, buf, n) < 0 && errno() === ERRNO.EAGAIN) …
+ */
+export function errno(): number {
+  const p = libc().__errno_location();
+  return p === null ? 0 : new Deno.UnsafePointerView(p).getInt32(0);
+}
+
+/**
+ * A struct sockaddr_un for `path`; throws when the path does not fit in sun_path.
+ * @example libc().bind(fd, sockaddrUn("/run/svcd/auth.sock"), SOCKADDR_UN_SIZE)
+ */
+export function sockaddrUn(path: string): Uint8Array<ArrayBuffer> {
+  const bytes = new TextEncoder().encode(path);
+  if (bytes.length > SUN_PATH_MAX || bytes.includes(0)) {
+    throw new Error(
+      `socket path '${path}' is ${bytes.length} bytes; a UNIX socket path must be at most ` +
+        `${SUN_PATH_MAX} bytes with no NUL: choose a shorter path`,
+    );
+  }
+  const addr = new Uint8Array(SOCKADDR_UN_SIZE);
+  new DataView(addr.buffer).setUint16(0, AF_UNIX, true);
+  addr.set(bytes, 2);
+  return addr;
+}
+
+/** Credentials of a connected UNIX socket's peer (struct ucred). */
+export interface PeerCred {
+  pid: number;
+  uid: number;
+  gid: number;
+}
+
+const credBuf = new Uint8Array(12);
+const credLen = new Uint32Array(1);
+
+/**
+ * SO_PEERCRED of a connected socket, or null when the call fails.
+ * @example const peer = peerCred(fd); if (peer?.uid !== 33) libc().close(fd);
+ */
+export function peerCred(fd: number): PeerCred | null {
+  credLen[0] = 12;
+  if (libc().getsockopt(fd, SO.SOL_SOCKET, SO.PEERCRED, credBuf, credLen) !== 0) return null;
+  const v = new DataView(credBuf.buffer);
+  return { pid: v.getInt32(0, true), uid: v.getUint32(4, true), gid: v.getUint32(8, true) };
+}
+
+/**
+ * getrlimit(RLIMIT_NOFILE): the open-file limits; RLIM_INFINITY is reported as Infinity.
+ * @example if (rlimitNofile().soft < 4096) …
+ */
+export function rlimitNofile(): { soft: number; hard: number } {
+  const buf = new BigUint64Array(2);
+  if (libc().getrlimit(RLIMIT_NOFILE, buf) !== 0) {
+    throw new Error(`getrlimit(RLIMIT_NOFILE) failed with errno ${errno()}`);
+  }
+  const toNumber = (v: bigint) => (v === 0xffffffffffffffffn ? Infinity : Number(v));
+  return { soft: toNumber(buf[0]), hard: toNumber(buf[1]) };
+}
+
+/**
+ * read(2) of up to `len` bytes into `buf`: bytes read, 0 at end of stream, -1 with `errno()`.
+ * @example const n = readFd(fd, buf, buf.length);
+ */
+export function readFd(fd: number, buf: Uint8Array, len: number): number {
+  return Number(libc().read(fd, buf, BigInt(len)));
+}
+
+/**
+ * send(2) with MSG_NOSIGNAL (a vanished peer is EPIPE, not a signal): bytes sent or -1.
+ * @example const n = sendFd(fd, bytes, bytes.length);
+ */
+export function sendFd(fd: number, buf: Uint8Array, len: number): number {
+  return Number(libc().send(fd, buf, BigInt(len), MSG_NOSIGNAL));
+}
+
+/**
+ * write(2): bytes written or -1 with `errno()`.
+ * @example writeFd(eventFd, one, 8)
+ */
+export function writeFd(fd: number, buf: Uint8Array, len: number): number {
+  return Number(libc().write(fd, buf, BigInt(len)));
+}

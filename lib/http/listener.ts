@@ -1,0 +1,648 @@
+/**
+ * The listener: an epoll reactor over one UNIX socket. It accepts, checks SO_PEERCRED against the
+ * proxy uid, holds connections that have sent nothing (up to the queue depth, for at most the
+ * first-byte deadline), reads and parses requests itself, runs at most `workers` handlers at once
+ * (the rest wait FIFO), and writes each response with `Connection: close`.
+ *
+ * Polling: a synchronous `epoll_wait(…, 0)` first (≈ 0.3 µs); only when nothing is ready a
+ * `nonblocking` FFI `epoll_wait` with the time to the next deadline (≈ 30 µs round trip). An eventfd
+ * wakes that wait on close so the process can exit. Deadlines of one kind all have the same length,
+ * so insertion-ordered Maps are deadline-ordered queues.
+ *
+ * @example
+ * ```ts
+ * const l = Listener.open({ path, proxyUid: 33, workers: 4, handler: async () => ({ status: 204 }) });
+ * const done = l.serve();
+ * // … on SIGTERM
+ * await l.close(5000);
+ * await done;
+ * ```
+ */
+import { setImmediate } from "node:timers";
+import {
+  EPOLL,
+  EPOLL_CTL,
+  EPOLL_DATA_OFFSET,
+  EPOLL_EVENT_SIZE,
+  ERRNO,
+  errno,
+  libc,
+  O_CLOEXEC,
+  O_NONBLOCK,
+  type PeerCred,
+  peerCred,
+  readFd,
+  sendFd,
+  writeFd,
+} from "../../ffi/libc.ts";
+import { DEFAULT_MAX_HEADER_BYTES, type ParsedRequest, RequestReader } from "./parse.ts";
+import { problem } from "./problem.ts";
+import { CONTINUE_BYTES, serializeResponse } from "./response.ts";
+import { closeUnixListener, openUnixListener, type UnixListenerSocket } from "./socket.ts";
+import type { Handler, HttpRequest, HttpResponse, ListenerEvent } from "./types.ts";
+
+/** Options of one listener. */
+export interface ListenerOptions {
+  path: string;
+  /** Peer uid every connection must have; null = no check (the public socket). */
+  proxyUid: number | null;
+  /** Connections held before a handler takes them (silent, reading, or parsed and waiting). 256. */
+  queueDepth?: number;
+  /** Largest request body; larger → 413. 1 MiB. */
+  maxBodyBytes?: number;
+  /** Largest request line + header block; larger → 400. 16 KiB. */
+  maxHeaderBytes?: number;
+  /** A connection silent this long after accept is closed. 1000 ms. */
+  firstByteMs?: number;
+  /** A request still arriving this long after its first byte gets 408 and is closed. 10000 ms. */
+  bodyMs?: number;
+  /** Handler invocations of this listener at once; further parsed requests wait FIFO. */
+  workers: number;
+  handler: Handler;
+  log?: (event: ListenerEvent) => void;
+}
+
+/** Counters and gauges of a listener. */
+export interface ListenerStats {
+  /** Connections accepted that have sent nothing yet. */
+  waiting: number;
+  /** Connections whose request is partly read. */
+  reading: number;
+  /** Handlers running. */
+  active: number;
+  /** Parsed requests waiting for a handler slot. */
+  queued: number;
+  /** Responses from handlers written (including 500s for handler exceptions). */
+  served: number;
+  refusedUid: number;
+  queueFull: number;
+  deadlineDrops: number;
+  parseErrors: number;
+  handlerErrors: number;
+}
+
+type State = "waiting" | "reading" | "queued" | "active" | "writing" | "closed";
+
+interface Conn {
+  fd: number;
+  serial: number;
+  peer: PeerCred;
+  state: State;
+  since: number;
+  reader: RequestReader | null;
+  out: Uint8Array | null;
+  outAt: number;
+  /** The request was not read to its end: drain before close so the peer reads our answer. */
+  unread: boolean;
+}
+
+const MAX_EVENTS = 256;
+const READ_CHUNK = 64 * 1024;
+const DRAIN_LIMIT = 256 * 1024;
+const ACCEPT_BATCH = 64;
+const IDLE_WAIT_CAP_MS = 500;
+const ACCEPT_PAUSE_MS = 100;
+const KERNEL_BACKLOG = 1024;
+const READER_POOL = 64;
+
+const queueFullBytes = serializeResponse(
+  problem(503, "Queue full", "too many connections are waiting; retry", [["Retry-After", "1"]]),
+);
+
+/**
+ * One listening socket and its reactor.
+ * @example const l = Listener.open(opts); void l.serve();
+ */
+export class Listener {
+  #opts: Required<Omit<ListenerOptions, "log">> & Pick<ListenerOptions, "log">;
+  #sock: UnixListenerSocket;
+  #ep: number;
+  #wake: number;
+  #conns = new Map<number, Conn>();
+  #waiting = new Map<number, Conn>();
+  #reading = new Map<number, Conn>();
+  #writing = new Map<number, Conn>();
+  #queue: Array<[Conn, ParsedRequest]> = [];
+  #queueHead = 0;
+  #active = 0;
+  #serial = 0;
+  #ids = { prefix: randomHex8(), next: 0 };
+  #readers: RequestReader[] = [];
+  #readBuf = new Uint8Array(READ_CHUNK);
+  #events = new Uint8Array(MAX_EVENTS * EPOLL_EVENT_SIZE);
+  #eventView: DataView;
+  #ctlBuf = new Uint8Array(EPOLL_EVENT_SIZE);
+  #ctlView: DataView;
+  #acceptPausedUntil = 0;
+  #closing = false;
+  #stopped = false;
+  #serving: Promise<void> | null = null;
+  #closed: Promise<void> | null = null;
+  #drained: (() => void) | null = null;
+  #counts = {
+    served: 0,
+    refusedUid: 0,
+    queueFull: 0,
+    deadlineDrops: 0,
+    parseErrors: 0,
+    handlerErrors: 0,
+  };
+
+  private constructor(opts: ListenerOptions, sock: UnixListenerSocket, ep: number, wake: number) {
+    this.#opts = {
+      queueDepth: 256,
+      maxBodyBytes: 1 << 20,
+      maxHeaderBytes: DEFAULT_MAX_HEADER_BYTES,
+      firstByteMs: 1000,
+      bodyMs: 10_000,
+      ...opts,
+    };
+    this.#sock = sock;
+    this.#ep = ep;
+    this.#wake = wake;
+    this.#eventView = new DataView(this.#events.buffer);
+    this.#ctlView = new DataView(this.#ctlBuf.buffer);
+  }
+
+  /**
+   * Create the socket (0660, stale socket file replaced, any other file refused) and the reactor.
+   * @example const l = Listener.open({ path, proxyUid: Deno.uid(), workers: 2, handler });
+   */
+  static open(opts: ListenerOptions): Listener {
+    checkOptions(opts);
+    const c = libc();
+    const sock = openUnixListener(opts.path, KERNEL_BACKLOG);
+    const ep = c.epoll_create1(O_CLOEXEC);
+    const wake = ep < 0 ? -1 : c.eventfd(0, O_NONBLOCK | O_CLOEXEC);
+    if (ep < 0 || wake < 0) {
+      const e = errno();
+      if (ep >= 0) c.close(ep);
+      closeUnixListener(sock);
+      throw new Error(`epoll/eventfd setup failed with errno ${e}`);
+    }
+    const l = new Listener(opts, sock, ep, wake);
+    l.#ctl(EPOLL_CTL.ADD, sock.fd, EPOLL.IN, 0);
+    l.#ctl(EPOLL_CTL.ADD, wake, EPOLL.IN, 0);
+    return l;
+  }
+
+  /** Path of the socket file. @example l.path */
+  get path(): string {
+    return this.#sock.path;
+  }
+
+  /**
+   * Run the reactor until `close()`; resolves when it has stopped. Calling it twice returns the
+   * same promise.
+   * @example await l.serve();
+   */
+  serve(): Promise<void> {
+    this.#serving ??= this.#loop();
+    return this.#serving;
+  }
+
+  /**
+   * Stop accepting, remove the socket file, close silent connections, let requests being read and
+   * handled finish for up to `graceMs`, then close everything.
+   * @example await l.close(5000);
+   */
+  close(graceMs = 5000): Promise<void> {
+    this.#closed ??= this.#shutdown(graceMs);
+    return this.#closed;
+  }
+
+  /** Gauges and counters. @example l.stats().queueFull */
+  stats(): ListenerStats {
+    return {
+      waiting: this.#waiting.size,
+      reading: this.#reading.size,
+      active: this.#active,
+      queued: this.#queue.length - this.#queueHead,
+      ...this.#counts,
+    };
+  }
+
+  // ---- reactor -------------------------------------------------------------------------------
+
+  async #loop(): Promise<void> {
+    const c = libc();
+    while (!this.#stopped) {
+      let n = c.epoll_wait(this.#ep, this.#events, MAX_EVENTS, 0);
+      if (n === 0) {
+        n = await c.epoll_wait_async(this.#ep, this.#events, MAX_EVENTS, this.#idleTimeout());
+        if (this.#stopped) break;
+        this.#dispatch(n);
+        this.#expire();
+      } else {
+        this.#dispatch(n);
+        this.#expire();
+        // Let handlers' continuations (timers, nonblocking FFI completions) run between batches.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    }
+  }
+
+  #idleTimeout(): number {
+    const now = performance.now();
+    let next = now + IDLE_WAIT_CAP_MS;
+    const heads: Array<[Map<number, Conn>, number]> = [
+      [this.#waiting, this.#opts.firstByteMs],
+      [this.#reading, this.#opts.bodyMs],
+      [this.#writing, this.#opts.bodyMs],
+    ];
+    for (const [map, ms] of heads) {
+      const head = first(map);
+      if (head) next = Math.min(next, head.since + ms);
+    }
+    if (this.#acceptPausedUntil > now) next = Math.min(next, this.#acceptPausedUntil);
+    return Math.max(0, Math.ceil(next - now));
+  }
+
+  #dispatch(n: number): void {
+    const v = this.#eventView;
+    for (let i = 0; i < n; i++) {
+      const at = i * EPOLL_EVENT_SIZE;
+      const events = v.getUint32(at, true);
+      const fd = v.getInt32(at + EPOLL_DATA_OFFSET, true);
+      const serial = v.getUint32(at + EPOLL_DATA_OFFSET + 4, true);
+      if (fd === this.#sock.fd) this.#acceptSome();
+      else if (fd === this.#wake) readFd(this.#wake, new Uint8Array(8), 8);
+      else {
+        const conn = this.#conns.get(fd);
+        if (conn === undefined || conn.serial !== serial) continue; // stale event of a closed fd
+        if (conn.state === "writing") this.#flush(conn);
+        else if (conn.state === "waiting" || conn.state === "reading") this.#readFrom(conn, events);
+      }
+    }
+  }
+
+  #expire(): void {
+    const now = performance.now();
+    if (this.#acceptPausedUntil !== 0 && this.#acceptPausedUntil <= now && !this.#closing) {
+      this.#acceptPausedUntil = 0;
+      this.#ctl(EPOLL_CTL.MOD, this.#sock.fd, EPOLL.IN, 0);
+    }
+    this.#expireMap(this.#waiting, now - this.#opts.firstByteMs, (conn) => {
+      this.#opts.log?.({ kind: "deadline", phase: "first_byte", ms: this.#opts.firstByteMs });
+      this.#closeConn(conn);
+    });
+    this.#expireMap(this.#reading, now - this.#opts.bodyMs, (conn) => {
+      this.#opts.log?.({ kind: "deadline", phase: "request", ms: this.#opts.bodyMs });
+      conn.unread = true;
+      this.#respond(
+        conn,
+        problem(
+          408,
+          "Request timeout",
+          `the request was not complete ${this.#opts.bodyMs} ms after its first byte`,
+        ),
+      );
+    });
+    this.#expireMap(this.#writing, now - this.#opts.bodyMs, (conn) => {
+      this.#opts.log?.({ kind: "deadline", phase: "write", ms: this.#opts.bodyMs });
+      this.#closeConn(conn);
+    });
+  }
+
+  #expireMap(map: Map<number, Conn>, before: number, drop: (conn: Conn) => void): void {
+    for (const conn of map.values()) {
+      if (conn.since > before) break;
+      this.#counts.deadlineDrops++;
+      drop(conn);
+    }
+  }
+
+  // ---- accepting -----------------------------------------------------------------------------
+
+  #acceptSome(): void {
+    const c = libc();
+    for (let i = 0; i < ACCEPT_BATCH && !this.#closing; i++) {
+      const fd = c.accept4(this.#sock.fd, null, null, O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0) {
+        const e = errno();
+        if (e === ERRNO.EAGAIN || e === ERRNO.EINTR || e === ERRNO.ECONNABORTED) return;
+        this.#opts.log?.({ kind: "accept_error", errno: e });
+        if (e === ERRNO.EMFILE || e === ERRNO.ENFILE) this.#pauseAccept();
+        return;
+      }
+      this.#admit(fd);
+    }
+  }
+
+  /** Out of file descriptors: stop polling the listening socket briefly instead of spinning. */
+  #pauseAccept(): void {
+    this.#acceptPausedUntil = performance.now() + ACCEPT_PAUSE_MS;
+    this.#ctl(EPOLL_CTL.MOD, this.#sock.fd, 0, 0);
+  }
+
+  #admit(fd: number): void {
+    const c = libc();
+    const peer = peerCred(fd);
+    if (peer === null) {
+      this.#opts.log?.({
+        kind: "refused_peer",
+        reason: `SO_PEERCRED failed with errno ${errno()}`,
+      });
+      c.close(fd);
+      return;
+    }
+    if (this.#opts.proxyUid !== null && peer.uid !== this.#opts.proxyUid) {
+      this.#counts.refusedUid++;
+      this.#opts.log?.({ kind: "refused_uid", ...peer });
+      c.close(fd);
+      return;
+    }
+    const held = this.#held();
+    if (held >= this.#opts.queueDepth) {
+      this.#counts.queueFull++;
+      this.#opts.log?.({ kind: "queue_full", held });
+      sendFd(fd, queueFullBytes, queueFullBytes.length);
+      c.close(fd);
+      return;
+    }
+    const conn: Conn = {
+      fd,
+      serial: (++this.#serial) >>> 0,
+      peer,
+      state: "waiting",
+      since: performance.now(),
+      reader: null,
+      out: null,
+      outAt: 0,
+      unread: false,
+    };
+    this.#conns.set(fd, conn);
+    this.#waiting.set(fd, conn);
+    this.#ctl(EPOLL_CTL.ADD, fd, EPOLL.IN | EPOLL.RDHUP | EPOLL.ONESHOT, conn.serial);
+  }
+
+  /** Connections not yet in a handler: what the queue depth bounds. */
+  #held(): number {
+    return this.#waiting.size + this.#reading.size + (this.#queue.length - this.#queueHead);
+  }
+
+  // ---- reading -------------------------------------------------------------------------------
+
+  #readFrom(conn: Conn, _events: number): void {
+    const buf = this.#readBuf;
+    for (;;) {
+      const r = readFd(conn.fd, buf, buf.length);
+      if (r > 0) {
+        if (conn.state === "waiting") this.#startReading(conn);
+        const reader = conn.reader!;
+        const step = reader.feed(buf.subarray(0, r));
+        if (step.kind === "done") {
+          this.#reading.delete(conn.fd);
+          this.#releaseReader(conn);
+          this.#enqueue(conn, step.request);
+          return;
+        }
+        if (step.kind === "refuse") {
+          this.#counts.parseErrors++;
+          this.#opts.log?.({ kind: "parse_error", status: step.status, detail: step.detail });
+          conn.unread = true;
+          this.#respond(conn, problem(step.status, step.title, step.detail));
+          return;
+        }
+        if (reader.wantsContinue) this.#sendContinue(conn, reader);
+        if (r < buf.length) break; // the socket is most likely empty: wait for more
+        continue;
+      }
+      if (r === 0) return this.#closeConn(conn); // the peer left before finishing a request
+      const e = errno();
+      if (e === ERRNO.EAGAIN) break;
+      if (e === ERRNO.EINTR) continue;
+      return this.#closeConn(conn);
+    }
+    this.#ctl(EPOLL_CTL.MOD, conn.fd, EPOLL.IN | EPOLL.RDHUP | EPOLL.ONESHOT, conn.serial);
+  }
+
+  #startReading(conn: Conn): void {
+    this.#waiting.delete(conn.fd);
+    conn.state = "reading";
+    conn.since = performance.now();
+    conn.reader = this.#readers.pop() ?? new RequestReader(this.#opts);
+    this.#reading.set(conn.fd, conn);
+  }
+
+  #sendContinue(conn: Conn, reader: RequestReader): void {
+    sendFd(conn.fd, CONTINUE_BYTES, CONTINUE_BYTES.length);
+    reader.continueSent();
+  }
+
+  #releaseReader(conn: Conn): void {
+    const reader = conn.reader;
+    conn.reader = null;
+    if (reader && this.#readers.length < READER_POOL) {
+      reader.reset();
+      this.#readers.push(reader);
+    }
+  }
+
+  // ---- handling ------------------------------------------------------------------------------
+
+  #enqueue(conn: Conn, request: ParsedRequest): void {
+    conn.state = "queued";
+    this.#queue.push([conn, request]);
+    this.#pump();
+  }
+
+  #pump(): void {
+    while (this.#active < this.#opts.workers && this.#queueHead < this.#queue.length) {
+      const [conn, request] = this.#queue[this.#queueHead];
+      this.#queue[this.#queueHead++] = undefined as unknown as [Conn, ParsedRequest];
+      if (this.#queueHead > 1024 && this.#queueHead * 2 > this.#queue.length) {
+        this.#queue = this.#queue.slice(this.#queueHead);
+        this.#queueHead = 0;
+      }
+      if (conn.state !== "queued") continue; // closed while waiting (shutdown)
+      void this.#run(conn, request);
+    }
+  }
+
+  async #run(conn: Conn, parsed: ParsedRequest): Promise<void> {
+    conn.state = "active";
+    this.#active++;
+    const req: HttpRequest = {
+      method: parsed.method,
+      target: parsed.target,
+      path: pathOf(parsed.target),
+      headers: parsed.headers,
+      body: parsed.body,
+      peer: conn.peer,
+      id: this.#nextId(),
+    };
+    let res: HttpResponse;
+    try {
+      res = await this.#opts.handler(req);
+    } catch (e) {
+      res = this.#handlerFailed(req.id, e);
+    }
+    this.#active--;
+    this.#counts.served++;
+    if (conn.state === "active") this.#respond(conn, res, req.id);
+    this.#pump();
+    this.#checkDrained();
+  }
+
+  #handlerFailed(id: string, e: unknown): HttpResponse {
+    this.#counts.handlerErrors++;
+    this.#opts.log?.({
+      kind: "handler_error",
+      id,
+      error: e instanceof Error ? e.message : String(e),
+    });
+    return problem(500, "Internal error", `request ${id} failed; the daemon log says why`);
+  }
+
+  #nextId(): string {
+    const n = this.#ids.next++ >>> 0;
+    if (this.#ids.next > 0xffffffff) this.#ids = { prefix: randomHex8(), next: 0 };
+    return this.#ids.prefix + n.toString(16).padStart(8, "0");
+  }
+
+  // ---- writing -------------------------------------------------------------------------------
+
+  #respond(conn: Conn, res: HttpResponse, id?: string): void {
+    let bytes: Uint8Array;
+    try {
+      bytes = serializeResponse(res);
+    } catch (e) {
+      bytes = serializeResponse(this.#handlerFailed(id ?? "-", e));
+    }
+    this.#reading.delete(conn.fd);
+    this.#releaseReader(conn);
+    conn.out = bytes;
+    conn.outAt = 0;
+    conn.state = "writing";
+    conn.since = performance.now();
+    this.#flush(conn);
+  }
+
+  #flush(conn: Conn): void {
+    const out = conn.out!;
+    while (conn.outAt < out.length) {
+      const rest = conn.outAt === 0 ? out : out.subarray(conn.outAt);
+      const w = sendFd(conn.fd, rest, rest.length);
+      if (w > 0) {
+        conn.outAt += w;
+        continue;
+      }
+      const e = errno();
+      if (e === ERRNO.EINTR) continue;
+      if (e === ERRNO.EAGAIN) {
+        if (!this.#writing.has(conn.fd)) this.#writing.set(conn.fd, conn);
+        this.#ctl(EPOLL_CTL.MOD, conn.fd, EPOLL.OUT | EPOLL.ONESHOT, conn.serial);
+        return;
+      }
+      break; // the peer is gone
+    }
+    this.#closeConn(conn);
+  }
+
+  #closeConn(conn: Conn): void {
+    if (conn.state === "closed") return;
+    const c = libc();
+    if (conn.unread) {
+      // Closing with unread input makes the kernel report ECONNRESET to the peer; read what is
+      // already there (bounded) so the peer sees our answer and then a clean end.
+      for (let drained = 0; drained < DRAIN_LIMIT;) {
+        const r = readFd(conn.fd, this.#readBuf, this.#readBuf.length);
+        if (r <= 0) break;
+        drained += r;
+      }
+    }
+    c.close(conn.fd);
+    conn.state = "closed";
+    conn.out = null;
+    this.#conns.delete(conn.fd);
+    this.#waiting.delete(conn.fd);
+    this.#reading.delete(conn.fd);
+    this.#writing.delete(conn.fd);
+    this.#releaseReader(conn);
+    if (this.#acceptPausedUntil !== 0 && !this.#closing) {
+      this.#acceptPausedUntil = 0;
+      this.#ctl(EPOLL_CTL.MOD, this.#sock.fd, EPOLL.IN, 0);
+    }
+    this.#checkDrained();
+  }
+
+  // ---- shutdown ------------------------------------------------------------------------------
+
+  async #shutdown(graceMs: number): Promise<void> {
+    this.#closing = true;
+    const c = libc();
+    c.epoll_ctl(this.#ep, EPOLL_CTL.DEL, this.#sock.fd, this.#ctlBuf);
+    closeUnixListener(this.#sock);
+    for (const conn of [...this.#waiting.values()]) this.#closeConn(conn);
+    if (this.#inFlight() > 0 && this.#serving !== null) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await new Promise<void>((resolve) => {
+        this.#drained = resolve;
+        timer = setTimeout(resolve, graceMs);
+      });
+      clearTimeout(timer);
+      this.#drained = null;
+    }
+    this.#stopped = true;
+    writeFd(this.#wake, new Uint8Array(new BigUint64Array([1n]).buffer), 8);
+    if (this.#serving) await this.#serving;
+    for (const conn of [...this.#conns.values()]) this.#closeConn(conn);
+    c.close(this.#ep);
+    c.close(this.#wake);
+  }
+
+  #inFlight(): number {
+    return this.#reading.size + this.#writing.size + this.#active +
+      (this.#queue.length - this.#queueHead);
+  }
+
+  #checkDrained(): void {
+    if (this.#drained !== null && this.#inFlight() === 0) this.#drained();
+  }
+
+  #ctl(op: number, fd: number, events: number, serial: number): void {
+    const v = this.#ctlView;
+    v.setUint32(0, events >>> 0, true);
+    v.setInt32(EPOLL_DATA_OFFSET, fd, true);
+    v.setUint32(EPOLL_DATA_OFFSET + 4, serial >>> 0, true);
+    if (libc().epoll_ctl(this.#ep, op, fd, this.#ctlBuf) !== 0) {
+      const conn = this.#conns.get(fd);
+      if (conn) this.#closeConn(conn); // e.g. ENOMEM: cannot watch it, so do not keep it
+    }
+  }
+}
+
+function checkOptions(opts: ListenerOptions): void {
+  const positive = (name: string, v: number | undefined) => {
+    if (v !== undefined && (!Number.isInteger(v) || v < 1)) {
+      throw new Error(`listener option ${name} must be a positive integer, got ${v}`);
+    }
+  };
+  positive("workers", opts.workers);
+  positive("queueDepth", opts.queueDepth);
+  positive("maxBodyBytes", opts.maxBodyBytes);
+  positive("maxHeaderBytes", opts.maxHeaderBytes);
+  positive("firstByteMs", opts.firstByteMs);
+  positive("bodyMs", opts.bodyMs);
+  if (opts.proxyUid !== null && (!Number.isInteger(opts.proxyUid) || opts.proxyUid < 0)) {
+    throw new Error(
+      `listener option proxyUid must be a uid (integer ≥ 0) or null, got ${opts.proxyUid}`,
+    );
+  }
+}
+
+function first<V>(map: Map<number, V>): V | undefined {
+  for (const v of map.values()) return v;
+  return undefined;
+}
+
+function pathOf(target: string): string {
+  const q = target.indexOf("?");
+  return q < 0 ? target : target.slice(0, q);
+}
+
+function randomHex8(): string {
+  const b = crypto.getRandomValues(new Uint8Array(4));
+  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}

@@ -1,0 +1,28 @@
+/**
+ * The connection layer: a UNIX-socket HTTP/1.1 listener with peer-credential checks, an acceptor
+ * that holds silent connections, strict parsing, deadlines, and RFC 9457 problem responses.
+ *
+ * @example
+ * ```ts
+ * import { Listener, problem } from "./lib/http/mod.ts";
+ * const l = Listener.open({
+ *   path: "/run/svcd/auth.sock", proxyUid: 33, workers: 4,
+ *   handler: async (req) => req.path === "/health" ? { status: 200, body: "{}" } : problem(404, "Not found"),
+ * });
+ * await l.serve();
+ * ```
+ */
+import { rlimitNofile } from "../../ffi/libc.ts";
+
+export { Listener, type ListenerOptions, type ListenerStats } from "./listener.ts";
+export { problem, PROBLEM_TYPE } from "./problem.ts";
+export { DEFAULT_MAX_HEADER_BYTES } from "./parse.ts";
+export type { Handler, HttpRequest, HttpResponse, ListenerEvent } from "./types.ts";
+
+/**
+ * The process's open-file limits (getrlimit RLIMIT_NOFILE), for the start-up check.
+ * @example if (nofileLimit().soft < needed) throw new Error("raise LimitNOFILE or lower --queue-depth");
+ */
+export function nofileLimit(): { soft: number; hard: number } {
+  return rlimitNofile();
+}

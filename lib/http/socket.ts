@@ -1,0 +1,110 @@
+/**
+ * The listening UNIX socket: replaces a stale socket file (never any other kind of file, never a
+ * socket someone still listens on), binds, sets mode 0660 before listen() so that no connection can
+ * arrive under the umask's mode, and removes the file again only if it is still ours.
+ *
+ * @example
+ * ```ts
+ * const sock = openUnixListener("/run/svcd/auth.sock", 1024);
+ * // … later
+ * closeUnixListener(sock);
+ * ```
+ */
+import {
+  ERRNO,
+  errno,
+  libc,
+  O_CLOEXEC,
+  SOCK,
+  SOCKADDR_UN_SIZE,
+  sockaddrUn,
+} from "../../ffi/libc.ts";
+
+/** A bound, listening socket and the identity of its file. */
+export interface UnixListenerSocket {
+  fd: number;
+  path: string;
+  dev: number;
+  ino: number;
+}
+
+/** Mode of the socket file: the proxy's group may connect; the uid check is the authorisation. */
+export const SOCKET_MODE = 0o660;
+
+/**
+ * Create, bind, chmod 0660 and listen. Throws an Error naming the path when it is taken.
+ * @example const { fd } = openUnixListener(path, 1024);
+ */
+export function openUnixListener(path: string, backlog: number): UnixListenerSocket {
+  const addr = sockaddrUn(path);
+  removeStaleSocket(path);
+  const c = libc();
+  const fd = c.socket(1, SOCK.STREAM | SOCK.NONBLOCK | SOCK.CLOEXEC, 0);
+  if (fd < 0) throw new Error(`socket(AF_UNIX) failed with errno ${errno()}`);
+  try {
+    if (c.bind(fd, addr, SOCKADDR_UN_SIZE) !== 0) {
+      const e = errno();
+      throw new Error(
+        e === ERRNO.EADDRINUSE
+          ? `socket path ${path} appeared while starting; is another svcd starting?`
+          : `bind(${path}) failed with errno ${e}; check that the directory exists and is writable`,
+      );
+    }
+    Deno.chmodSync(path, SOCKET_MODE);
+    const st = Deno.lstatSync(path);
+    if (c.listen(fd, backlog) !== 0) {
+      throw new Error(`listen(${path}) failed with errno ${errno()}`);
+    }
+    return { fd, path, dev: st.dev, ino: st.ino ?? 0 };
+  } catch (e) {
+    c.close(fd);
+    throw e;
+  }
+}
+
+/**
+ * Close the socket and remove its file if the file is still the one we bound.
+ * @example closeUnixListener(sock)
+ */
+export function closeUnixListener(sock: UnixListenerSocket): void {
+  libc().close(sock.fd);
+  try {
+    const st = Deno.lstatSync(sock.path);
+    if (st.isSocket && st.dev === sock.dev && st.ino === sock.ino) Deno.removeSync(sock.path);
+  } catch {
+    // Already gone: nothing to clean up.
+  }
+}
+
+function removeStaleSocket(path: string): void {
+  let st: Deno.FileInfo;
+  try {
+    st = Deno.lstatSync(path);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return;
+    throw e;
+  }
+  if (!st.isSocket) {
+    throw new Error(
+      `${path} exists and is not a socket; refusing to replace it: remove it or choose another --socket path`,
+    );
+  }
+  if (someoneListens(path)) {
+    throw new Error(`another process is listening on ${path}; stop it before starting this one`);
+  }
+  Deno.removeSync(path);
+}
+
+/** A connect() that is refused means the file is stale; one that succeeds or would block is live. */
+function someoneListens(path: string): boolean {
+  const c = libc();
+  const fd = c.socket(1, SOCK.STREAM | SOCK.NONBLOCK | O_CLOEXEC, 0);
+  if (fd < 0) throw new Error(`socket(AF_UNIX) failed with errno ${errno()}`);
+  try {
+    if (c.connect(fd, sockaddrUn(path), SOCKADDR_UN_SIZE) === 0) return true;
+    const e = errno();
+    return e !== ERRNO.ECONNREFUSED && e !== ERRNO.ENOENT;
+  } finally {
+    c.close(fd);
+  }
+}
