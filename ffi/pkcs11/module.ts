@@ -1,0 +1,191 @@
+/**
+ * Loads a PKCS#11 module and its function table, and calls the table's entries through function
+ * pointers. `C_GetInterface("PKCS 11")` is used when the module exports it (the version stored in
+ * the returned table decides how many entries exist), else `C_GetFunctionList`.
+ *
+ * @example
+ * ```ts
+ * import { loadModule } from "./module.ts";
+ * const mod = loadModule("/usr/lib/softhsm/libsofthsm2.so");
+ * const rv = mod.fn.C_Finalize(null); // CKR_CRYPTOKI_NOT_INITIALIZED before C_Initialize
+ * ```
+ */
+import { CKR } from "./constants.ts";
+import { type CkVersion, readInterface, readVersion } from "./layouts.ts";
+import {
+  entryCount,
+  type FunctionName,
+  NONBLOCKING,
+  SIGNATURES,
+  tableOffset,
+} from "./functions.ts";
+
+type Sig<K extends FunctionName> = (typeof SIGNATURES)[K];
+type NonblockingName = (typeof NONBLOCKING)[number];
+
+// Deno types CK_ULONG ("u64") arguments as bigint; at run time it takes numbers as well, and
+// handles and lengths are small, so the binding accepts either.
+type Widen<T> = T extends bigint ? number | bigint : T;
+type WidenArgs<F> = F extends (...args: infer A) => infer R
+  ? (...args: { [I in keyof A]: Widen<A[I]> }) => R
+  : never;
+
+/** Synchronous entries: each returns the CK_RV. */
+export type SyncFunctions = {
+  [K in FunctionName]: WidenArgs<Deno.UnsafeFnPointer<Sig<K>>["call"]>;
+};
+
+/** Nonblocking variants (`C_SignAsync`, …): run on a thread, resolve to the CK_RV. */
+export type AsyncFunctions = {
+  [K in NonblockingName as `${K}Async`]: WidenArgs<
+    Deno.UnsafeFnPointer<Sig<K> & { nonblocking: true }>["call"]
+  >;
+};
+
+/** A loaded module: its function table, the table version and per-function call counts. */
+export interface Pkcs11Module {
+  readonly path: string;
+  /** How the table was obtained. */
+  readonly via: "C_GetInterface" | "C_GetFunctionList";
+  /** The version stored at the start of the function table. */
+  readonly tableVersion: CkVersion;
+  /** Entries in the table, from its version (68, 92 or 104). */
+  readonly tableEntries: number;
+  /** Callable entries; an entry the module leaves NULL answers CKR_FUNCTION_NOT_SUPPORTED. */
+  readonly fn: SyncFunctions & AsyncFunctions;
+  /** Calls made per function name since load (instrumentation for tests). */
+  readonly calls: Record<string, number>;
+  /** True when the table has a non-NULL pointer for this function. */
+  provides(name: string): boolean;
+}
+
+const loaded = new Map<string, Pkcs11Module>();
+
+/** Loads the module at `path` once per isolate. Example: `loadModule(path).fn.C_GetInfo(buf)`. */
+export function loadModule(path: string): Pkcs11Module {
+  const cached = loaded.get(path);
+  if (cached) return cached;
+  const mod = openModule(path);
+  loaded.set(path, mod);
+  return mod;
+}
+
+/** The module at `path` if this isolate loaded it, else undefined (instrumentation for tests). */
+export function loadedModule(path: string): Pkcs11Module | undefined {
+  return loaded.get(path);
+}
+
+function dlopenModule(path: string) {
+  try {
+    return Deno.dlopen(
+      path,
+      {
+        C_GetFunctionList: { parameters: ["buffer"], result: "u32", optional: true },
+        C_GetInterface: {
+          parameters: ["buffer", "pointer", "buffer", "u64"],
+          result: "u32",
+          optional: true,
+        },
+      } as const,
+    );
+  } catch (err) {
+    throw new Error(
+      `cannot load the PKCS#11 module ${path}: ${(err as Error).message}; ` +
+        `check --module (Debian's SoftHSM2 is /usr/lib/softhsm/libsofthsm2.so)`,
+    );
+  }
+}
+
+function openModule(path: string): Pkcs11Module {
+  const lib = dlopenModule(path);
+  const found = tableFromInterface(lib.symbols.C_GetInterface as GetInterface) ??
+    tableFromFunctionList(path, lib.symbols.C_GetFunctionList);
+  const view = new Deno.UnsafePointerView(found.table);
+  const tableVersion = readVersion(new Uint8Array(view.getArrayBuffer(2)), 0);
+  const tableEntries = entryCount(tableVersion);
+  const calls: Record<string, number> = {};
+  const pointers = new Map<string, Deno.PointerObject>();
+  for (const name of Object.keys(SIGNATURES)) {
+    const offset = tableOffset(name);
+    if ((offset - 8) / 8 >= tableEntries) continue;
+    const ptr = view.getPointer(offset);
+    if (ptr) pointers.set(name, ptr);
+  }
+  const fn = {} as Record<string, unknown>;
+  for (const [name, def] of Object.entries(SIGNATURES)) {
+    calls[name] = 0;
+    fn[name] = bindEntry(name, pointers.get(name), def, calls);
+    if ((NONBLOCKING as readonly string[]).includes(name)) {
+      fn[`${name}Async`] = bindEntry(
+        name,
+        pointers.get(name),
+        { ...def, nonblocking: true },
+        calls,
+      );
+    }
+  }
+  return {
+    path,
+    via: found.via,
+    tableVersion,
+    tableEntries,
+    fn: fn as SyncFunctions & AsyncFunctions,
+    calls,
+    provides: (name) => pointers.has(name),
+  };
+}
+
+function bindEntry(
+  name: string,
+  ptr: Deno.PointerObject | undefined,
+  def: Deno.ForeignFunction,
+  calls: Record<string, number>,
+): unknown {
+  if (!ptr) {
+    const missing = () => CKR.FUNCTION_NOT_SUPPORTED;
+    return def.nonblocking ? () => Promise.resolve(missing()) : missing;
+  }
+  const fp = new Deno.UnsafeFnPointer(ptr as Deno.PointerObject<typeof def>, def);
+  return (...args: Deno.NativeType[]) => {
+    calls[name]++;
+    // deno-lint-ignore no-explicit-any
+    return (fp.call as (...a: any[]) => unknown)(...args);
+  };
+}
+
+interface FoundTable {
+  table: Deno.PointerObject;
+  via: Pkcs11Module["via"];
+}
+
+type GetInterface =
+  | ((name: Uint8Array, version: null, out: Uint8Array, flags: number) => number)
+  | null;
+
+function tableFromInterface(getInterface: GetInterface): FoundTable | null {
+  if (!getInterface) return null;
+  const out = new BigUint64Array(1);
+  const name = new TextEncoder().encode("PKCS 11\0");
+  const rv = getInterface(name, null, new Uint8Array(out.buffer), 0);
+  if (rv !== CKR.OK || out[0] === 0n) return null;
+  const iface = readInterface(Deno.UnsafePointer.create(out[0])!);
+  if (!iface.functionList) return null;
+  return { table: iface.functionList, via: "C_GetInterface" };
+}
+
+function tableFromFunctionList(
+  path: string,
+  getFunctionList: ((out: Uint8Array) => number) | null,
+): FoundTable {
+  if (!getFunctionList) {
+    throw new Error(
+      `${path} exports neither C_GetInterface nor C_GetFunctionList: not a PKCS#11 module`,
+    );
+  }
+  const out = new BigUint64Array(1);
+  const rv = getFunctionList(new Uint8Array(out.buffer));
+  if (rv !== CKR.OK || out[0] === 0n) {
+    throw new Error(`${path}: C_GetFunctionList failed (rv 0x${rv.toString(16)})`);
+  }
+  return { table: Deno.UnsafePointer.create(out[0])!, via: "C_GetFunctionList" };
+}

@@ -1,0 +1,23 @@
+/**
+ * The token layer: open a PKCS#11 token by label, log in once from the PIN credential, sign,
+ * verify and MAC through a session pool.
+ *
+ * @example
+ * ```ts
+ * import { Token } from "./mod.ts";
+ * const token = Token.open({ modulePath: "/usr/lib/softhsm/libsofthsm2.so", tokenLabel: "svcd" });
+ * await token.login(Token.readPinCredential());
+ * ```
+ */
+export { fingerprint, listSlots, Token } from "./token.ts";
+export type { SigningKey, TokenInfo, TokenOptions } from "./token.ts";
+export { CredentialError, isTokenDead, MechanismUnavailableError, Pkcs11Error } from "./errors.ts";
+export { PIN_CREDENTIAL_NAME, readPinCredential } from "./credential.ts";
+export {
+  COMPOSITE_MLDSA65_ED25519_LABEL,
+  isKeyTypeName,
+  KEY_TYPE_NAMES,
+  KEY_TYPES,
+} from "./key_types.ts";
+export type { KeyTypeName, KeyTypeSpec } from "./key_types.ts";
+export type { PoolStats, SessionUseStats } from "./pool.ts";

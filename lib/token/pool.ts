@@ -1,0 +1,163 @@
+/**
+ * The session pool: sessions are opened lazily up to a cap, each lent to one operation at a time.
+ * When the module refuses another session (CKR_HOST_MEMORY or CKR_SESSION_COUNT) the pool stops
+ * growing at its current size and later callers wait for a session to be returned.
+ *
+ * @example
+ * ```ts
+ * import { SessionPool } from "./pool.ts";
+ * const pool = new SessionPool({ open: () => openSession(), close: (h) => closeSession(h), max: 127 });
+ * const sig = await pool.use((session) => sign(session));
+ * ```
+ */
+import { CKR, Pkcs11Error } from "../../ffi/pkcs11/mod.ts";
+import type { Handle } from "./session_ops.ts";
+
+/** What the pool needs from the module. `open` returns a handle or the CK_RV of a refusal. */
+export interface PoolBackend {
+  open(): { handle: Handle } | { rv: number };
+  close(handle: Handle): void;
+  max: number;
+}
+
+/** Pool figures. Example: `{ size: 3, inUse: 3, waiting: 61, cap: 3 }`. */
+export interface PoolStats {
+  /** Sessions open. */
+  size: number;
+  /** Sessions lent out now. */
+  inUse: number;
+  /** Callers waiting for a session. */
+  waiting: number;
+  /** The most sessions the pool will open: --max-sessions, or the size at which the module refused. */
+  cap: number;
+}
+
+/** Evidence that no session served two operations at once (tests read it). */
+export interface SessionUseStats {
+  /** Operations run through the pool. */
+  operations: number;
+  /** Times an operation started on a session that already had one in progress (must stay 0). */
+  overlaps: number;
+  /** Most operations in progress at one moment, over all sessions. */
+  maxConcurrent: number;
+  /** Distinct sessions that served an operation. */
+  sessionsUsed: number;
+}
+
+const REFUSALS = new Set<number>([CKR.HOST_MEMORY, CKR.SESSION_COUNT]);
+
+/** A lazily grown, capped pool of sessions with exclusive use. */
+export class SessionPool {
+  #backend: PoolBackend;
+  #idle: Handle[] = [];
+  #all = new Set<Handle>();
+  #waiters: ((handle: Handle) => void)[] = [];
+  #cap: number;
+  #closed = false;
+  // Instrumentation, independent of the free list: which sessions have an operation in progress.
+  #active = new Map<Handle, number>();
+  #inFlight = 0;
+  #used = new Set<Handle>();
+  #use: SessionUseStats = { operations: 0, overlaps: 0, maxConcurrent: 0, sessionsUsed: 0 };
+
+  constructor(backend: PoolBackend) {
+    this.#backend = backend;
+    this.#cap = backend.max;
+  }
+
+  /** Runs `fn` with a session of its own; the session returns to the pool afterwards. */
+  async use<T>(
+    fn: (session: Handle) => Promise<T> | T,
+    opts?: { discardOn?: (err: unknown) => boolean },
+  ): Promise<T> {
+    const session = await this.acquire();
+    this.#enter(session);
+    let discard = false;
+    try {
+      return await fn(session);
+    } catch (err) {
+      discard = opts?.discardOn?.(err) ?? false;
+      throw err;
+    } finally {
+      this.#exit(session);
+      if (discard) this.#discard(session);
+      else this.release(session);
+    }
+  }
+
+  /** A session for exclusive use; waits when the pool is at its cap. Pair with release(). */
+  acquire(): Promise<Handle> {
+    if (this.#closed) return Promise.reject(new Error("the token is closed"));
+    const idle = this.#idle.pop();
+    if (idle !== undefined) return Promise.resolve(idle);
+    if (this.#all.size < this.#cap) {
+      const opened = this.#backend.open();
+      if ("handle" in opened) {
+        this.#all.add(opened.handle);
+        return Promise.resolve(opened.handle);
+      }
+      if (!REFUSALS.has(opened.rv) || this.#all.size === 0) {
+        return Promise.reject(new Pkcs11Error("C_OpenSession", opened.rv));
+      }
+      // The module's own limit: stop growing here and wait like any caller past the cap.
+      this.#cap = this.#all.size;
+    }
+    return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  /** Returns a session: to the next waiter if any, else to the idle list. */
+  release(session: Handle): void {
+    if (this.#closed || !this.#all.has(session)) return;
+    const next = this.#waiters.shift();
+    if (next) next(session);
+    else this.#idle.push(session);
+  }
+
+  /** Figures for /health and tests. */
+  stats(): PoolStats {
+    return {
+      size: this.#all.size,
+      inUse: this.#all.size - this.#idle.length,
+      waiting: this.#waiters.length,
+      cap: this.#cap,
+    };
+  }
+
+  /** Session-use evidence (see SessionUseStats). */
+  useStats(): SessionUseStats {
+    return { ...this.#use, sessionsUsed: this.#used.size };
+  }
+
+  /** Closes every session; waiting callers are left pending forever, so close only at shutdown. */
+  close(): void {
+    this.#closed = true;
+    for (const handle of this.#all) this.#backend.close(handle);
+    this.#all.clear();
+    this.#idle = [];
+  }
+
+  #discard(session: Handle): void {
+    this.#all.delete(session);
+    this.#backend.close(session);
+    // A waiter may now be served by a fresh session.
+    const next = this.#waiters.shift();
+    if (next) this.acquire().then(next, () => this.#waiters.unshift(next));
+  }
+
+  #enter(session: Handle): void {
+    this.#use.operations++;
+    const already = this.#active.get(session) ?? 0;
+    if (already > 0) this.#use.overlaps++;
+    this.#active.set(session, already + 1);
+    this.#used.add(session);
+    this.#inFlight++;
+    this.#use.maxConcurrent = Math.max(this.#use.maxConcurrent, this.#inFlight);
+  }
+
+  #exit(session: Handle): void {
+    this.#inFlight--;
+    const left = (this.#active.get(session) ?? 1) - 1;
+    if (left > 0) this.#active.set(session, left);
+    else this.#active.delete(session);
+  }
+}

@@ -1,0 +1,236 @@
+/**
+ * Single PKCS#11 operations on one session the caller holds exclusively: find objects, read
+ * attributes, sign, verify, generate keys. They turn return codes into Pkcs11Error and own the
+ * buffers they hand to the module for the whole call.
+ *
+ * @example
+ * ```ts
+ * import { findObjects } from "./session_ops.ts";
+ * const handles = findObjects(mod, session, [{ type: CKA.LABEL, value: utf8("svc-audit") }]);
+ * ```
+ */
+import {
+  type AttributeIn,
+  check,
+  CKR,
+  type Encoded,
+  encodeMechanism,
+  encodeTemplate,
+  Pkcs11Error,
+  type Pkcs11Module,
+  readTemplateLengths,
+} from "../../ffi/pkcs11/mod.ts";
+
+/** A session or object handle (CK_ULONG). */
+export type Handle = number;
+
+/** UTF-8 bytes of a label. Example: `utf8("svcd")`. */
+export function utf8(text: string): Uint8Array<ArrayBuffer> {
+  return new TextEncoder().encode(text);
+}
+
+/** Handles of the objects matching a template (C_FindObjectsInit/C_FindObjects/C_FindObjectsFinal). */
+export function findObjects(mod: Pkcs11Module, session: Handle, template: AttributeIn[]): Handle[] {
+  const tmpl = encodeTemplate(template);
+  check("C_FindObjectsInit", mod.fn.C_FindObjectsInit(session, tmpl.bytes, template.length));
+  const found: Handle[] = [];
+  try {
+    const batch = new BigUint64Array(32);
+    const count = new BigUint64Array(1);
+    for (;;) {
+      check(
+        "C_FindObjects",
+        mod.fn.C_FindObjects(
+          session,
+          new Uint8Array(batch.buffer),
+          batch.length,
+          new Uint8Array(count.buffer),
+        ),
+      );
+      const n = Number(count[0]);
+      for (let i = 0; i < n; i++) found.push(Number(batch[i]));
+      if (n < batch.length) break;
+    }
+  } finally {
+    mod.fn.C_FindObjectsFinal(session);
+  }
+  return found;
+}
+
+/**
+ * Values of the requested attributes of an object; null for one the module marks unavailable
+ * (absent or sensitive). Two calls: lengths first, then values.
+ */
+export function getAttributes(
+  mod: Pkcs11Module,
+  session: Handle,
+  object: Handle,
+  types: number[],
+): Map<number, Uint8Array | null> {
+  const query = encodeTemplate(types.map((type) => ({ type, value: null })));
+  let rv = mod.fn.C_GetAttributeValue(session, object, query.bytes, types.length);
+  if (!attributeRvUsable(rv)) throw new Pkcs11Error("C_GetAttributeValue", rv);
+  const lengths = readTemplateLengths(query.bytes, types.length);
+  const values = lengths.map((len) => (len === null ? null : new Uint8Array(len)));
+  const fetch = encodeTemplate(types.map((type, i) => ({ type, value: values[i] })));
+  rv = mod.fn.C_GetAttributeValue(session, object, fetch.bytes, types.length);
+  if (!attributeRvUsable(rv)) throw new Pkcs11Error("C_GetAttributeValue", rv);
+  const finalLengths = readTemplateLengths(fetch.bytes, types.length);
+  const out = new Map<number, Uint8Array | null>();
+  types.forEach((type, i) => {
+    const len = finalLengths[i];
+    out.set(type, len === null || values[i] === null ? null : values[i]!.subarray(0, len));
+  });
+  return out;
+}
+
+// These codes still fill every attribute that is available and mark the others unavailable.
+function attributeRvUsable(rv: number): boolean {
+  return rv === CKR.OK || rv === CKR.ATTRIBUTE_SENSITIVE || rv === CKR.ATTRIBUTE_TYPE_INVALID;
+}
+
+// A zero-length message still needs a valid pointer: some modules reject NULL pData.
+const EMPTY = new Uint8Array(1);
+
+function dataPointer(data: Uint8Array): Uint8Array {
+  return data.byteLength === 0 ? EMPTY : data;
+}
+
+/** How the signing operations below pick a mechanism and (optional) parameter. */
+export interface MechanismChoice {
+  mechanism: number;
+  parameter?: Encoded;
+}
+
+/**
+ * C_SignInit + C_Sign (nonblocking), with a first buffer of `maxLength` bytes; grows it once on
+ * CKR_BUFFER_TOO_SMALL. Example: `await signOnce(mod, s, key, { mechanism: CKM.EDDSA }, msg, 64)`.
+ */
+export async function signOnce(
+  mod: Pkcs11Module,
+  session: Handle,
+  key: Handle,
+  choice: MechanismChoice,
+  data: Uint8Array,
+  maxLength: number,
+): Promise<Uint8Array> {
+  const mech = encodeMechanism(choice.mechanism, choice.parameter);
+  check("C_SignInit", mod.fn.C_SignInit(session, mech.bytes, key));
+  const input = dataPointer(data);
+  let sig = new Uint8Array(maxLength);
+  const len = new BigUint64Array([BigInt(maxLength)]);
+  const lenBytes = new Uint8Array(len.buffer);
+  let rv = await mod.fn.C_SignAsync(session, input, data.byteLength, sig, lenBytes);
+  if (rv === CKR.BUFFER_TOO_SMALL) {
+    sig = new Uint8Array(Number(len[0]));
+    rv = await mod.fn.C_SignAsync(session, input, data.byteLength, sig, lenBytes);
+  }
+  check("C_Sign", rv);
+  keepAlive(mech);
+  return sig.slice(0, Number(len[0]));
+}
+
+/** As signOnce, but synchronous: for quick mechanisms such as HMAC where a thread hop costs more. */
+export function signOnceSync(
+  mod: Pkcs11Module,
+  session: Handle,
+  key: Handle,
+  choice: MechanismChoice,
+  data: Uint8Array,
+  maxLength: number,
+): Uint8Array {
+  const mech = encodeMechanism(choice.mechanism, choice.parameter);
+  check("C_SignInit", mod.fn.C_SignInit(session, mech.bytes, key));
+  const sig = new Uint8Array(maxLength);
+  const len = new BigUint64Array([BigInt(maxLength)]);
+  check(
+    "C_Sign",
+    mod.fn.C_Sign(session, dataPointer(data), data.byteLength, sig, new Uint8Array(len.buffer)),
+  );
+  return sig.slice(0, Number(len[0]));
+}
+
+/**
+ * C_VerifyInit + C_Verify (nonblocking): true when valid, false on CKR_SIGNATURE_INVALID or
+ * CKR_SIGNATURE_LEN_RANGE, Pkcs11Error otherwise.
+ */
+export async function verifyOnce(
+  mod: Pkcs11Module,
+  session: Handle,
+  key: Handle,
+  choice: MechanismChoice,
+  data: Uint8Array,
+  signature: Uint8Array,
+): Promise<boolean> {
+  const mech = encodeMechanism(choice.mechanism, choice.parameter);
+  check("C_VerifyInit", mod.fn.C_VerifyInit(session, mech.bytes, key));
+  const rv = await mod.fn.C_VerifyAsync(
+    session,
+    dataPointer(data),
+    data.byteLength,
+    dataPointer(signature),
+    signature.byteLength,
+  );
+  keepAlive(mech);
+  if (rv === CKR.OK) return true;
+  if (rv === CKR.SIGNATURE_INVALID || rv === CKR.SIGNATURE_LEN_RANGE) return false;
+  throw new Pkcs11Error("C_Verify", rv);
+}
+
+/** C_GenerateKeyPair (nonblocking): returns [public, private] handles. */
+export async function generateKeyPair(
+  mod: Pkcs11Module,
+  session: Handle,
+  choice: MechanismChoice,
+  publicTemplate: AttributeIn[],
+  privateTemplate: AttributeIn[],
+): Promise<[Handle, Handle]> {
+  const mech = encodeMechanism(choice.mechanism, choice.parameter);
+  const pub = encodeTemplate(publicTemplate);
+  const priv = encodeTemplate(privateTemplate);
+  const handles = new BigUint64Array(2);
+  const rv = await mod.fn.C_GenerateKeyPairAsync(
+    session,
+    mech.bytes,
+    pub.bytes,
+    publicTemplate.length,
+    priv.bytes,
+    privateTemplate.length,
+    new Uint8Array(handles.buffer, 0, 8),
+    new Uint8Array(handles.buffer, 8, 8),
+  );
+  keepAlive(mech, pub, priv);
+  check("C_GenerateKeyPair", rv);
+  return [Number(handles[0]), Number(handles[1])];
+}
+
+/** C_GenerateKey (a secret key). */
+export function generateKey(
+  mod: Pkcs11Module,
+  session: Handle,
+  choice: MechanismChoice,
+  template: AttributeIn[],
+): Handle {
+  const mech = encodeMechanism(choice.mechanism, choice.parameter);
+  const tmpl = encodeTemplate(template);
+  const handle = new BigUint64Array(1);
+  check(
+    "C_GenerateKey",
+    mod.fn.C_GenerateKey(
+      session,
+      mech.bytes,
+      tmpl.bytes,
+      template.length,
+      new Uint8Array(handle.buffer),
+    ),
+  );
+  return Number(handle[0]);
+}
+
+// Referencing the encodings after an awaited call keeps the buffers they point into alive until
+// the module is done with them (the GC cannot see pointers stored inside byte arrays).
+const retained: unknown[] = [];
+function keepAlive(...items: unknown[]): void {
+  retained.push(items);
+  retained.length = 0;
+}

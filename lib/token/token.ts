@@ -1,0 +1,787 @@
+/**
+ * The token as svcd uses it: one module opening, one login, a session pool, keys by label, and
+ * sign/verify/mac through the pool with the mechanism the key-type table prescribes.
+ *
+ * @example
+ * ```ts
+ * import { Token } from "./token.ts";
+ * const token = Token.open({ modulePath: "/usr/lib/softhsm/libsofthsm2.so", tokenLabel: "svcd" });
+ * await token.login(Token.readPinCredential());
+ * const key = await token.key("web-signing");
+ * const sig = await token.sign(key!, new TextEncoder().encode("hello"));
+ * ```
+ */
+import { createHash } from "node:crypto";
+import {
+  type AttributeIn,
+  boolBytes,
+  check,
+  CKA,
+  CKF,
+  type CkInfo,
+  CKM,
+  type CkMechanismInfo,
+  ckmName,
+  CKO,
+  CKR,
+  type CkTokenInfo,
+  CKU,
+  decodeInfo,
+  decodeMechanismInfo,
+  decodeTokenInfo,
+  formatVersion,
+  loadedModule,
+  Pkcs11Error,
+  type Pkcs11Module,
+  readUlong,
+  SIZE,
+  ulongBytes,
+} from "../../ffi/pkcs11/mod.ts";
+import { readPinCredential } from "./credential.ts";
+import { bytesEqual, hex, sequence, spki, unsignedInteger, unwrapOctetString } from "./der.ts";
+import { isTokenDead, MechanismUnavailableError } from "./errors.ts";
+import {
+  KEY_TYPE_NAMES,
+  KEY_TYPES,
+  type KeyTypeName,
+  type KeyTypeSpec,
+  type SigningMechanism,
+} from "./key_types.ts";
+import { acquireModule, releaseModule } from "./module_state.ts";
+import { type PoolStats, SessionPool, type SessionUseStats } from "./pool.ts";
+import {
+  findObjects,
+  generateKey,
+  generateKeyPair,
+  getAttributes,
+  type Handle,
+  signOnce,
+  signOnceSync,
+  utf8,
+  verifyOnce,
+} from "./session_ops.ts";
+
+/** How to reach the token. */
+export interface TokenOptions {
+  /** Path of the PKCS#11 module (e.g. /usr/lib/softhsm/libsofthsm2.so). */
+  modulePath: string;
+  /** Label given at `svcd token init`; the slot is found by it, never by number. */
+  tokenLabel: string;
+  /** Most sessions the pool opens (default 127). */
+  maxSessions?: number;
+  /**
+   * Tests only: the pool's C_OpenSession answers CKR_HOST_MEMORY once this many sessions are open,
+   * as a module with a session cap does.
+   */
+  fakeSessionCap?: number;
+}
+
+/** A signing key found by label. */
+export interface SigningKey {
+  label: string;
+  keyType: KeyTypeName;
+  /** The mechanism it signs with, by name, e.g. "CKM_ML_DSA". */
+  mechanism: string;
+  /** EC: uncompressed point; Ed25519: 32 bytes; RSA: DER RSAPublicKey; ML-DSA/composite: raw value. */
+  publicKeyRaw: Uint8Array;
+  /** DER SubjectPublicKeyInfo, where a standard one exists. */
+  publicKeySpki?: Uint8Array;
+}
+
+/** What the token and module say about themselves. Counts are null where the module withholds them. */
+export interface TokenInfo {
+  label: string;
+  manufacturerId: string;
+  model: string;
+  serialNumber: string;
+  flags: number;
+  maxSessionCount: number | null;
+  sessionCount: number | null;
+  hardwareVersion: string;
+  firmwareVersion: string;
+  /** The PKCS#11 version the module reports in C_GetInfo. */
+  cryptokiVersion: string;
+  /** The version stored in the function table svcd calls through. */
+  functionTableVersion: string;
+  libraryDescription: string;
+  libraryVersion: string;
+  slotId: number;
+}
+
+interface KeyInternals {
+  handle: Handle;
+  spec: KeyTypeSpec;
+  signing: SigningMechanism;
+}
+
+const DEFAULT_MAX_SESSIONS = 127;
+const HMAC_LENGTH = 32;
+
+/** An opened token. Create with Token.open(); close() at shutdown. */
+export class Token {
+  readonly #mod: Pkcs11Module;
+  readonly #slot: number;
+  readonly #opts: TokenOptions;
+  readonly #pool: SessionPool;
+  readonly #keys = new Map<string, Promise<SigningKey | undefined>>();
+  readonly #internals = new WeakMap<SigningKey, KeyInternals>();
+  readonly #secrets = new Map<string, Handle>();
+  readonly #mechanisms = new Map<number, CkMechanismInfo | null>();
+  #moduleInfo: CkInfo | undefined;
+  #loginAttempted = false;
+  #closed = false;
+
+  private constructor(mod: Pkcs11Module, slot: number, opts: TokenOptions) {
+    this.#mod = mod;
+    this.#slot = slot;
+    this.#opts = opts;
+    let opened = 0;
+    this.#pool = new SessionPool({
+      max: opts.maxSessions ?? DEFAULT_MAX_SESSIONS,
+      open: () => {
+        if (opts.fakeSessionCap !== undefined && opened >= opts.fakeSessionCap) {
+          return { rv: CKR.HOST_MEMORY };
+        }
+        const out = new BigUint64Array(1);
+        const rv = mod.fn.C_OpenSession(
+          slot,
+          CKF.SERIAL_SESSION,
+          null,
+          null,
+          new Uint8Array(out.buffer),
+        );
+        if (rv !== CKR.OK) return { rv };
+        opened++;
+        return { handle: Number(out[0]) };
+      },
+      close: (handle) => {
+        opened--;
+        mod.fn.C_CloseSession(handle);
+      },
+    });
+  }
+
+  /**
+   * Loads the module (once per process), initialises it with CKF_OS_LOCKING_OK and finds the token
+   * by label. Example: `Token.open({ modulePath, tokenLabel: "svcd" })`.
+   */
+  static open(opts: TokenOptions): Token {
+    const max = opts.maxSessions ?? DEFAULT_MAX_SESSIONS;
+    if (!Number.isInteger(max) || max < 1) {
+      throw new RangeError(`maxSessions must be a positive integer, got ${max}`);
+    }
+    const mod = acquireModule(opts.modulePath);
+    try {
+      return new Token(mod, findSlotByLabel(mod, opts.tokenLabel), opts);
+    } catch (err) {
+      releaseModule(mod);
+      throw err;
+    }
+  }
+
+  /** The PIN from $CREDENTIALS_DIRECTORY/svc-pin (or `dir`), as bytes. Throws CredentialError. */
+  static readPinCredential(dir?: string): Uint8Array {
+    return readPinCredential(dir);
+  }
+
+  /**
+   * PKCS#11 calls made per function in this process for a module path (instrumentation for tests;
+   * zero for a module never loaded). Example: `Token.callCount(path, "C_Login")`.
+   */
+  static callCount(modulePath: string, fn: string): number {
+    return loadedModule(modulePath)?.calls[fn] ?? 0;
+  }
+
+  /** The slot id the token was found in (slot ids change after C_InitToken; informational). */
+  get slotId(): number {
+    return this.#slot;
+  }
+
+  /**
+   * Logs in as user exactly once: one C_Login, never retried. The PIN buffer is zeroed when C_Login
+   * returns, whatever it returned. CKR_USER_ALREADY_LOGGED_IN is accepted (it proves nothing).
+   */
+  async login(pin: Uint8Array): Promise<void> {
+    let rv: number;
+    try {
+      if (this.#loginAttempted) {
+        throw new Error(
+          "login was already attempted; svcd logs in once per process and never retries",
+        );
+      }
+      this.#loginAttempted = true;
+      rv = await this.#pool.use((session) =>
+        this.#mod.fn.C_LoginAsync(session, CKU.USER, pin, pin.byteLength)
+      );
+    } finally {
+      pin.fill(0);
+    }
+    if (rv === CKR.OK || rv === CKR.USER_ALREADY_LOGGED_IN) return;
+    throw new Pkcs11Error("C_Login", rv, loginHint(rv));
+  }
+
+  /** The private key with this label (cached), or undefined. Throws if its mechanism is not offered. */
+  key(label: string): Promise<SigningKey | undefined> {
+    let found = this.#keys.get(label);
+    if (!found) {
+      found = this.#pool.use((s) => this.#resolveKey(s, label), { discardOn: isTokenDead });
+      this.#keys.set(label, found);
+      // A miss or a failure is not cached: the key may be created later.
+      found.then((k) => k ?? this.#keys.delete(label), () => this.#keys.delete(label));
+    }
+    return found;
+  }
+
+  /**
+   * Every signing key on the token. Keys svcd cannot use (unknown type, mechanism not offered) are
+   * left out and reported through `onSkip`. Example: `await token.listKeys((l, why) => log(l, why))`.
+   */
+  async listKeys(onSkip?: (label: string, reason: string) => void): Promise<SigningKey[]> {
+    const labels = await this.#pool.use((s) => {
+      const handles = findObjects(this.#mod, s, [{
+        type: CKA.CLASS,
+        value: ulongBytes(CKO.PRIVATE_KEY),
+      }]);
+      return handles.map((h) =>
+        decodeLabel(getAttributes(this.#mod, s, h, [CKA.LABEL]).get(CKA.LABEL))
+      );
+    });
+    const keys: SigningKey[] = [];
+    for (const label of [...new Set(labels)].sort()) {
+      try {
+        const key = await this.key(label);
+        if (key) keys.push(key);
+      } catch (err) {
+        if (isTokenDead(err)) throw err;
+        onSkip?.(label, (err as Error).message);
+      }
+    }
+    return keys;
+  }
+
+  /** Signs `message` with the key's mechanism; for CKM_ECDSA the digest is computed here. */
+  sign(key: SigningKey, message: Uint8Array): Promise<Uint8Array> {
+    const k = this.#internalsOf(key);
+    const data = prepareData(k.signing, message);
+    return this.#pool.use(
+      (s) =>
+        signOnce(
+          this.#mod,
+          s,
+          k.handle,
+          { mechanism: k.signing.mechanism, parameter: k.signing.parameter?.() },
+          data,
+          k.spec.signatureLength,
+        ),
+      { discardOn: isTokenDead },
+    ).catch((err) => this.#forgetStaleKey(key, err));
+  }
+
+  /** Verifies in the module: false on CKR_SIGNATURE_INVALID or CKR_SIGNATURE_LEN_RANGE. */
+  async verify(key: SigningKey, message: Uint8Array, signature: Uint8Array): Promise<boolean> {
+    const k = this.#internalsOf(key);
+    const data = prepareData(k.signing, message);
+    const publicHandle = await this.#publicHandle(key);
+    return this.#pool.use(
+      (s) =>
+        verifyOnce(
+          this.#mod,
+          s,
+          publicHandle,
+          { mechanism: k.signing.mechanism, parameter: k.signing.parameter?.() },
+          data,
+          signature,
+        ),
+      { discardOn: isTokenDead },
+    ).catch((err) => this.#forgetStaleKey(key, err));
+  }
+
+  /** HMAC-SHA256 (CKM_SHA256_HMAC) with the CKK_GENERIC_SECRET key of that label (32 bytes out). */
+  async mac(secretLabel: string, data: Uint8Array): Promise<Uint8Array> {
+    return await this.#pool.use((s) => {
+      const handle = this.#secretHandle(s, secretLabel);
+      try {
+        return signOnceSync(
+          this.#mod,
+          s,
+          handle,
+          { mechanism: CKM.SHA256_HMAC },
+          data,
+          HMAC_LENGTH,
+        );
+      } catch (err) {
+        if (err instanceof Pkcs11Error && err.rv === CKR.KEY_HANDLE_INVALID) {
+          this.#secrets.delete(secretLabel);
+        }
+        throw err;
+      }
+    }, { discardOn: isTokenDead });
+  }
+
+  /** Token and module facts (fresh C_GetTokenInfo each call). */
+  info(): TokenInfo {
+    const buf = new Uint8Array(SIZE.CK_TOKEN_INFO);
+    check("C_GetTokenInfo", this.#mod.fn.C_GetTokenInfo(this.#slot, buf));
+    const t: CkTokenInfo = decodeTokenInfo(buf);
+    const m = this.#moduleInfoCached();
+    return {
+      label: t.label,
+      manufacturerId: t.manufacturerId,
+      model: t.model,
+      serialNumber: t.serialNumber,
+      flags: t.flags,
+      maxSessionCount: t.maxSessionCount,
+      sessionCount: t.sessionCount,
+      hardwareVersion: formatVersion(t.hardwareVersion),
+      firmwareVersion: formatVersion(t.firmwareVersion),
+      cryptokiVersion: formatVersion(m.cryptokiVersion),
+      functionTableVersion: formatVersion(this.#mod.tableVersion),
+      libraryDescription: m.libraryDescription,
+      libraryVersion: formatVersion(m.libraryVersion),
+      slotId: this.#slot,
+    };
+  }
+
+  /** Pool figures: sessions open, lent out, callers waiting, and the cap in force. */
+  poolStats(): PoolStats {
+    return this.#pool.stats();
+  }
+
+  /** Evidence that no session served two operations at once (instrumentation for tests). */
+  sessionUseStats(): SessionUseStats {
+    return this.#pool.useStats();
+  }
+
+  /**
+   * Whether the module offers a mechanism for an operation (C_GetMechanismInfo, cached).
+   * Example: `token.offers(CKM.ML_DSA, CKF.SIGN)`.
+   */
+  offers(mechanism: number, flag: number): boolean {
+    const info = this.#mechanismInfo(mechanism);
+    return info !== null && (info.flags & flag) !== 0;
+  }
+
+  /** Whether the module offers everything a key type needs: generation and signing. */
+  offersKeyType(type: KeyTypeName): boolean {
+    const spec = KEY_TYPES[type];
+    return this.offers(spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR) &&
+      spec.signing.some((m) => this.offers(m.mechanism, CKF.SIGN));
+  }
+
+  /** Key types this module can generate and sign with. Example: `["ec-p256", "ed25519", …]`. */
+  offeredKeyTypes(): KeyTypeName[] {
+    return KEY_TYPE_NAMES.filter((t) => this.offersKeyType(t));
+  }
+
+  /**
+   * Generates a key pair on the token (operator tooling; needs a login): private key sensitive and
+   * non-extractable. Throws MechanismUnavailableError before any attempt if the module lacks it.
+   */
+  async generateKeyPair(label: string, type: KeyTypeName): Promise<SigningKey> {
+    const spec = KEY_TYPES[type];
+    if (!this.offers(spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR)) {
+      throw new MechanismUnavailableError(
+        `the module does not offer ${ckmName(spec.keyGenMechanism)} (C_GetMechanismInfo: ` +
+          `CKR_MECHANISM_INVALID), so it cannot generate ${type} keys; use one of: ` +
+          `${this.offeredKeyTypes().join(", ") || "(none)"}`,
+      );
+    }
+    this.#chooseSigning(spec, label); // refuse a key we could not sign with
+    if (await this.#labelTaken(label)) {
+      throw new Error(
+        `a key labelled '${label}' already exists on the token; choose another label`,
+      );
+    }
+    const id = crypto.getRandomValues(new Uint8Array(16));
+    await this.#withReadWriteSession((s) =>
+      generateKeyPair(
+        this.#mod,
+        s,
+        { mechanism: spec.keyGenMechanism },
+        [
+          ...commonKeyAttributes(label, id, false),
+          { type: CKA.VERIFY, value: boolBytes(true) },
+          ...spec.publicTemplate(),
+        ],
+        [
+          ...commonKeyAttributes(label, id, true),
+          { type: CKA.SIGN, value: boolBytes(true) },
+          { type: CKA.SENSITIVE, value: boolBytes(true) },
+          { type: CKA.EXTRACTABLE, value: boolBytes(false) },
+        ],
+      )
+    );
+    this.#keys.delete(label);
+    const key = await this.key(label);
+    if (!key) {
+      throw new Error(
+        `generated key '${label}' cannot be found again; the module did not store it`,
+      );
+    }
+    return key;
+  }
+
+  /**
+   * Generates the sensitive, non-extractable 32-byte CKK_GENERIC_SECRET HMAC key `label`
+   * (CKA_SIGN/CKA_VERIFY) with CKM_GENERIC_SECRET_KEY_GEN. Operator tooling; needs a login.
+   */
+  async generateMacKey(label: string): Promise<void> {
+    if (
+      !this.offers(CKM.GENERIC_SECRET_KEY_GEN, CKF.GENERATE) ||
+      !this.offers(CKM.SHA256_HMAC, CKF.SIGN)
+    ) {
+      throw new MechanismUnavailableError(
+        "the module does not offer CKM_GENERIC_SECRET_KEY_GEN and CKM_SHA256_HMAC, needed for the audit MAC key",
+      );
+    }
+    await this.#withReadWriteSession((s) =>
+      generateKey(this.#mod, s, { mechanism: CKM.GENERIC_SECRET_KEY_GEN }, [
+        ...commonKeyAttributes(label, crypto.getRandomValues(new Uint8Array(16)), true),
+        { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
+        { type: CKA.KEY_TYPE, value: ulongBytes(0x10) },
+        { type: CKA.VALUE_LEN, value: ulongBytes(32) },
+        { type: CKA.SIGN, value: boolBytes(true) },
+        { type: CKA.VERIFY, value: boolBytes(true) },
+        { type: CKA.SENSITIVE, value: boolBytes(true) },
+        { type: CKA.EXTRACTABLE, value: boolBytes(false) },
+      ])
+    );
+  }
+
+  /**
+   * The public key of a key pair by label, without a login when the public object is public.
+   * Example: `(await token.publicKey("svc-audit-sign"))?.publicKeySpki`.
+   */
+  publicKey(label: string): Promise<Omit<SigningKey, "mechanism"> | undefined> {
+    return this.#pool.use((s) => {
+      const pubs = findObjects(this.#mod, s, [
+        { type: CKA.CLASS, value: ulongBytes(CKO.PUBLIC_KEY) },
+        { type: CKA.LABEL, value: utf8(label) },
+      ]);
+      if (pubs.length === 0) return undefined;
+      const spec = identifyKeyType(this.#mod, s, pubs[0], label);
+      return { label, keyType: spec.name, ...readPublicKey(this.#mod, s, pubs[0], spec, label) };
+    });
+  }
+
+  /** Closes the pool's sessions and releases the module (finalised if this process initialised it). */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#pool.close();
+    releaseModule(this.#mod);
+  }
+
+  #internalsOf(key: SigningKey): KeyInternals {
+    const k = this.#internals.get(key);
+    if (!k) {
+      throw new Error(`key '${key.label}' was not obtained from this token; use token.key(label)`);
+    }
+    return k;
+  }
+
+  #forgetStaleKey(key: SigningKey, err: unknown): never {
+    if (
+      err instanceof Pkcs11Error &&
+      (err.rv === CKR.KEY_HANDLE_INVALID || err.rv === CKR.OBJECT_HANDLE_INVALID)
+    ) {
+      this.#keys.delete(key.label);
+    }
+    throw err;
+  }
+
+  async #publicHandle(key: SigningKey): Promise<Handle> {
+    const found = await this.#pool.use((s) =>
+      findObjects(this.#mod, s, [
+        { type: CKA.CLASS, value: ulongBytes(CKO.PUBLIC_KEY) },
+        { type: CKA.LABEL, value: utf8(key.label) },
+      ])
+    );
+    if (found.length === 0) throw new Error(`no public key labelled '${key.label}' on the token`);
+    return found[0];
+  }
+
+  #resolveKey(session: Handle, label: string): SigningKey | undefined {
+    const privs = findObjects(this.#mod, session, [
+      { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },
+      { type: CKA.LABEL, value: utf8(label) },
+    ]);
+    if (privs.length === 0) return undefined;
+    if (privs.length > 1) {
+      throw new Error(
+        `${privs.length} private keys are labelled '${label}'; labels must be unique`,
+      );
+    }
+    const pubs = findObjects(this.#mod, session, [
+      { type: CKA.CLASS, value: ulongBytes(CKO.PUBLIC_KEY) },
+      { type: CKA.LABEL, value: utf8(label) },
+    ]);
+    if (pubs.length === 0) {
+      throw new Error(`key '${label}' has no public key object with the same label`);
+    }
+    const spec = identifyKeyType(this.#mod, session, pubs[0], label);
+    const signing = this.#chooseSigning(spec, label);
+    const key: SigningKey = {
+      label,
+      keyType: spec.name,
+      mechanism: ckmName(signing.mechanism),
+      ...readPublicKey(this.#mod, session, pubs[0], spec, label),
+    };
+    this.#internals.set(key, { handle: privs[0], spec, signing });
+    return key;
+  }
+
+  #chooseSigning(spec: KeyTypeSpec, label: string): SigningMechanism {
+    const offered = spec.signing.find((m) => this.offers(m.mechanism, CKF.SIGN));
+    if (!offered) {
+      const names = spec.signing.map((m) => ckmName(m.mechanism)).join(" or ");
+      throw new MechanismUnavailableError(
+        `key '${label}' (${spec.name}) signs with ${names}, which the module does not offer ` +
+          `(C_GetMechanismInfo: CKR_MECHANISM_INVALID); not attempted`,
+      );
+    }
+    return offered;
+  }
+
+  #mechanismInfo(mechanism: number): CkMechanismInfo | null {
+    if (this.#mechanisms.has(mechanism)) return this.#mechanisms.get(mechanism)!;
+    const buf = new Uint8Array(SIZE.CK_MECHANISM_INFO);
+    const rv = this.#mod.fn.C_GetMechanismInfo(this.#slot, mechanism, buf);
+    if (rv !== CKR.OK && rv !== CKR.MECHANISM_INVALID) {
+      throw new Pkcs11Error("C_GetMechanismInfo", rv);
+    }
+    const info = rv === CKR.OK ? decodeMechanismInfo(buf) : null;
+    this.#mechanisms.set(mechanism, info);
+    return info;
+  }
+
+  #secretHandle(session: Handle, label: string): Handle {
+    const cached = this.#secrets.get(label);
+    if (cached !== undefined) return cached;
+    const found = findObjects(this.#mod, session, [
+      { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
+      { type: CKA.LABEL, value: utf8(label) },
+    ]);
+    if (found.length !== 1) {
+      throw new Error(
+        found.length === 0
+          ? `no secret key labelled '${label}' on the token (svcd token init creates svc-audit)`
+          : `${found.length} secret keys are labelled '${label}'; labels must be unique`,
+      );
+    }
+    this.#secrets.set(label, found[0]);
+    return found[0];
+  }
+
+  async #labelTaken(label: string): Promise<boolean> {
+    return await this.#pool.use((s) =>
+      findObjects(this.#mod, s, [{ type: CKA.LABEL, value: utf8(label) }]).length > 0
+    );
+  }
+
+  async #withReadWriteSession<T>(fn: (session: Handle) => Promise<T> | T): Promise<T> {
+    const out = new BigUint64Array(1);
+    check(
+      "C_OpenSession",
+      this.#mod.fn.C_OpenSession(
+        this.#slot,
+        CKF.SERIAL_SESSION | CKF.RW_SESSION,
+        null,
+        null,
+        new Uint8Array(out.buffer),
+      ),
+    );
+    const session = Number(out[0]);
+    try {
+      return await fn(session);
+    } finally {
+      this.#mod.fn.C_CloseSession(session);
+    }
+  }
+
+  #moduleInfoCached(): CkInfo {
+    if (!this.#moduleInfo) {
+      const buf = new Uint8Array(SIZE.CK_INFO);
+      check("C_GetInfo", this.#mod.fn.C_GetInfo(buf));
+      this.#moduleInfo = decodeInfo(buf);
+    }
+    return this.#moduleInfo;
+  }
+}
+
+function prepareData(signing: SigningMechanism, message: Uint8Array): Uint8Array {
+  return signing.prehash ? createHash(signing.prehash).update(message).digest() : message;
+}
+
+function commonKeyAttributes(label: string, id: Uint8Array, isPrivate: boolean): AttributeIn[] {
+  return [
+    { type: CKA.TOKEN, value: boolBytes(true) },
+    { type: CKA.PRIVATE, value: boolBytes(isPrivate) },
+    { type: CKA.LABEL, value: utf8(label) },
+    { type: CKA.ID, value: id },
+  ];
+}
+
+function loginHint(rv: number): string | undefined {
+  switch (rv) {
+    case CKR.PIN_INCORRECT:
+      return "the PIN in the credential does not match the token's user PIN; not retried " +
+        "(the role locks after five failures) — recreate the credential with the token it belongs to";
+    case CKR.PIN_LOCKED:
+      return "the user PIN is locked after repeated failures; the token must be re-initialised " +
+        "(svcd token init) and its keys re-created";
+    case CKR.USER_PIN_NOT_INITIALIZED:
+      return "the token has no user PIN yet; run svcd token init";
+    default:
+      return undefined;
+  }
+}
+
+function decodeLabel(bytes: Uint8Array | null | undefined): string {
+  return bytes ? new TextDecoder().decode(bytes) : "";
+}
+
+function findSlotByLabel(mod: Pkcs11Module, label: string): number {
+  const matches: number[] = [];
+  const seen: string[] = [];
+  for (const slot of listSlots(mod, true)) {
+    const buf = new Uint8Array(SIZE.CK_TOKEN_INFO);
+    const rv = mod.fn.C_GetTokenInfo(slot, buf);
+    if (rv === CKR.TOKEN_NOT_PRESENT || rv === CKR.TOKEN_NOT_RECOGNIZED) continue;
+    check("C_GetTokenInfo", rv);
+    const info = decodeTokenInfo(buf);
+    if (!(info.flags & CKF.TOKEN_INITIALIZED)) continue;
+    seen.push(info.label);
+    if (info.label === label) matches.push(slot);
+  }
+  if (matches.length === 1) return matches[0];
+  if (matches.length > 1) {
+    throw new Error(
+      `${matches.length} tokens are labelled '${label}' in ${mod.path}; labels must be unique`,
+    );
+  }
+  throw new Error(
+    `no initialised token labelled '${label}' in ${mod.path} (found: ${
+      seen.map((l) => `'${l}'`).join(", ") || "none"
+    }); ` +
+      `run 'svcd token init --label ${label}' or pass --token with the right label`,
+  );
+}
+
+/** Slot ids (C_GetSlotList). Example: `listSlots(mod, true)` → slots with a token present. */
+export function listSlots(mod: Pkcs11Module, tokenPresent: boolean): number[] {
+  const count = new BigUint64Array(1);
+  check(
+    "C_GetSlotList",
+    mod.fn.C_GetSlotList(tokenPresent ? 1 : 0, null, new Uint8Array(count.buffer)),
+  );
+  const slots = new BigUint64Array(Math.max(1, Number(count[0])));
+  check(
+    "C_GetSlotList",
+    mod.fn.C_GetSlotList(
+      tokenPresent ? 1 : 0,
+      new Uint8Array(slots.buffer),
+      new Uint8Array(count.buffer),
+    ),
+  );
+  return Array.from(slots.subarray(0, Number(count[0])), Number);
+}
+
+function identifyKeyType(
+  mod: Pkcs11Module,
+  session: Handle,
+  pub: Handle,
+  label: string,
+): KeyTypeSpec {
+  const attrs = getAttributes(mod, session, pub, [
+    CKA.KEY_TYPE,
+    CKA.EC_PARAMS,
+    CKA.PARAMETER_SET,
+    CKA.MODULUS,
+  ]);
+  const keyTypeBytes = attrs.get(CKA.KEY_TYPE);
+  if (!keyTypeBytes) throw new Error(`key '${label}' has no readable CKA_KEY_TYPE`);
+  const keyType = readUlong(keyTypeBytes);
+  const ecParams = attrs.get(CKA.EC_PARAMS);
+  const parameterSet = attrs.get(CKA.PARAMETER_SET);
+  const modulus = attrs.get(CKA.MODULUS);
+  for (const spec of Object.values(KEY_TYPES)) {
+    if (spec.keyType !== keyType) continue;
+    if (spec.ecParams) {
+      const forms = [spec.ecParams, ...(spec.ecParamsAliases ?? [])];
+      if (!ecParams || !forms.some((f) => bytesEqual(f, ecParams))) continue;
+    }
+    if (
+      spec.parameterSet !== undefined &&
+      (!parameterSet || readUlong(parameterSet) !== spec.parameterSet)
+    ) continue;
+    if (spec.modulusBits !== undefined && (!modulus || bitLength(modulus) !== spec.modulusBits)) {
+      continue;
+    }
+    return spec;
+  }
+  const detail = ecParams
+    ? ` with CKA_EC_PARAMS ${hex(ecParams)}`
+    : modulus
+    ? ` of ${bitLength(modulus)} bits`
+    : "";
+  throw new Error(
+    `key '${label}' has key type 0x${
+      keyType.toString(16)
+    }${detail}, which svcd does not sign with ` +
+      `(supported: ${KEY_TYPE_NAMES.join(", ")})`,
+  );
+}
+
+function bitLength(bytes: Uint8Array): number {
+  let i = 0;
+  while (i < bytes.length && bytes[i] === 0) i++;
+  if (i === bytes.length) return 0;
+  return (bytes.length - i - 1) * 8 + (32 - Math.clz32(bytes[i]));
+}
+
+function readPublicKey(
+  mod: Pkcs11Module,
+  session: Handle,
+  pub: Handle,
+  spec: KeyTypeSpec,
+  label: string,
+): Pick<SigningKey, "publicKeyRaw" | "publicKeySpki"> {
+  let raw: Uint8Array;
+  if (spec.publicKeySource === "rsa") {
+    const a = getAttributes(mod, session, pub, [CKA.MODULUS, CKA.PUBLIC_EXPONENT]);
+    const n = a.get(CKA.MODULUS);
+    const e = a.get(CKA.PUBLIC_EXPONENT);
+    if (!n || !e) throw new Error(`RSA key '${label}' has no readable modulus or exponent`);
+    raw = sequence(unsignedInteger(n), unsignedInteger(e));
+  } else {
+    const attr = spec.publicKeySource === "ec-point" ? CKA.EC_POINT : CKA.VALUE;
+    const value = getAttributes(mod, session, pub, [attr]).get(attr);
+    if (!value) throw new Error(`key '${label}' has no readable public key value`);
+    raw = spec.publicKeySource === "ec-point" ? ecPointRaw(value, spec, label) : value.slice();
+    if (raw.length !== spec.publicKeyLength) {
+      throw new Error(
+        `key '${label}' (${spec.name}): public key is ${raw.length} bytes, expected ${spec.publicKeyLength}`,
+      );
+    }
+  }
+  return {
+    publicKeyRaw: raw,
+    publicKeySpki: spec.spkiAlgorithm ? spki(spec.spkiAlgorithm, raw) : undefined,
+  };
+}
+
+// CKA_EC_POINT is a DER OCTET STRING per the standard; some modules store the bare point.
+function ecPointRaw(value: Uint8Array, spec: KeyTypeSpec, label: string): Uint8Array {
+  const unwrapped = unwrapOctetString(value);
+  if (unwrapped && unwrapped.length === spec.publicKeyLength) return unwrapped.slice();
+  if (value.length === spec.publicKeyLength) return value.slice();
+  throw new Error(
+    `key '${label}': CKA_EC_POINT of ${value.length} bytes is not a ${spec.name} point`,
+  );
+}
+
+/** SHA-256 of the SPKI (or of the raw key where no SPKI exists), hex. Example: `fingerprint(key)`. */
+export function fingerprint(key: Pick<SigningKey, "publicKeyRaw" | "publicKeySpki">): string {
+  return hex(createHash("sha256").update(key.publicKeySpki ?? key.publicKeyRaw).digest());
+}
