@@ -1,0 +1,124 @@
+// Pins the behaviour of `node:_http_common`'s HTTPParser (undocumented, llhttp-based) that the
+// reader relies on. If a Deno upgrade changes any of it, these fail loudly: re-check parse.ts.
+import assert from "node:assert/strict";
+import { HTTPParser as NodeHTTPParser, methods } from "node:_http_common";
+import { latin1, RequestReader } from "./parse.ts";
+import { bytes } from "./testing.ts";
+
+// deno-lint-ignore no-explicit-any
+const HTTPParser = NodeHTTPParser as any;
+
+/** Runs the raw parser and returns the llhttp error code, or "ok" when it accepted everything. */
+function rawParse(request: string): string {
+  const p = new HTTPParser();
+  p.initialize(HTTPParser.REQUEST, {}, 65536);
+  p[HTTPParser.kOnHeadersComplete] = () => 0;
+  p[HTTPParser.kOnBody] = () => {};
+  p[HTTPParser.kOnMessageComplete] = () => {};
+  const r = p.execute(bytes(request));
+  return r instanceof Error ? String((r as unknown as { code: string }).code) : "ok";
+}
+
+Deno.test("HTTPParser still refuses what the reader leaves to it", () => {
+  const cases: Array<[string, string]> = [
+    [
+      "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\na",
+      "HPE_UNEXPECTED_CONTENT_LENGTH",
+    ],
+    [
+      "POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+      "HPE_INVALID_TRANSFER_ENCODING",
+    ],
+    [
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n",
+      "HPE_INVALID_CONTENT_LENGTH",
+    ],
+    ["GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", "HPE_INVALID_HEADER_TOKEN"], // obs-fold
+    ["GET / HTTP/1.1\r\nX: a\nY: b\r\n\r\n", "HPE_CR_EXPECTED"], // bare LF
+    ["GET / HTTP/1.1\rX: a\r\n\r\n", "HPE_STRICT"], // bare CR
+    ["GET / HTTP/1.1\r\nX: a\x00b\r\n\r\n", "HPE_INVALID_HEADER_TOKEN"],
+    ["GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n", "HPE_INVALID_HEADER_TOKEN"],
+    ["GET / HTTP/1.1\r\nX: a\x7fb\r\n\r\n", "HPE_INVALID_HEADER_TOKEN"],
+    ["GET / HTTP/1.1\r\nX\x00: a\r\n\r\n", "HPE_INVALID_HEADER_TOKEN"],
+    ["GET / HTTP/1.1\r\nX : a\r\n\r\n", "HPE_INVALID_HEADER_TOKEN"],
+    ["POST / HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\na", "HPE_INVALID_CONTENT_LENGTH"],
+    ["POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", "HPE_INVALID_CONTENT_LENGTH"],
+    ["POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "HPE_INVALID_CHUNK_SIZE"],
+    ["PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "HPE_PAUSED_H2_UPGRADE"],
+    ["GARBAGE\r\n\r\n", "HPE_INVALID_METHOD"],
+    ["GET / HTTP/1.1 x\r\n\r\n", "HPE_INVALID_VERSION"],
+    ["GET / HTTP/1.1\r\n" + `X: ${"a".repeat(70000)}\r\n\r\n`, "HPE_HEADER_OVERFLOW"],
+  ];
+  for (const [request, code] of cases) {
+    assert.equal(rawParse(request), code, `HTTPParser on ${JSON.stringify(request.slice(0, 60))}`);
+  }
+});
+
+Deno.test("HTTPParser still has the leniencies the reader closes itself", () => {
+  // If one of these starts failing, the parser got stricter: harmless, but update this file.
+  assert.equal(rawParse("GET /\r\n\r\n"), "ok", "HTTP/0.9 request line");
+  assert.equal(rawParse("GET  / HTTP/1.1\r\n\r\n"), "ok", "two spaces in the request line");
+  assert.equal(
+    rawParse("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"),
+    "ok",
+  );
+  assert.deepEqual(methods.slice(0, 4), ["DELETE", "GET", "HEAD", "POST"]);
+});
+
+Deno.test("HTTPParser still hands header values one char per byte and >32 headers in batches", () => {
+  const reader = new RequestReader({ maxHeaderBytes: 16384, maxBodyBytes: 1024 });
+  let head = "GET /p HTTP/1.1\r\nX-Bytes: \x80\xa0\xc3\xa9\xff\r\n";
+  for (let i = 0; i < 100; i++) head += `H${i}: v${i}\r\n`;
+  const step = reader.feed(bytes(head + "\r\n"));
+  assert.equal(step.kind, "done");
+  if (step.kind !== "done") return;
+  assert.equal(step.request.headers.length, 101);
+  assert.deepEqual(step.request.headers[0], ["X-Bytes", "\x80\xa0\xc3\xa9\xff"]);
+  assert.deepEqual(step.request.headers[100], ["H99", "v99"]);
+  assert.equal(step.request.target, "/p");
+});
+
+Deno.test("the reader assembles a request fed one byte at a time", () => {
+  const reader = new RequestReader({ maxHeaderBytes: 16384, maxBodyBytes: 1024 });
+  const req = bytes("POST /sign HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nab\x00d");
+  for (let i = 0; i < req.length - 1; i++) {
+    assert.equal(reader.feed(req.subarray(i, i + 1)).kind, "more");
+  }
+  const step = reader.feed(req.subarray(req.length - 1));
+  assert.equal(step.kind, "done");
+  if (step.kind === "done") assert.deepEqual(step.request.body, bytes("ab\x00d"));
+});
+
+Deno.test("the header limit is exact: the head may use all of it, not one byte more", () => {
+  const limit = 1024;
+  const make = (size: number) => {
+    const base = "GET / HTTP/1.1\r\nX: \r\n\r\n";
+    return "GET / HTTP/1.1\r\nX: " + "a".repeat(size - base.length) + "\r\n\r\n";
+  };
+  assert.equal(make(limit).length, limit);
+  const ok = new RequestReader({ maxHeaderBytes: limit, maxBodyBytes: 10 }).feed(
+    bytes(make(limit)),
+  );
+  assert.equal(ok.kind, "done");
+  const over = new RequestReader({ maxHeaderBytes: limit, maxBodyBytes: 10 }).feed(
+    bytes(make(limit + 1)),
+  );
+  assert.equal(over.kind, "refuse");
+  if (over.kind === "refuse") assert.match(over.title, /header block too large/);
+});
+
+Deno.test("a reset reader serves the next request cleanly", () => {
+  const reader = new RequestReader({ maxHeaderBytes: 16384, maxBodyBytes: 1024 });
+  assert.equal(reader.feed(bytes("GET / HTTP/1.1\r\nX: a\x00\r\n\r\n")).kind, "refuse");
+  reader.reset();
+  const step = reader.feed(bytes("GET /again HTTP/1.0\r\n\r\n"));
+  assert.equal(step.kind, "done");
+  if (step.kind === "done") assert.equal(step.request.target, "/again");
+});
+
+Deno.test("latin1 maps each byte to one char", () => {
+  const all = Uint8Array.from({ length: 256 }, (_, i) => i);
+  const s = latin1(all);
+  assert.equal(s.length, 256);
+  for (let i = 0; i < 256; i++) assert.equal(s.charCodeAt(i), i);
+});

@@ -1,0 +1,219 @@
+// Parser strictness over a real socket: each malformed request is refused with a problem body and
+// never reaches the handler. These would fail if a Deno upgrade changed node:_http_common's parser.
+import assert from "node:assert/strict";
+import { DEFAULT_MAX_HEADER_BYTES, type HttpRequest, Listener } from "../lib/http/mod.ts";
+import {
+  bytes,
+  exchange,
+  header,
+  parseRawResponse,
+  readToEnd,
+  writeAll,
+} from "../lib/http/testing.ts";
+
+async function withEcho(
+  fn: (path: string, seen: HttpRequest[], l: Listener) => Promise<void>,
+  maxBodyBytes = 1024,
+): Promise<void> {
+  const dir = Deno.makeTempDirSync({ prefix: "svcd-strict-" });
+  const path = `${dir}/s.sock`;
+  const seen: HttpRequest[] = [];
+  const l = Listener.open({
+    path,
+    proxyUid: Deno.uid(),
+    workers: 2,
+    maxBodyBytes,
+    handler: (req) => {
+      seen.push(req);
+      return Promise.resolve({ status: 200, body: req.body });
+    },
+  });
+  const served = l.serve();
+  try {
+    await fn(path, seen, l);
+  } finally {
+    await l.close(1000);
+    await served;
+    Deno.removeSync(dir, { recursive: true });
+  }
+}
+
+const H = "Host: svcd\r\n";
+const REFUSED: Array<[name: string, request: string, status: number]> = [
+  [
+    "duplicate Content-Length",
+    `POST / HTTP/1.1\r\n${H}Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc`,
+    400,
+  ],
+  [
+    "differing Content-Length",
+    `POST / HTTP/1.1\r\n${H}Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd`,
+    400,
+  ],
+  ["Content-Length list", `POST / HTTP/1.1\r\n${H}Content-Length: 3, 3\r\n\r\nabc`, 400],
+  ["negative Content-Length", `POST / HTTP/1.1\r\n${H}Content-Length: -3\r\n\r\nabc`, 400],
+  [
+    "CL then TE",
+    `POST / HTTP/1.1\r\n${H}Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n`,
+    400,
+  ],
+  [
+    "TE then CL",
+    `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n3\r\nabc\r\n0\r\n\r\n`,
+    400,
+  ],
+  [
+    "TE other than chunked",
+    `POST / HTTP/1.1\r\n${H}Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n`,
+    400,
+  ],
+  [
+    "two TE headers",
+    `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`,
+    400,
+  ],
+  ["TE in HTTP/1.0", `POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`, 400],
+  [
+    "bad chunk size",
+    `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n`,
+    400,
+  ],
+  [
+    "trailer fields",
+    `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-SVC-Client-Subject: CN=t\r\n\r\n`,
+    400,
+  ],
+  ["obs-fold", `GET / HTTP/1.1\r\n${H}X-SVC-Client-Subject: CN=a\r\n  CN=b\r\n\r\n`, 400],
+  ["obs-fold with tab", `GET / HTTP/1.1\r\n${H}X-A: a\r\n\tb\r\n\r\n`, 400],
+  ["bare LF in a header", `GET / HTTP/1.1\r\n${H}X-A: a\nX-B: b\r\n\r\n`, 400],
+  ["bare LF everywhere", `GET / HTTP/1.1\nHost: svcd\n\n`, 400],
+  ["bare CR", `GET / HTTP/1.1\r\n${H}X-A: a\rX-B: b\r\n\r\n`, 400],
+  ["NUL in a header value", `GET / HTTP/1.1\r\n${H}X-A: a\x00b\r\n\r\n`, 400],
+  ["NUL in a header name", `GET / HTTP/1.1\r\n${H}X\x00A: ab\r\n\r\n`, 400],
+  ["control byte in a header value", `GET / HTTP/1.1\r\n${H}X-A: a\x01b\r\n\r\n`, 400],
+  ["DEL in a header value", `GET / HTTP/1.1\r\n${H}X-A: a\x7fb\r\n\r\n`, 400],
+  ["space before the colon", `GET / HTTP/1.1\r\n${H}X-SVC-Key : k\r\n\r\n`, 400],
+  [
+    "over-long header block",
+    `GET / HTTP/1.1\r\n${H}X-A: ${"a".repeat(DEFAULT_MAX_HEADER_BYTES)}\r\n\r\n`,
+    400,
+  ],
+  ["request line garbage", `GARBAGE\r\n\r\n`, 400],
+  ["lower-case method", `get / HTTP/1.1\r\n${H}\r\n`, 400],
+  ["two spaces in the request line", `GET  / HTTP/1.1\r\n${H}\r\n`, 400],
+  ["trailing junk after the version", `GET / HTTP/1.1 x\r\n${H}\r\n`, 400],
+  ["absolute-form target", `GET http://svcd/ HTTP/1.1\r\n${H}\r\n`, 400],
+  ["NUL in the target", `GET /a\x00b HTTP/1.1\r\n${H}\r\n`, 400],
+  ["HTTP/0.9 request", `GET /\r\n\r\n`, 400],
+  ["HTTP/2 connection preface", `PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`, 400],
+  ["HTTP/2.0 request line", `GET / HTTP/2.0\r\n${H}\r\n`, 400],
+  ["HTTP/1.2", `GET / HTTP/1.2\r\n${H}\r\n`, 400],
+  ["TLS ClientHello", "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", 400],
+  ["Upgrade", `GET / HTTP/1.1\r\n${H}Upgrade: websocket\r\nConnection: upgrade\r\n\r\n`, 400],
+  ["unknown Expect", `POST / HTTP/1.1\r\n${H}Expect: 200-ok\r\nContent-Length: 1\r\n\r\na`, 417],
+  [
+    "body over the limit (Content-Length)",
+    `POST / HTTP/1.1\r\n${H}Content-Length: 1025\r\n\r\n`,
+    413,
+  ],
+  [
+    "body over the limit (chunked)",
+    `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\n400\r\n${
+      "a".repeat(1024)
+    }\r\n1\r\nb\r\n0\r\n\r\n`,
+    413,
+  ],
+];
+
+Deno.test("malformed requests are refused with a problem body and never served", async () => {
+  await withEcho(async (path, seen, l) => {
+    for (const [name, request, status] of REFUSED) {
+      const raw = await exchange(path, request);
+      assert.ok(raw.length > 0, `${name}: expected a ${status}, the connection closed silently`);
+      const res = parseRawResponse(raw);
+      assert.equal(res.status, status, `${name}: status`);
+      assert.equal(header(res, "content-type"), "application/problem+json", name);
+      assert.equal(header(res, "connection"), "close", name);
+      const doc = JSON.parse(new TextDecoder().decode(res.body));
+      assert.equal(doc.status, status, name);
+      assert.equal(typeof doc.title, "string", name);
+      assert.equal(seen.length, 0, `${name}: the handler must not be called`);
+    }
+    assert.equal(l.stats().parseErrors, REFUSED.length);
+  });
+});
+
+Deno.test("the largest header block allowed is served", async () => {
+  await withEcho(async (path, seen) => {
+    const base = `GET / HTTP/1.1\r\n${H}X-A: \r\n\r\n`;
+    const request = `GET / HTTP/1.1\r\n${H}X-A: ${
+      "a".repeat(DEFAULT_MAX_HEADER_BYTES - base.length)
+    }\r\n\r\n`;
+    assert.equal(request.length, DEFAULT_MAX_HEADER_BYTES);
+    assert.equal(parseRawResponse(await exchange(path, request)).status, 200);
+    assert.equal(seen.length, 1);
+  });
+});
+
+Deno.test("chunked bodies are accepted and reassembled exactly", async () => {
+  await withEcho(async (path, seen) => {
+    const request = `POST /sign HTTP/1.1\r\n${H}Transfer-Encoding: Chunked\r\n\r\n` +
+      "3;ext=1\r\nab\x00\r\n1\r\n\xff\r\nA\r\n0123456789\r\n0\r\n\r\n";
+    const res = parseRawResponse(await exchange(path, request));
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body, bytes("ab\x00\xff0123456789"));
+    assert.deepEqual(seen[0].body, bytes("ab\x00\xff0123456789"));
+  });
+});
+
+Deno.test("a request arriving in many small pieces is assembled", async () => {
+  await withEcho(async (path, seen) => {
+    const conn = await Deno.connect({ transport: "unix", path });
+    const body = "x".repeat(300);
+    const request = bytes(`POST /p HTTP/1.1\r\n${H}Content-Length: ${body.length}\r\n\r\n${body}`);
+    for (let i = 0; i < request.length; i += 7) {
+      await writeAll(conn, request.subarray(i, i + 7));
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    const res = parseRawResponse(await readToEnd(conn));
+    conn.close();
+    assert.equal(res.status, 200);
+    assert.equal(seen[0].body.length, 300);
+  });
+});
+
+Deno.test("a body of exactly the limit is served; Expect: 100-continue gets 100 first", async () => {
+  await withEcho(async (path, seen) => {
+    const body = "b".repeat(1024);
+    const ok = parseRawResponse(
+      await exchange(path, `POST / HTTP/1.1\r\n${H}Content-Length: 1024\r\n\r\n${body}`),
+    );
+    assert.equal(ok.status, 200);
+    // 100-continue: the interim response precedes the final one.
+    const conn = await Deno.connect({ transport: "unix", path });
+    await writeAll(
+      conn,
+      bytes(`POST / HTTP/1.1\r\n${H}Expect: 100-continue\r\nContent-Length: 2\r\n\r\n`),
+    );
+    const first = new Uint8Array(25);
+    let got = 0;
+    while (got < 25) got += (await conn.read(first.subarray(got))) ?? 25;
+    assert.equal(new TextDecoder().decode(first), "HTTP/1.1 100 Continue\r\n\r\n");
+    await writeAll(conn, bytes("hi"));
+    const res = parseRawResponse(await readToEnd(conn));
+    conn.close();
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body, bytes("hi"));
+    assert.equal(seen.length, 2);
+  });
+});
+
+Deno.test("a 413 for a large body is readable by a client still sending it", async () => {
+  await withEcho(async (path, seen) => {
+    const body = new Uint8Array(200 * 1024);
+    const head = bytes(`POST / HTTP/1.1\r\n${H}Content-Length: ${body.length}\r\n\r\n`);
+    const raw = await exchange(path, new Uint8Array([...head, ...body]));
+    assert.equal(parseRawResponse(raw).status, 413);
+    assert.equal(seen.length, 0);
+  });
+});
