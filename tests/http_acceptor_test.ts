@@ -1,0 +1,258 @@
+// The acceptor and its deadlines over a real socket: queue depth and 503, first-byte release, body
+// deadline (408), handler slots, graceful close, and a listener inside a Worker.
+import assert from "node:assert/strict";
+import { type Handler, Listener, type ListenerOptions } from "../lib/http/mod.ts";
+import {
+  bytes,
+  exchange,
+  header,
+  parseRawResponse,
+  readToEnd,
+  until,
+  writeAll,
+} from "../lib/http/testing.ts";
+
+async function withListener(
+  opts: Partial<ListenerOptions> & { handler: Handler },
+  fn: (l: Listener, path: string) => Promise<void>,
+): Promise<void> {
+  const dir = Deno.makeTempDirSync({ prefix: "svcd-acceptor-" });
+  const path = `${dir}/s.sock`;
+  const l = Listener.open({ path, proxyUid: Deno.uid(), workers: 2, ...opts });
+  const served = l.serve();
+  try {
+    await fn(l, path);
+  } finally {
+    await l.close(2000);
+    await served;
+    Deno.removeSync(dir, { recursive: true });
+  }
+}
+
+const ok: Handler = () => Promise.resolve({ status: 200, body: "ok" });
+const GET = "GET / HTTP/1.1\r\nHost: svcd\r\n\r\n";
+
+Deno.test("300 silent connections: the 257th gets 503 Retry-After: 1, the held ones are released", async () => {
+  let calls = 0;
+  await withListener({ handler: () => (calls++, ok({} as never)) }, async (l, path) => {
+    const conns: Deno.UnixConn[] = [];
+    for (let i = 0; i < 300; i++) {
+      conns.push(await Deno.connect({ transport: "unix", path }));
+      // Keep accept order equal to connect order: the 257th is the first one past the depth.
+      if (i === 255) await until(() => l.stats().waiting === 256, 30_000, "256 held");
+    }
+    await until(() => l.stats().queueFull === 44, 30_000, "44 refused");
+    const answers = await Promise.all(conns.map((c) => readToEnd(c)));
+    for (const c of conns) c.close();
+    const refused = parseRawResponse(answers[256]);
+    assert.equal(refused.status, 503);
+    assert.equal(header(refused, "retry-after"), "1");
+    assert.equal(header(refused, "connection"), "close");
+    assert.equal(header(refused, "content-type"), "application/problem+json");
+    for (let i = 257; i < 300; i++) assert.equal(parseRawResponse(answers[i]).status, 503);
+    // The held ones were released at the first-byte deadline without a byte.
+    for (let i = 0; i < 256; i++) assert.equal(answers[i].length, 0, `connection ${i}`);
+    const s = l.stats();
+    assert.equal(s.waiting, 0);
+    assert.equal(s.deadlineDrops, 256);
+    assert.equal(calls, 0);
+    // The slots are free again.
+    assert.equal(parseRawResponse(await exchange(path, GET)).status, 200);
+  });
+});
+
+Deno.test("a silent connection is released at the first-byte deadline and never takes a worker", async () => {
+  let calls = 0;
+  await withListener({
+    workers: 1,
+    firstByteMs: 300,
+    handler: () => (calls++, Promise.resolve({ status: 204 })),
+  }, async (l, path) => {
+    const start = performance.now();
+    const silent = await Deno.connect({ transport: "unix", path });
+    await until(() => l.stats().waiting === 1);
+    // While it waits, the single worker serves others.
+    for (let i = 0; i < 3; i++) {
+      assert.equal(parseRawResponse(await exchange(path, GET)).status, 204);
+    }
+    assert.equal(l.stats().waiting, 1);
+    const got = await readToEnd(silent);
+    silent.close();
+    assert.equal(got.length, 0);
+    assert.ok(performance.now() - start >= 290, "not released before its deadline");
+    assert.equal(calls, 3);
+  });
+});
+
+Deno.test("a request that stalls is cut with 408 at the body deadline (default 10 s)", async () => {
+  let calls = 0;
+  await withListener({ handler: () => (calls++, ok({} as never)) }, async (l, path) => {
+    const conn = await Deno.connect({ transport: "unix", path });
+    const start = performance.now();
+    await writeAll(
+      conn,
+      bytes("POST /sign HTTP/1.1\r\nHost: svcd\r\nContent-Length: 10\r\n\r\nabc"),
+    );
+    await until(() => l.stats().reading === 1);
+    const res = parseRawResponse(await readToEnd(conn));
+    const elapsed = performance.now() - start;
+    conn.close();
+    assert.equal(res.status, 408);
+    assert.equal(header(res, "content-type"), "application/problem+json");
+    assert.ok(elapsed >= 9_900, `cut after ${elapsed} ms, not before 10 s`);
+    assert.equal(calls, 0);
+    assert.equal(l.stats().deadlineDrops, 1);
+  });
+});
+
+Deno.test("a trickling body is cut at the body deadline too, counted from the first byte", async () => {
+  await withListener({ bodyMs: 400, handler: ok }, async (l, path) => {
+    const conn = await Deno.connect({ transport: "unix", path });
+    await writeAll(conn, bytes("POST / HTTP/1.1\r\nHost: svcd\r\nContent-Length: 1000\r\n\r\n"));
+    const reader = readToEnd(conn);
+    let cut = false;
+    void reader.then(() => (cut = true));
+    for (let i = 0; i < 200 && !cut; i++) {
+      try {
+        await writeAll(conn, bytes("a"));
+      } catch {
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const res = parseRawResponse(await reader);
+    conn.close();
+    assert.equal(res.status, 408);
+    assert.equal(l.stats().served, 0);
+  });
+});
+
+Deno.test("at most `workers` handlers run at once; the rest wait FIFO and all are served", async () => {
+  let running = 0;
+  let peak = 0;
+  const order: number[] = [];
+  const gates: Array<() => void> = [];
+  await withListener({
+    workers: 3,
+    handler: async (req) => {
+      running++;
+      peak = Math.max(peak, running);
+      order.push(Number(req.path.slice(1)));
+      await new Promise<void>((r) => gates.push(r));
+      running--;
+      return { status: 200, body: req.path };
+    },
+  }, async (l, path) => {
+    const pending: Promise<Uint8Array>[] = [];
+    for (let i = 0; i < 10; i++) {
+      pending.push(exchange(path, `GET /${i} HTTP/1.1\r\nHost: svcd\r\n\r\n`));
+      await until(
+        () => l.stats().active + l.stats().queued === i + 1,
+        30_000,
+        `request ${i} parsed`,
+      );
+    }
+    assert.equal(l.stats().active, 3);
+    assert.equal(l.stats().queued, 7);
+    while (order.length < 10 || gates.length > 0) {
+      await until(() => gates.length > 0, 30_000, "a running handler");
+      gates.shift()!();
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    const bodies = (await Promise.all(pending)).map((r) =>
+      new TextDecoder().decode(parseRawResponse(r).body)
+    );
+    assert.deepEqual(bodies, Array.from({ length: 10 }, (_, i) => `/${i}`));
+    assert.equal(peak, 3);
+    assert.deepEqual(order, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+});
+
+Deno.test("close() stops accepting, finishes in-flight requests and removes the socket", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "svcd-acceptor-" });
+  const path = `${dir}/s.sock`;
+  const gates: Array<() => void> = [];
+  const l = Listener.open({
+    path,
+    proxyUid: Deno.uid(),
+    workers: 2,
+    handler: async (req) => {
+      await new Promise<void>((r) => gates.push(r));
+      return { status: 200, body: req.path };
+    },
+  });
+  const served = l.serve();
+  try {
+    const pending = [0, 1, 2, 3].map((i) =>
+      exchange(path, `GET /${i} HTTP/1.1\r\nHost: x\r\n\r\n`)
+    );
+    await until(() => l.stats().active === 2 && l.stats().queued === 2);
+    const closing = l.close(30_000);
+    await until(() => {
+      try {
+        Deno.lstatSync(path);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    await assert.rejects(Deno.connect({ transport: "unix", path }));
+    for (let released = 0; released < 4; released++) {
+      await until(() => gates.length > 0, 30_000, "a running handler");
+      gates.shift()!();
+    }
+    const answers = await Promise.all(pending);
+    await closing;
+    await served;
+    assert.deepEqual(
+      answers.map((a) => new TextDecoder().decode(parseRawResponse(a).body)),
+      ["/0", "/1", "/2", "/3"],
+    );
+  } finally {
+    await l.close();
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("close() is bounded: a handler that never returns does not hold the process", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "svcd-acceptor-" });
+  const path = `${dir}/s.sock`;
+  const l = Listener.open({
+    path,
+    proxyUid: Deno.uid(),
+    workers: 1,
+    handler: () => new Promise(() => {}),
+  });
+  const served = l.serve();
+  const pending = exchange(path, GET);
+  await until(() => l.stats().active === 1);
+  await l.close(200);
+  await served;
+  assert.equal((await pending).length, 0, "the stuck request's connection is closed");
+  Deno.removeSync(dir, { recursive: true });
+});
+
+Deno.test("a listener runs inside a Worker", async () => {
+  const dir = Deno.makeTempDirSync({ prefix: "svcd-worker-" });
+  const path = `${dir}/public.sock`;
+  const worker = new Worker(new URL("../lib/http/testing_worker.ts", import.meta.url), {
+    type: "module",
+  });
+  const next = () => new Promise<unknown>((r) => (worker.onmessage = (e) => r(e.data)));
+  try {
+    let msg = next();
+    worker.postMessage({ path });
+    assert.equal(await msg, "listening");
+    const res = parseRawResponse(
+      await exchange(path, "GET /certificates HTTP/1.1\r\nHost: x\r\n\r\n"),
+    );
+    assert.equal(res.status, 200);
+    assert.equal(new TextDecoder().decode(res.body), "worker GET /certificates");
+    msg = next();
+    worker.postMessage("close");
+    assert.equal(await msg, "closed");
+  } finally {
+    worker.terminate();
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
