@@ -1,5 +1,315 @@
-/** Placeholder until the token command lands. */
-export function runTokenCommand(_args: string[]): Promise<number> {
-  console.error("svcd token: not implemented yet");
-  return Promise.resolve(2);
+/**
+ * `svcd token …`: operator tooling — init, keygen, list, selftest, pubkey.
+ *
+ * @example
+ * ```sh
+ * deno task svcd token init --label svcd --credential-out /etc/svcd/svc-pin.cred
+ * CREDENTIALS_DIRECTORY=/run/creds deno task svcd token keygen --label web --type ed25519
+ * ```
+ */
+import { parseArgs } from "node:util";
+import { CredentialError, MechanismUnavailableError, Pkcs11Error } from "./errors.ts";
+import { verifyIndependently } from "./independent_verify.ts";
+import { isKeyTypeName, KEY_TYPE_NAMES } from "./key_types.ts";
+import { AUDIT_MAC_LABEL, initToken } from "./provision.ts";
+import { fingerprint, type SigningKey, Token } from "./token.ts";
+import { pem } from "./der.ts";
+
+/** Debian's SoftHSM2 module: the default for --module. */
+export const DEFAULT_MODULE = "/usr/lib/softhsm/libsofthsm2.so";
+/** Default token label (--token). */
+export const DEFAULT_TOKEN_LABEL = "svcd";
+
+const USAGE = `usage: svcd token <command> [options]
+
+commands:
+  init --label LABEL (--credential-out FILE | --plain-credential-dir DIR)
+        initialise a token; PINs are generated and never shown; the user PIN goes only into the
+        encrypted credential svc-pin (systemd-creds), or DIR/svc-pin (mode 0400) for tests/demos;
+        creates the audit keys ${AUDIT_MAC_LABEL} and svc-audit-sign
+  keygen --label K --type TYPE
+        generate a key pair (private key sensitive, not extractable); TYPE is one of
+        ${KEY_TYPE_NAMES.join(", ")}
+  list  keys with label, type, mechanism and SHA-256 fingerprint of the public key
+  selftest
+        sign a fresh random message with every key, verify it in the module and independently;
+        exits non-zero if any check fails
+  pubkey --label K [--out FILE]
+        the public key as PEM (SubjectPublicKeyInfo)
+
+common options:
+  --module PATH   PKCS#11 module (default ${DEFAULT_MODULE})
+  --token LABEL   token label (default ${DEFAULT_TOKEN_LABEL})
+  keygen, list, selftest log in with $CREDENTIALS_DIRECTORY/svc-pin.
+`;
+
+interface Common {
+  modulePath: string;
+  tokenLabel: string;
+}
+
+type Values = Record<string, string | boolean | undefined>;
+
+/** Runs `svcd token <args>`; returns the exit code. Example: `await runTokenCommand(["list"])`. */
+export async function runTokenCommand(args: string[]): Promise<number> {
+  const [command, ...rest] = args;
+  if (command === undefined || command === "-h" || command === "--help" || command === "help") {
+    console.log(USAGE);
+    return command === undefined ? 2 : 0;
+  }
+  let values: Values;
+  try {
+    values = parseArgs({
+      args: rest,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        module: { type: "string" },
+        token: { type: "string" },
+        label: { type: "string" },
+        type: { type: "string" },
+        "credential-out": { type: "string" },
+        "plain-credential-dir": { type: "string" },
+        out: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }).values;
+  } catch (err) {
+    return usageError((err as Error).message);
+  }
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const common: Common = {
+    modulePath: str(values.module) ?? DEFAULT_MODULE,
+    tokenLabel: str(values.token) ?? DEFAULT_TOKEN_LABEL,
+  };
+  try {
+    switch (command) {
+      case "init":
+        return await init(common, values);
+      case "keygen":
+        return await keygen(common, values);
+      case "list":
+        return await list(common);
+      case "selftest":
+        return await selftest(common);
+      case "pubkey":
+        return await pubkey(common, values);
+      default:
+        return usageError(`unknown command '${command}'`);
+    }
+  } catch (err) {
+    console.error(`svcd token ${command}: ${describe(err)}`);
+    return 1;
+  }
+}
+
+function str(v: string | boolean | undefined): string | undefined {
+  return typeof v === "string" ? v : undefined;
+}
+
+function usageError(message: string): number {
+  console.error(`svcd token: ${message}\n\n${USAGE}`);
+  return 2;
+}
+
+function describe(err: unknown): string {
+  if (
+    err instanceof CredentialError || err instanceof Pkcs11Error ||
+    err instanceof MechanismUnavailableError
+  ) {
+    return err.message;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+function progress(line: string): void {
+  console.log(`  ${line}`);
+}
+
+async function init(common: Common, values: Values): Promise<number> {
+  const tokenLabel = str(values.label) ?? common.tokenLabel;
+  const encryptedFile = str(values["credential-out"]);
+  const plainDir = str(values["plain-credential-dir"]);
+  if (!encryptedFile === !plainDir) {
+    return usageError(
+      "init needs exactly one of --credential-out FILE or --plain-credential-dir DIR",
+    );
+  }
+  console.log(`svcd token init: token '${tokenLabel}' in ${common.modulePath}`);
+  await initToken(
+    {
+      modulePath: common.modulePath,
+      tokenLabel,
+      credential: encryptedFile ? { encryptedFile } : { plainDir: plainDir! },
+    },
+    progress,
+  );
+  console.log("svcd token init: done");
+  return 0;
+}
+
+/** Reads the PIN credential first (no module work without it), then opens the token and logs in. */
+async function openLoggedIn(common: Common): Promise<Token> {
+  const pin = Token.readPinCredential();
+  let token: Token;
+  try {
+    token = Token.open(common);
+  } catch (err) {
+    pin.fill(0);
+    throw err;
+  }
+  try {
+    await token.login(pin);
+    return token;
+  } catch (err) {
+    token.close();
+    throw err;
+  }
+}
+
+async function keygen(common: Common, values: Values): Promise<number> {
+  const label = str(values.label);
+  const type = str(values.type);
+  if (!label) return usageError("keygen needs --label K");
+  if (!type || !isKeyTypeName(type)) {
+    return usageError(`keygen needs --type, one of: ${KEY_TYPE_NAMES.join(", ")}`);
+  }
+  const token = await openLoggedIn(common);
+  try {
+    console.log(
+      `svcd token keygen: generating ${type} key '${label}' on token '${common.tokenLabel}'`,
+    );
+    const key = await token.generateKeyPair(label, type);
+    console.log(keyLine(key));
+    return 0;
+  } finally {
+    token.close();
+  }
+}
+
+function keyLine(key: SigningKey): string {
+  return [key.label, key.keyType, key.mechanism, `sha256:${fingerprint(key)}`].join("\t");
+}
+
+async function list(common: Common): Promise<number> {
+  const token = await openLoggedIn(common);
+  try {
+    const keys = await token.listKeys((label, reason) =>
+      console.error(`skipped ${label}: ${reason}`)
+    );
+    for (const key of keys) console.log(keyLine(key));
+    return 0;
+  } finally {
+    token.close();
+  }
+}
+
+async function selftest(common: Common): Promise<number> {
+  const token = await openLoggedIn(common);
+  let failures = 0;
+  try {
+    const keys = await token.listKeys((label, reason) => {
+      failures++;
+      console.log(`FAIL\t${label}\t${reason}`);
+    });
+    if (keys.length === 0) {
+      console.log("FAIL\t(no keys)\tthe token holds no signing key; run svcd token keygen");
+      return 1;
+    }
+    for (const key of keys) {
+      const { problems, verifier } = await checkKey(token, key);
+      if (problems.length > 0) failures++;
+      const detail = problems.join("; ") ||
+        `module verify ok, ${verifier} verify ok, tampered message rejected by both`;
+      console.log(`${problems.length === 0 ? "ok" : "FAIL"}\t${keyLine(key)}\t${detail}`);
+    }
+    const macProblem = await checkMac(token);
+    if (macProblem) failures++;
+    const macDetail = macProblem ?? "32-byte MAC, same twice";
+    console.log(
+      `${
+        macProblem ? "FAIL" : "ok"
+      }\t${AUDIT_MAC_LABEL}\tgeneric-secret\tCKM_SHA256_HMAC\t${macDetail}`,
+    );
+    return failures === 0 ? 0 : 1;
+  } finally {
+    token.close();
+  }
+}
+
+/** Sign a fresh message; verify in the module and independently; a tampered message must fail both. */
+async function checkKey(
+  token: Token,
+  key: SigningKey,
+): Promise<{ problems: string[]; verifier: string }> {
+  const problems: string[] = [];
+  let verifier = "independent";
+  try {
+    const message = crypto.getRandomValues(new Uint8Array(32));
+    const tampered = message.slice();
+    tampered[0] ^= 1;
+    const signature = await token.sign(key, message);
+    if (!(await token.verify(key, message, signature))) {
+      problems.push("module rejects its own signature");
+    }
+    if (await token.verify(key, tampered, signature)) {
+      problems.push("module accepts a tampered message");
+    }
+    const independent = await verifyIndependently(key, message, signature);
+    verifier = independent.verifier;
+    if (!independent.ok) problems.push(`${independent.verifier} rejects the signature`);
+    if ((await verifyIndependently(key, tampered, signature)).ok) {
+      problems.push(`${independent.verifier} accepts a tampered message`);
+    }
+  } catch (err) {
+    problems.push(describe(err));
+  }
+  return { problems, verifier };
+}
+
+async function checkMac(token: Token): Promise<string | undefined> {
+  try {
+    const data = crypto.getRandomValues(new Uint8Array(32));
+    const a = await token.mac(AUDIT_MAC_LABEL, data);
+    const b = await token.mac(AUDIT_MAC_LABEL, data);
+    if (a.length !== 32) return `MAC is ${a.length} bytes, expected 32`;
+    if (!a.every((v, i) => v === b[i])) return "two MACs of the same data differ";
+    return undefined;
+  } catch (err) {
+    return describe(err);
+  }
+}
+
+async function pubkey(common: Common, values: Values): Promise<number> {
+  const label = str(values.label);
+  if (!label) return usageError("pubkey needs --label K");
+  const token = Token.open(common);
+  try {
+    let key = await token.publicKey(label);
+    if (!key && Deno.env.get("CREDENTIALS_DIRECTORY")) {
+      // The module may keep public objects private until login.
+      await token.login(Token.readPinCredential());
+      key = await token.publicKey(label);
+    }
+    if (!key) throw new Error(`no public key labelled '${label}' on token '${common.tokenLabel}'`);
+    if (!key.publicKeySpki) {
+      throw new Error(`key '${label}' (${key.keyType}) has no standard SPKI encoding`);
+    }
+    const text = pem("PUBLIC KEY", key.publicKeySpki);
+    const out = str(values.out);
+    if (out) await Deno.writeTextFile(out, text);
+    else console.log(text.trimEnd());
+    return 0;
+  } finally {
+    token.close();
+  }
+}
+
+// Runnable on its own (`deno run … lib/token/cli.ts list`) so token tooling and its tests do not
+// depend on the daemon's import graph; main.ts dispatches `svcd token …` here as well.
+if (import.meta.main) {
+  Deno.exit(await runTokenCommand(Deno.args));
 }

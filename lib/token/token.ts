@@ -88,8 +88,11 @@ export interface SigningKey {
   publicKeySpki?: Uint8Array;
 }
 
-/** What the token and module say about themselves. Counts are null where the module withholds them. */
-export interface TokenInfo {
+/**
+ * What the token and module say about themselves. Counts are null where the module withholds them.
+ * A type alias (not an interface) so it is assignable to Record<string, unknown>.
+ */
+export type TokenInfo = {
   label: string;
   manufacturerId: string;
   model: string;
@@ -106,7 +109,7 @@ export interface TokenInfo {
   libraryDescription: string;
   libraryVersion: string;
   slotId: number;
-}
+};
 
 interface KeyInternals {
   handle: Handle;

@@ -1,0 +1,17 @@
+import assert from "node:assert/strict";
+import { base64Bytes, generatePin } from "./pin.ts";
+
+Deno.test("base64Bytes matches the platform's base64 for every tail length", () => {
+  for (let len = 0; len < 40; len++) {
+    const bytes = crypto.getRandomValues(new Uint8Array(len));
+    assert.equal(new TextDecoder().decode(base64Bytes(bytes)), bytes.toBase64());
+  }
+});
+
+Deno.test("generatePin gives 44 base64 characters of 32 random bytes, different each time", () => {
+  const a = generatePin();
+  const b = generatePin();
+  assert.equal(a.length, 44);
+  assert.equal(Uint8Array.fromBase64(new TextDecoder().decode(a)).length, 32);
+  assert.notDeepEqual(a, b);
+});

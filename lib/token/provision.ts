@@ -1,0 +1,199 @@
+/**
+ * Token initialisation for `svcd token init`: a fresh token with machine-generated PINs, the user
+ * PIN stored only in the svc-pin credential, and the audit keys created.
+ *
+ * @example
+ * ```ts
+ * import { initToken } from "./provision.ts";
+ * await initToken({ modulePath, tokenLabel: "svcd", credential: { plainDir: "/tmp/creds" } }, console.log);
+ * ```
+ */
+import { join } from "node:path";
+import {
+  check,
+  CKF,
+  CKU,
+  decodeTokenInfo,
+  padText,
+  type Pkcs11Module,
+  SIZE,
+} from "../../ffi/pkcs11/mod.ts";
+import { PIN_CREDENTIAL_NAME } from "./credential.ts";
+import { acquireModule, releaseModule } from "./module_state.ts";
+import { generatePin } from "./pin.ts";
+import { listSlots, Token } from "./token.ts";
+
+/** Where the user PIN goes: an encrypted credential file, or a plain file DIR/svc-pin (tests, demos). */
+export type CredentialTarget = { encryptedFile: string } | { plainDir: string };
+
+/** What init needs. */
+export interface InitOptions {
+  modulePath: string;
+  tokenLabel: string;
+  credential: CredentialTarget;
+}
+
+/** Labels of the keys init creates for the audit log. */
+export const AUDIT_MAC_LABEL = "svc-audit";
+/** Label of the Ed25519 key that signs audit checkpoints. */
+export const AUDIT_SIGN_LABEL = "svc-audit-sign";
+
+/**
+ * Initialises the first uninitialised token as `tokenLabel`, sets both PINs (never shown), writes
+ * the user PIN credential, then creates svc-audit (HMAC) and svc-audit-sign (Ed25519).
+ */
+export async function initToken(
+  opts: InitOptions,
+  progress: (line: string) => void,
+): Promise<void> {
+  const userPin = generatePin();
+  const soPin = generatePin();
+  const credentialPath = await writeCredential(opts.credential, userPin);
+  progress(`user PIN and SO PIN generated (not shown); user PIN stored in ${credentialPath}`);
+  let tokenUsable = false;
+  try {
+    const mod = acquireModule(opts.modulePath);
+    try {
+      const slot = initialiseSlot(mod, opts.tokenLabel, soPin, progress);
+      setUserPin(mod, findInitialisedSlot(mod, opts.tokenLabel) ?? slot, soPin, userPin);
+      tokenUsable = true;
+      progress(`user PIN set on token '${opts.tokenLabel}'`);
+    } finally {
+      soPin.fill(0);
+      releaseModule(mod);
+    }
+    await createAuditKeys(opts, userPin, progress);
+  } catch (err) {
+    if (!tokenUsable) await Deno.remove(credentialPath).catch(() => {});
+    throw err;
+  } finally {
+    userPin.fill(0);
+  }
+}
+
+async function writeCredential(target: CredentialTarget, pin: Uint8Array): Promise<string> {
+  if ("plainDir" in target) {
+    await Deno.mkdir(target.plainDir, { recursive: true, mode: 0o700 });
+    const path = join(target.plainDir, PIN_CREDENTIAL_NAME);
+    // createNew: never overwrite the PIN of a token initialised earlier.
+    await Deno.writeFile(path, pin, { mode: 0o400, createNew: true }).catch((err) => {
+      throw err instanceof Deno.errors.AlreadyExists
+        ? new Error(`${path} exists already: it may hold the PIN of another token; remove it first`)
+        : err;
+    });
+    await Deno.chmod(path, 0o400);
+    return path;
+  }
+  const path = target.encryptedFile;
+  if (await exists(path)) {
+    throw new Error(
+      `${path} exists already: it may hold the PIN of another token; remove it first`,
+    );
+  }
+  const child = new Deno.Command("systemd-creds", {
+    args: ["encrypt", `--name=${PIN_CREDENTIAL_NAME}`, "-", path],
+    stdin: "piped",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(pin);
+  await writer.close();
+  const { code, stderr } = await child.output();
+  if (code !== 0) {
+    throw new Error(
+      `systemd-creds encrypt failed (exit ${code}): ${new TextDecoder().decode(stderr).trim()}; ` +
+        `use --plain-credential-dir DIR for a test or demo token`,
+    );
+  }
+  return path;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function initialiseSlot(
+  mod: Pkcs11Module,
+  label: string,
+  soPin: Uint8Array,
+  progress: (l: string) => void,
+): number {
+  if (findInitialisedSlot(mod, label) !== undefined) {
+    throw new Error(
+      `a token labelled '${label}' is already initialised in ${mod.path}; choose another --label`,
+    );
+  }
+  const slot = listSlots(mod, true).find((s) => !(tokenInfo(mod, s).flags & CKF.TOKEN_INITIALIZED));
+  if (slot === undefined) {
+    throw new Error(
+      `${mod.path} has no uninitialised token left (every slot's token is initialised)`,
+    );
+  }
+  progress(`initialising the token in slot ${slot} as '${label}'`);
+  check("C_InitToken", mod.fn.C_InitToken(slot, soPin, soPin.byteLength, padText(label, 32)));
+  return slot;
+}
+
+function setUserPin(mod: Pkcs11Module, slot: number, soPin: Uint8Array, userPin: Uint8Array): void {
+  const out = new BigUint64Array(1);
+  check(
+    "C_OpenSession",
+    mod.fn.C_OpenSession(
+      slot,
+      CKF.SERIAL_SESSION | CKF.RW_SESSION,
+      null,
+      null,
+      new Uint8Array(out.buffer),
+    ),
+  );
+  const session = Number(out[0]);
+  try {
+    check("C_Login", mod.fn.C_Login(session, CKU.SO, soPin, soPin.byteLength));
+    try {
+      check("C_InitPIN", mod.fn.C_InitPIN(session, userPin, userPin.byteLength));
+    } finally {
+      mod.fn.C_Logout(session);
+    }
+  } finally {
+    mod.fn.C_CloseSession(session);
+  }
+}
+
+function tokenInfo(mod: Pkcs11Module, slot: number) {
+  const buf = new Uint8Array(SIZE.CK_TOKEN_INFO);
+  check("C_GetTokenInfo", mod.fn.C_GetTokenInfo(slot, buf));
+  return decodeTokenInfo(buf);
+}
+
+// Slot ids may change after C_InitToken (SoftHSM derives them from the serial): look up by label.
+function findInitialisedSlot(mod: Pkcs11Module, label: string): number | undefined {
+  return listSlots(mod, true).find((s) => {
+    const info = tokenInfo(mod, s);
+    return (info.flags & CKF.TOKEN_INITIALIZED) !== 0 && info.label === label;
+  });
+}
+
+async function createAuditKeys(
+  opts: InitOptions,
+  userPin: Uint8Array,
+  progress: (l: string) => void,
+): Promise<void> {
+  const token = Token.open({ modulePath: opts.modulePath, tokenLabel: opts.tokenLabel });
+  try {
+    await token.login(userPin.slice());
+    await token.generateMacKey(AUDIT_MAC_LABEL);
+    progress(`created ${AUDIT_MAC_LABEL} (HMAC-SHA256 secret, sensitive, not extractable)`);
+    const key = await token.generateKeyPair(AUDIT_SIGN_LABEL, "ed25519");
+    progress(
+      `created ${AUDIT_SIGN_LABEL} (${key.keyType}, ${key.mechanism}) for audit checkpoints`,
+    );
+  } finally {
+    token.close();
+  }
+}
