@@ -1,0 +1,647 @@
+/**
+ * The audit log writer: a MAC-chained, group-committed, fail-closed append-only file.
+ *
+ * An append goes through two stages that run at the same time:
+ * 1. the chain stage takes lines one by one in append order, gives each its seq and `prev`, and has
+ *    the token compute its MAC (MAC n needs MAC n−1, so this stage is serial; it never waits for the
+ *    disk, so it keeps computing while the previous group is being synced);
+ * 2. the disk stage takes every line the chain stage has finished, writes them in one write and
+ *    covers them with one fdatasync (group commit). Lines finished while a sync runs wait for the
+ *    next single sync. An append resolves only when its line is durable.
+ *
+ * Failure (write or sync error, file removed): every line not yet durable is refused with
+ * {@link AuditUnavailableError}, the chain is rolled back to the last durable line, and the log is
+ * unhealthy. Recovery: the next append, or the retry timer (every `retryMs`), first truncates the file
+ * back to its durable size (so bytes of a half-failed write, or pages a failed fsync may have
+ * dropped, are rewritten, never trusted) and writes an `audit_resumed` line naming the error and the
+ * number of refused lines; when that line is durable the log is healthy again. A removed file is not
+ * written again: recovery opens the next file with an `audit_reopened` line chained to the last
+ * durable line (verify then reports the missing file, as it should).
+ *
+ * @example
+ * ```ts
+ * const log = await AuditLog.open({ dir: "/var/log/svcd", keys, login: { token: "svcd" } });
+ * const seq = await log.append("sign", subject, { key: "k1", request_id: "r1" }); // durable now
+ * await log.close();
+ * ```
+ */
+import { createHash, type Hash } from "node:crypto";
+import {
+  auditFileName,
+  auditFileNumber,
+  checkpointMessage,
+  lineBody,
+  lineBytes,
+  macInput,
+  memberHead,
+  memberTail,
+  OPENING_MEMBERS,
+  RESERVED_MEMBERS,
+} from "./format.ts";
+import { findChainTail } from "./files.ts";
+
+/** The two keys of the log: the chain MAC (HMAC-SHA256, `svc-audit`) and the checkpoint signature (Ed25519, `svc-audit-sign`). */
+export interface AuditKeys {
+  /** HMAC-SHA256 of `data` with the audit MAC key; 32 bytes. */
+  mac(data: Uint8Array): Promise<Uint8Array>;
+  /** Ed25519 signature of `data` with the checkpoint key; 64 bytes. */
+  signCheckpoint(data: Uint8Array): Promise<Uint8Array>;
+}
+
+/** How to open the log. */
+export interface AuditOptions {
+  /** Folder of the `audit.log.NNNNNN` files; must exist. */
+  dir: string;
+  keys: AuditKeys;
+  /** Lines between signed checkpoints (default 1000). */
+  checkpointEvery?: number;
+  /** Extra members of the `login_ok` line, e.g. `{ token: "svcd" }`. */
+  login: Record<string, unknown>;
+  /** While unhealthy, try to resume this often, in ms (default 1000). */
+  retryMs?: number;
+}
+
+/** Counters for benches and /health. */
+export interface AuditStats {
+  /** Lines made durable since open. */
+  lines: number;
+  /** fdatasync calls made (successful or not). */
+  syncs: number;
+  /** Largest number of lines one sync covered. */
+  maxGroup: number;
+}
+
+/** The line could not be made durable: the caller must withhold what the line records (503). */
+export class AuditUnavailableError extends Error {
+  override name = "AuditUnavailableError";
+}
+
+type Kind = "event" | "opening" | "resume" | "checkpoint";
+
+interface Entry {
+  kind: Kind;
+  head: string;
+  tail: string;
+  /** The file this line opens (kind "opening"), or the file a checkpoint's claim is about. */
+  file?: string;
+  resolve(seq: number): void;
+  reject(err: Error): void;
+}
+
+interface Finished {
+  entry: Entry;
+  bytes: Uint8Array;
+  seq: number;
+  mac: Uint8Array;
+}
+
+interface Outage {
+  error: string;
+  refused: number;
+  resumeQueued: boolean;
+  /** The file was unlinked: recovery continues in a new file. */
+  removed: boolean;
+}
+
+const utf8 = new TextEncoder();
+const DEFAULT_CHECKPOINT_EVERY = 1000;
+const DEFAULT_RETRY_MS = 1000;
+/** Events only the log writes: a caller's line must not look like a file opening or a checkpoint. */
+const INTERNAL_EVENTS: ReadonlySet<string> = new Set([
+  "login_ok",
+  "audit_reopened",
+  "audit_resumed",
+  "checkpoint",
+  "shutdown",
+]);
+
+/**
+ * One audit file of one module opening (see the module comment for the pipeline and recovery).
+ *
+ * @example
+ * ```ts
+ * const log = await AuditLog.open({ dir, keys, login: {} });
+ * ```
+ */
+export class AuditLog {
+  readonly #dir: string;
+  readonly #keys: AuditKeys;
+  readonly #every: number;
+  readonly #retryMs: number;
+
+  // The chain stage: the last line it finished (not necessarily durable).
+  #headSeq: number;
+  #headMac: Uint8Array;
+  #headFile: string | undefined;
+  #chainQueue: Entry[] = [];
+  #chaining: Entry | undefined;
+  #chainRunning = false;
+
+  // The disk stage: the last durable line and the file it is in.
+  #file: Deno.FsFile | undefined;
+  #fileName: string | undefined;
+  #durableSeq: number;
+  #durableMac: Uint8Array;
+  #durableSize = 0;
+  #hash: Hash = createHash("sha256");
+  /** Lines (other than checkpoints) made durable since the last checkpoint's claim. */
+  #sinceCheckpoint = 0;
+  #diskQueue: Finished[] = [];
+  #diskRunning = false;
+  #needsRepair = false;
+
+  #epoch = 0;
+  #outage: Outage | undefined;
+  #retryTimer: ReturnType<typeof setInterval> | undefined;
+  #checkpointing = false;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  #pending = new Set<Promise<unknown>>();
+  #stats: AuditStats = { lines: 0, syncs: 0, maxGroup: 0 };
+
+  private constructor(opts: AuditOptions, seq: number, mac: Uint8Array) {
+    this.#dir = opts.dir;
+    this.#keys = opts.keys;
+    this.#every = opts.checkpointEvery ?? DEFAULT_CHECKPOINT_EVERY;
+    this.#retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
+    this.#headSeq = this.#durableSeq = seq;
+    this.#headMac = this.#durableMac = mac;
+  }
+
+  /**
+   * Creates the next `audit.log.NNNNNN` in `opts.dir` (O_EXCL, never an existing one) and makes its
+   * `login_ok` line durable; that line chains to the last complete line of the previous file.
+   *
+   * @example
+   * ```ts
+   * const log = await AuditLog.open({ dir: "/var/log/svcd", keys, login: { token: "svcd" } });
+   * ```
+   */
+  static async open(opts: AuditOptions): Promise<AuditLog> {
+    checkOptions(opts);
+    const tail = await findChainTail(opts.dir);
+    const log = new AuditLog(opts, tail.seq, tail.mac);
+    const name = auditFileName(tail.nextNumber);
+    const opening = {
+      file: name,
+      prev_file: tail.prevFile,
+      prev_size: tail.prevSize,
+      ...opts.login,
+    };
+    try {
+      for (const member of Object.keys(opts.login ?? {})) {
+        if (OPENING_MEMBERS.has(member)) {
+          throw new TypeError(`login field '${member}' is written by the log itself`);
+        }
+      }
+      await log.#enqueue("login_ok", "svcd", opening, { kind: "opening", file: name });
+    } catch (err) {
+      log.#shutDownQuietly();
+      throw new AuditUnavailableError(
+        `audit log cannot be started in ${opts.dir}: ${(err as Error).message}`,
+      );
+    }
+    return log;
+  }
+
+  /**
+   * Appends one line and resolves with its seq once it is durable (written and fdatasync'ed);
+   * rejects with {@link AuditUnavailableError} when it cannot be, and with TypeError/RangeError for
+   * bad arguments. `actor` is a byte string (one char per byte), e.g. a header value.
+   *
+   * @example
+   * ```ts
+   * await log.append("sign", "CN=alice,O=Example", { key: "k1", request_id: "r-17" });
+   * ```
+   */
+  append(event: string, actor: string, fields: Record<string, unknown> = {}): Promise<number> {
+    if (this.#closed) {
+      return Promise.reject(
+        new AuditUnavailableError("the audit log is closed; nothing was recorded"),
+      );
+    }
+    return this.#enqueue(event, actor, fields, { kind: "event" });
+  }
+
+  /** False from a failed write or MAC until an `audit_resumed` line is durable again. */
+  get healthy(): boolean {
+    return this.#outage === undefined;
+  }
+
+  /** Why the log is unhealthy (undefined when healthy). */
+  get lastError(): string | undefined {
+    return this.#outage?.error;
+  }
+
+  /** The file being written, e.g. `audit.log.000004`. */
+  get fileName(): string | undefined {
+    return this.#fileName;
+  }
+
+  /**
+   * Counters since open: durable lines, fdatasync calls, largest group.
+   *
+   * @example
+   * ```ts
+   * const { lines, syncs } = log.stats(); // syncs / lines = fdatasync per line
+   * ```
+   */
+  stats(): AuditStats {
+    return { ...this.#stats };
+  }
+
+  /**
+   * Tries to resume now (the retry timer does the same while unhealthy); resolves with `healthy`.
+   *
+   * @example
+   * ```ts
+   * if (!log.healthy) await log.retry();
+   * ```
+   */
+  async retry(): Promise<boolean> {
+    if (!this.#outage || this.#closed) return this.healthy;
+    if (!this.#outage.resumeQueued) this.#queueResume();
+    await Promise.allSettled([...this.#pending]);
+    return this.healthy;
+  }
+
+  /**
+   * Writes a `shutdown` line and a final checkpoint over it, syncs and closes the file. Appends
+   * after close are refused. Rejects (after closing the file) when those lines cannot be written.
+   *
+   * @example
+   * ```ts
+   * await log.close();
+   * ```
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    this.#closed = true;
+    this.#stopRetry();
+    await this.#drain();
+    try {
+      if (this.#outage && !this.#outage.resumeQueued) this.#queueResume();
+      await this.#pushInternal("shutdown", {}, "event");
+      await this.#checkpoint();
+    } finally {
+      await this.#drain();
+      this.#file?.close();
+      this.#file = undefined;
+    }
+  }
+
+  #shutDownQuietly(): void {
+    this.#closed = true;
+    this.#stopRetry();
+    try {
+      this.#file?.close();
+    } catch { /* already closed */ }
+    this.#file = undefined;
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+  }
+
+  // ---- entering the chain ------------------------------------------------------------------
+
+  #enqueue(
+    event: string,
+    actor: string,
+    fields: Record<string, unknown>,
+    how: { kind: Kind; file?: string },
+  ): Promise<number> {
+    let head: string, tail: string;
+    try {
+      if (how.kind === "event" && INTERNAL_EVENTS.has(event)) {
+        throw new TypeError(`audit event '${event}' is written by the log itself`);
+      }
+      head = memberHead(event, actor);
+      tail = memberTail(
+        new Date(),
+        fields,
+        how.kind === "opening" ? RESERVED_MEMBERS : OPENING_MEMBERS,
+      );
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (this.#outage && !this.#outage.resumeQueued) this.#queueResume();
+    return this.#push(how.kind, head, tail, how.file);
+  }
+
+  #push(kind: Kind, head: string, tail: string, file?: string): Promise<number> {
+    const { promise, resolve, reject } = Promise.withResolvers<number>();
+    this.#track(promise);
+    this.#chainQueue.push({ kind, head, tail, file, resolve, reject });
+    this.#runChain();
+    return promise;
+  }
+
+  #track(p: Promise<unknown>): void {
+    this.#pending.add(p);
+    const forget = () => this.#pending.delete(p);
+    p.then(forget, forget);
+  }
+
+  /** Queues the line that ends an outage; after a removed file it opens the next file. */
+  #queueResume(): void {
+    const outage = this.#outage!;
+    outage.resumeQueued = true;
+    const fields = { error: outage.error, refused: outage.refused };
+    let done: Promise<number>;
+    if (outage.removed) {
+      const name = this.#reopenName();
+      const opening = {
+        file: name,
+        prev_file: this.#fileName ?? null,
+        prev_size: this.#durableSize,
+      };
+      done = this.#pushInternal("audit_reopened", { ...opening, ...fields }, "opening", name);
+    } else {
+      done = this.#pushInternal("audit_resumed", fields, "resume");
+    }
+    done.catch(() => {/* the outage stays; the retry timer tries again */});
+  }
+
+  #pushInternal(
+    event: string,
+    fields: Record<string, unknown>,
+    kind: Kind,
+    file?: string,
+  ): Promise<number> {
+    return this.#push(kind, memberHead(event, "svcd"), memberTail(new Date(), fields), file);
+  }
+
+  #reopenName(): string {
+    const current = this.#fileName ? auditFileNumber(this.#fileName)! : 0;
+    let highest = current;
+    try {
+      for (const e of Deno.readDirSync(this.#dir)) {
+        highest = Math.max(highest, auditFileNumber(e.name) ?? 0);
+      }
+    } catch { /* the directory itself may be gone: creating the file will say so */ }
+    return auditFileName(highest + 1);
+  }
+
+  // ---- stage 1: the chain ------------------------------------------------------------------
+
+  #runChain(): void {
+    if (this.#chainRunning) return;
+    this.#chainRunning = true;
+    this.#chainLoop().finally(() => this.#chainRunning = false);
+  }
+
+  async #chainLoop(): Promise<void> {
+    while (this.#chainQueue.length > 0) {
+      const entry = this.#chainQueue.shift()!;
+      if (entry.kind === "checkpoint" && entry.file !== (this.#headFile ?? this.#fileName)) {
+        entry.reject(
+          new AuditUnavailableError("checkpoint dropped: the log moved to another file"),
+        );
+        continue;
+      }
+      const epoch = this.#epoch;
+      const seq = this.#headSeq + 1;
+      const prev = this.#headMac;
+      const body = utf8.encode(lineBody(entry.head, seq, entry.tail, prev));
+      this.#chaining = entry;
+      let mac: Uint8Array;
+      try {
+        mac = await this.#keys.mac(macInput(prev, body));
+        if (!(mac instanceof Uint8Array) || mac.length !== 32) {
+          throw new Error(`the MAC key returned ${mac?.length} bytes, not 32`);
+        }
+      } catch (err) {
+        this.#chaining = undefined;
+        if (epoch !== this.#epoch) continue; // already refused by a rollback
+        this.#macFailed(entry, err as Error);
+        continue;
+      }
+      this.#chaining = undefined;
+      if (epoch !== this.#epoch) continue; // rolled back while the token worked: already refused
+      this.#headSeq = seq;
+      this.#headMac = mac;
+      if (entry.kind === "opening") this.#headFile = entry.file;
+      this.#diskQueue.push({ entry, bytes: lineBytes(body, mac), seq, mac });
+      this.#runDisk();
+    }
+  }
+
+  /** A MAC failure refuses only its own line: the chain head did not move, nothing to roll back. */
+  #macFailed(entry: Entry, err: Error): void {
+    const why = `the audit MAC could not be computed: ${err.message}`;
+    this.#beginOutage(why, false);
+    if (entry.kind === "event") this.#outage!.refused++;
+    entry.reject(new AuditUnavailableError(`${why}; nothing was recorded`));
+  }
+
+  // ---- stage 2: the disk -------------------------------------------------------------------
+
+  #runDisk(): void {
+    if (this.#diskRunning) return;
+    this.#diskRunning = true;
+    this.#diskLoop().finally(() => this.#diskRunning = false);
+  }
+
+  async #diskLoop(): Promise<void> {
+    while (this.#diskQueue.length > 0) {
+      // A new file's opening line must be the first bytes of its file: a group never spans files.
+      const cut = this.#diskQueue.findIndex((f, i) => i > 0 && f.entry.kind === "opening");
+      const group = cut < 0 ? this.#diskQueue : this.#diskQueue.slice(0, cut);
+      this.#diskQueue = cut < 0 ? [] : this.#diskQueue.slice(cut);
+      const bytes = concat(group.map((f) => f.bytes));
+      try {
+        await this.#prepareFile(group[0]);
+        await writeAll(this.#file!, bytes);
+        this.#stats.syncs++;
+        await this.#file!.syncData();
+        if (this.#file!.statSync().nlink === 0) {
+          throw new RemovedError(`${this.#path()} was removed while the daemon was writing it`);
+        }
+      } catch (err) {
+        this.#writeFailed(group, err as Error);
+        continue;
+      }
+      this.#committed(group, bytes);
+    }
+  }
+
+  /** Opens the new file for an opening line; after a failure, cuts the file back to durable bytes. */
+  async #prepareFile(first: Finished): Promise<void> {
+    if (first.entry.kind === "opening" && first.entry.file !== this.#fileName) {
+      const path = `${this.#dir}/${first.entry.file}`;
+      const file = await Deno.open(path, { createNew: true, write: true, mode: 0o640 }).catch(
+        (err) => {
+          if (err instanceof Deno.errors.AlreadyExists) {
+            throw new Error(`${path} already exists: is another svcd writing ${this.#dir}?`);
+          }
+          throw err;
+        },
+      );
+      this.#file?.close();
+      this.#file = file;
+      this.#fileName = first.entry.file;
+      this.#durableSize = 0;
+      this.#hash = createHash("sha256");
+      this.#needsRepair = false;
+      await syncDirectory(this.#dir);
+      return;
+    }
+    if (this.#needsRepair) {
+      await this.#file!.truncate(this.#durableSize);
+      await this.#file!.seek(this.#durableSize, Deno.SeekMode.Start);
+      this.#needsRepair = false;
+    }
+  }
+
+  #committed(group: Finished[], bytes: Uint8Array): void {
+    const last = group[group.length - 1];
+    this.#durableSeq = last.seq;
+    this.#durableMac = last.mac;
+    this.#durableSize += bytes.length;
+    this.#hash.update(bytes);
+    this.#stats.lines += group.length;
+    this.#stats.maxGroup = Math.max(this.#stats.maxGroup, group.length);
+    for (const f of group) {
+      if (f.entry.kind === "opening") this.#sinceCheckpoint = 0;
+      if (f.entry.kind !== "checkpoint") this.#sinceCheckpoint++;
+      if (f.entry.kind === "opening" || f.entry.kind === "resume") this.#endOutage();
+      f.entry.resolve(f.seq);
+    }
+    if (this.#sinceCheckpoint >= this.#every && !this.#checkpointing && !this.#closed) {
+      // A failed signature is tried again one interval later (the count restarts at the claim).
+      this.#track(this.#checkpoint().catch(() => {}));
+    }
+  }
+
+  /** Refuses every line not yet durable and rolls the chain back to the last durable line. */
+  #writeFailed(group: Finished[], err: Error): void {
+    const why = `audit file ${this.#path()} cannot be written: ${err.message}`;
+    this.#beginOutage(why, err instanceof RemovedError);
+    this.#epoch++;
+    this.#needsRepair = true;
+    const refused: Entry[] = group.map((f) => f.entry);
+    for (const f of this.#diskQueue) refused.push(f.entry);
+    if (this.#chaining) refused.push(this.#chaining);
+    refused.push(...this.#chainQueue);
+    this.#diskQueue = [];
+    this.#chainQueue = [];
+    this.#chaining = undefined;
+    this.#headSeq = this.#durableSeq;
+    this.#headMac = this.#durableMac;
+    this.#headFile = this.#fileName;
+    this.#outage!.refused += refused.filter((e) => e.kind === "event").length;
+    this.#outage!.resumeQueued = false;
+    const error = new AuditUnavailableError(`${why}; the line was not recorded`);
+    for (const e of refused) e.reject(error);
+  }
+
+  #beginOutage(error: string, removed: boolean): void {
+    if (this.#outage) {
+      this.#outage.error = error;
+      this.#outage.removed ||= removed;
+    } else {
+      this.#outage = { error, refused: 0, resumeQueued: false, removed };
+    }
+    if (this.#retryTimer === undefined && !this.#closed) {
+      const timer = setInterval(() => void this.retry(), this.#retryMs);
+      Deno.unrefTimer(timer);
+      this.#retryTimer = timer;
+    }
+  }
+
+  #endOutage(): void {
+    this.#outage = undefined;
+    this.#stopRetry();
+  }
+
+  #stopRetry(): void {
+    if (this.#retryTimer !== undefined) clearInterval(this.#retryTimer);
+    this.#retryTimer = undefined;
+  }
+
+  // ---- checkpoints -------------------------------------------------------------------------
+
+  /** Signs the durable chain head and appends a `checkpoint` line carrying the signature. */
+  async #checkpoint(): Promise<void> {
+    if (this.#checkpointing || !this.#fileName) return;
+    this.#checkpointing = true;
+    try {
+      const claim = {
+        file: this.#fileName,
+        seq: this.#durableSeq,
+        mac: this.#durableMac,
+        size: this.#durableSize,
+        sha256: new Uint8Array(this.#hash.copy().digest()),
+      };
+      this.#sinceCheckpoint = 0;
+      const signature = await this.#keys.signCheckpoint(checkpointMessage(claim));
+      const fields = {
+        file: claim.file,
+        through_seq: claim.seq,
+        through_mac: claim.mac.toHex(),
+        through_size: claim.size,
+        sha256: claim.sha256.toHex(),
+        signature: signature.toBase64(),
+      };
+      await this.#pushInternal("checkpoint", fields, "checkpoint", claim.file);
+    } finally {
+      this.#checkpointing = false;
+    }
+  }
+
+  #path(): string {
+    return `${this.#dir}/${this.#fileName ?? "(no file)"}`;
+  }
+}
+
+class RemovedError extends Error {}
+
+function checkOptions(opts: AuditOptions): void {
+  if (typeof opts?.dir !== "string" || opts.dir === "") {
+    throw new TypeError("audit: options.dir is required");
+  }
+  if (typeof opts.keys?.mac !== "function" || typeof opts.keys?.signCheckpoint !== "function") {
+    throw new TypeError("audit: options.keys needs mac() and signCheckpoint()");
+  }
+  const every = opts.checkpointEvery;
+  if (every !== undefined && (!Number.isSafeInteger(every) || every < 1)) {
+    throw new RangeError(`audit: checkpointEvery must be a whole number ≥ 1, not ${every}`);
+  }
+  const retry = opts.retryMs;
+  if (retry !== undefined && (!Number.isFinite(retry) || retry < 1)) {
+    throw new RangeError(`audit: retryMs must be ≥ 1, not ${retry}`);
+  }
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+  let at = 0;
+  while (at < bytes.length) {
+    const n = await file.write(bytes.subarray(at));
+    if (n <= 0) throw new Error("write made no progress");
+    at += n;
+  }
+}
+
+/** A new file's directory entry is durable only once the directory itself is synced. */
+async function syncDirectory(dir: string): Promise<void> {
+  using d = await Deno.open(dir, { read: true });
+  await d.sync();
+}

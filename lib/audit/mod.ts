@@ -1,0 +1,18 @@
+/**
+ * The tamper-evident audit log: {@link AuditLog} writes it (MAC chain, group commit, fail closed),
+ * {@link verifyAuditFiles} checks it; `svcd audit verify` is ./cli.ts. Format: ./README.md.
+ *
+ * @example
+ * ```ts
+ * import { AuditLog, auditKeysFromToken } from "./lib/audit/mod.ts";
+ * const log = await AuditLog.open({ dir: "/var/log/svcd", keys: auditKeysFromToken(token), login: {} });
+ * ```
+ */
+export { AuditLog, AuditUnavailableError } from "./log.ts";
+export type { AuditKeys, AuditOptions, AuditStats } from "./log.ts";
+export { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL, auditKeysFromToken } from "./token_keys.ts";
+export type { AuditToken } from "./token_keys.ts";
+export { parseLine, verifyAuditFiles } from "./verify.ts";
+export type { FileReport, Problem, VerifyOptions, VerifyResult } from "./verify.ts";
+export { AuditDirectoryError, listAuditFiles } from "./files.ts";
+export { actorBytes, auditFileName, auditFileNumber, checkpointMessage } from "./format.ts";
