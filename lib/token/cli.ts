@@ -10,7 +10,7 @@
 import { parseArgs } from "node:util";
 import { CredentialError, MechanismUnavailableError, Pkcs11Error } from "./errors.ts";
 import { verifyIndependently } from "./independent_verify.ts";
-import { isKeyTypeName, KEY_TYPE_NAMES } from "./key_types.ts";
+import { isKeyTypeName, KEY_TYPE_NAMES, type KeyTypeName } from "./key_types.ts";
 import { AUDIT_MAC_LABEL, initToken } from "./provision.ts";
 import { fingerprint, type SigningKey, Token } from "./token.ts";
 import { pem } from "./der.ts";
@@ -27,9 +27,9 @@ commands:
         initialise a token; PINs are generated and never shown; the user PIN goes only into the
         encrypted credential svc-pin (systemd-creds), or DIR/svc-pin (mode 0400) for tests/demos;
         creates the audit keys ${AUDIT_MAC_LABEL} and svc-audit-sign
-  keygen --label K --type TYPE
-        generate a key pair (private key sensitive, not extractable); TYPE is one of
-        ${KEY_TYPE_NAMES.join(", ")}
+  keygen --label K --type TYPE [--label K2 --type TYPE2 …]
+        generate key pairs (private key sensitive, not extractable); TYPE is one of
+        ${KEY_TYPE_NAMES.join(", ")}; exits 3 if the module does not offer one of them
   list  keys with label, type, mechanism and SHA-256 fingerprint of the public key
   selftest
         sign a fresh random message with every key, verify it in the module and independently;
@@ -48,7 +48,7 @@ interface Common {
   tokenLabel: string;
 }
 
-type Values = Record<string, string | boolean | undefined>;
+type Values = Record<string, string | string[] | boolean | undefined>;
 
 /** Runs `svcd token <args>`; returns the exit code. Example: `await runTokenCommand(["list"])`. */
 export async function runTokenCommand(args: string[]): Promise<number> {
@@ -66,8 +66,8 @@ export async function runTokenCommand(args: string[]): Promise<number> {
       options: {
         module: { type: "string" },
         token: { type: "string" },
-        label: { type: "string" },
-        type: { type: "string" },
+        label: { type: "string", multiple: true },
+        type: { type: "string", multiple: true },
         "credential-out": { type: "string" },
         "plain-credential-dir": { type: "string" },
         out: { type: "string" },
@@ -106,9 +106,13 @@ export async function runTokenCommand(args: string[]): Promise<number> {
   }
 }
 
-function str(v: string | boolean | undefined): string | undefined {
+function str(v: string | string[] | boolean | undefined): string | undefined {
+  if (Array.isArray(v)) return v.at(-1);
   return typeof v === "string" ? v : undefined;
 }
+
+/** Exit code of `keygen` when the module does not offer a requested type (the others are made). */
+export const EXIT_NOT_OFFERED = 3;
 
 function usageError(message: string): number {
   console.error(`svcd token: ${message}\n\n${USAGE}`);
@@ -171,20 +175,32 @@ async function openLoggedIn(common: Common): Promise<Token> {
 }
 
 async function keygen(common: Common, values: Values): Promise<number> {
-  const label = str(values.label);
-  const type = str(values.type);
-  if (!label) return usageError("keygen needs --label K");
-  if (!type || !isKeyTypeName(type)) {
-    return usageError(`keygen needs --type, one of: ${KEY_TYPE_NAMES.join(", ")}`);
+  const labels = (values.label as string[] | undefined) ?? [];
+  const types = (values.type as string[] | undefined) ?? [];
+  if (labels.length === 0 || labels.length !== types.length) {
+    return usageError("keygen needs --label K --type TYPE (pairs may repeat, in order)");
+  }
+  const bad = types.find((t) => !isKeyTypeName(t));
+  if (bad !== undefined) {
+    return usageError(`unknown key type '${bad}'; one of: ${KEY_TYPE_NAMES.join(", ")}`);
   }
   const token = await openLoggedIn(common);
+  let notOffered = 0;
   try {
-    console.log(
-      `svcd token keygen: generating ${type} key '${label}' on token '${common.tokenLabel}'`,
-    );
-    const key = await token.generateKeyPair(label, type);
-    console.log(keyLine(key));
-    return 0;
+    for (const [i, label] of labels.entries()) {
+      const type = types[i] as KeyTypeName;
+      console.log(
+        `svcd token keygen: generating ${type} key '${label}' on token '${common.tokenLabel}'`,
+      );
+      try {
+        console.log(keyLine(await token.generateKeyPair(label, type)));
+      } catch (err) {
+        if (!(err instanceof MechanismUnavailableError)) throw err;
+        notOffered++;
+        console.error(`svcd token keygen: not offered: ${type}: ${err.message}`);
+      }
+    }
+    return notOffered === 0 ? 0 : EXIT_NOT_OFFERED;
   } finally {
     token.close();
   }

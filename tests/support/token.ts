@@ -1,0 +1,123 @@
+/**
+ * A throw-away token for tests: temp directory, module config, `svcd token init` and `keygen` run as
+ * subprocesses (exactly what an operator runs), PIN credential in a plain directory.
+ *
+ * @example
+ * ```ts
+ * import { makeTestToken } from "./token.ts";
+ * const token = await makeTestToken({ keys: { "k-ec": "ec-p256", "k-mldsa": "ml-dsa-65" } });
+ * // token.keys: the labels made; a type the module does not offer is in token.skipped instead
+ * await token.cleanup();
+ * ```
+ */
+import { type TestModule, testModule } from "./modules.ts";
+
+const CLI = new URL("../../lib/token/cli.ts", import.meta.url).pathname;
+const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
+/** Exit code of `svcd token keygen` when the module does not offer a requested type. */
+const EXIT_NOT_OFFERED = 3;
+
+/** What makeTestToken builds. */
+export interface TestToken {
+  dir: string;
+  /** Module config variable plus CREDENTIALS_DIRECTORY: the environment of a process using it. */
+  env: Record<string, string>;
+  module: TestModule;
+  modulePath: string;
+  tokenLabel: string;
+  credentialsDir: string;
+  /** Labels of the key pairs created (besides svc-audit-sign, which init always creates). */
+  keys: string[];
+  /** Requested labels whose type the module does not offer (C_GetMechanismInfo), with the reason. */
+  skipped: Record<string, string>;
+  cleanup(): Promise<void>;
+}
+
+/** Options: key pairs to create (label → key type name) and the token label (default "svcd"). */
+export interface TestTokenOptions {
+  keys?: Record<string, string>;
+  tokenLabel?: string;
+  /** svcmod only: its secure heap (KiB). */
+  secureHeapKb?: number;
+}
+
+/** Result of one CLI run. */
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+// Variables that select a token or PIN: a child gets only the ones the caller passes.
+const TOKEN_VARIABLES = ["SOFTHSM2_CONF", "SVCMOD_CONF", "CREDENTIALS_DIRECTORY"];
+
+/**
+ * Runs `svcd token <args>` as a subprocess: this process's environment without its token
+ * variables, plus `env`. Example: `await runTokenCli(["list"], token.env)`.
+ */
+export async function runTokenCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  const inherited = Object.fromEntries(
+    Object.entries(Deno.env.toObject()).filter(([k]) => !TOKEN_VARIABLES.includes(k)),
+  );
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--config", CONFIG, CLI, ...args],
+    env: { ...inherited, NO_COLOR: "1", ...env },
+    clearEnv: true,
+    stdin: "null",
+  }).output();
+  const text = new TextDecoder();
+  return { code: out.code, stdout: text.decode(out.stdout), stderr: text.decode(out.stderr) };
+}
+
+/** Creates and initialises a token with the requested keys. Always `cleanup()` it. */
+export async function makeTestToken(opts: TestTokenOptions = {}): Promise<TestToken> {
+  const dir = await Deno.makeTempDir({ prefix: "svcd-token-" });
+  const cleanup = () => Deno.remove(dir, { recursive: true }).catch(() => {});
+  try {
+    const module = await testModule(dir, { secureHeapKb: opts.secureHeapKb });
+    const tokenLabel = opts.tokenLabel ?? "svcd";
+    const credentialsDir = `${dir}/credentials`;
+    const base = module.env;
+    const common = ["--module", module.path, "--token", tokenLabel];
+    const init = await runTokenCli(
+      ["init", ...common, "--plain-credential-dir", credentialsDir],
+      base,
+    );
+    if (init.code !== 0) {
+      throw new Error(`svcd token init failed (${init.code}):\n${init.stdout}${init.stderr}`);
+    }
+    const env = { ...module.env, CREDENTIALS_DIRECTORY: credentialsDir };
+    const wanted = Object.entries(opts.keys ?? {});
+    const skipped: Record<string, string> = {};
+    if (wanted.length > 0) {
+      const pairs = wanted.flatMap(([label, type]) => ["--label", label, "--type", type]);
+      const gen = await runTokenCli(["keygen", ...common, ...pairs], { ...base, ...env });
+      if (gen.code !== 0 && gen.code !== EXIT_NOT_OFFERED) {
+        throw new Error(`svcd token keygen failed (${gen.code}):\n${gen.stdout}${gen.stderr}`);
+      }
+      for (const line of gen.stderr.split("\n")) {
+        const m = line.match(/not offered: ([\w-]+): (.*)$/);
+        if (!m) continue;
+        for (const [label, type] of wanted) if (type === m[1]) skipped[label] = m[2];
+      }
+    }
+    const keys = wanted.map(([label]) => label).filter((label) => !(label in skipped));
+    for (const [label, reason] of Object.entries(skipped)) {
+      console.log(`makeTestToken: ${module.name} does not offer the type of '${label}': ${reason}`);
+    }
+    return {
+      dir,
+      env,
+      module,
+      modulePath: module.path,
+      tokenLabel,
+      credentialsDir,
+      keys,
+      skipped,
+      cleanup,
+    };
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+}
