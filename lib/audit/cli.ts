@@ -1,5 +1,250 @@
-/** Placeholder until the audit command lands. */
-export function runAuditCommand(_args: string[]): Promise<number> {
-  console.error("svcd audit: not implemented yet");
-  return Promise.resolve(2);
+/**
+ * `svcd audit verify`: checks the audit chain and prints one summary line per file; exit 0 only
+ * when everything holds (a torn final line is reported, not failed), 1 at the first problem (its
+ * file, line and what is wrong), 2 for a usage, credential or token error.
+ *
+ * @example
+ * ```sh
+ * CREDENTIALS_DIRECTORY=/run/creds svcd audit verify --dir /var/log/svcd
+ * svcd audit verify --public-key audit-sign.pem /var/log/svcd/audit.log.000007
+ * ```
+ */
+import { parseArgs } from "node:util";
+import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/cli.ts";
+import { Token } from "../token/mod.ts";
+import { auditFileNumber } from "./format.ts";
+import { listAuditFiles } from "./files.ts";
+import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./token_keys.ts";
+import { type FileReport, verifyAuditFiles, type VerifyResult } from "./verify.ts";
+
+/** Where the daemon writes its audit files unless told otherwise (--audit-dir). */
+export const DEFAULT_AUDIT_DIR = "/var/log/svcd";
+
+const USAGE =
+  `usage: svcd audit verify [--dir DIR] [FILE…] [--public-key FILE] [--module PATH] [--token LABEL]
+
+Checks every audit.log.NNNNNN in DIR (default ${DEFAULT_AUDIT_DIR}), oldest first, or the FILEs
+given: seq continuity, the MAC chain, the links between files and the signed checkpoints. Prints
+one line per file; exit 0 when all holds (a torn final line from a crash is reported, not failed),
+1 at the first problem (file, line, what is wrong), 2 for a usage, credential or token error.
+
+  --dir DIR          audit directory; the oldest file must start the chain
+  FILE…              check these files only (the link into the first one is not checked)
+  --public-key FILE  PEM public key of ${AUDIT_SIGN_LABEL} ('svcd token pubkey'): check the
+                     checkpoint signatures without the token (MACs are then not checked)
+  --module PATH      PKCS#11 module (default ${DEFAULT_MODULE})
+  --token LABEL      token label (default ${DEFAULT_TOKEN_LABEL}); with --public-key, use the
+                     token as well
+  --credentials DIR  where svc-pin is (default $CREDENTIALS_DIRECTORY), as for the daemon
+`;
+
+/** A usage, credential or token problem: exit 2. */
+class SetupError extends Error {}
+
+/**
+ * Runs `svcd audit <args>`; returns the exit code.
+ *
+ * @example
+ * ```ts
+ * Deno.exit(await runAuditCommand(["verify", "--dir", "/var/log/svcd"]));
+ * ```
+ */
+export async function runAuditCommand(args: string[]): Promise<number> {
+  const [command, ...rest] = args;
+  if (command === undefined || command === "-h" || command === "--help" || command === "help") {
+    console.log(USAGE);
+    return command === undefined ? 2 : 0;
+  }
+  if (command !== "verify") return usageError(`unknown command '${command}'`);
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: rest,
+      strict: true,
+      allowPositionals: true,
+      options: {
+        dir: { type: "string" },
+        "public-key": { type: "string" },
+        module: { type: "string" },
+        token: { type: "string" },
+        credentials: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (err) {
+    return usageError((err as Error).message);
+  }
+  if (parsed.values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  try {
+    return await verifyCommand(parsed.values, parsed.positionals);
+  } catch (err) {
+    // SetupError, CredentialError, an unreadable file: the log was not judged, so not exit 1.
+    console.error(`svcd audit verify: ${(err as Error).message}`);
+    return 2;
+  }
+}
+
+interface VerifyValues {
+  dir?: string;
+  "public-key"?: string;
+  module?: string;
+  token?: string;
+  credentials?: string;
+}
+
+async function verifyCommand(values: VerifyValues, positionals: string[]): Promise<number> {
+  if (values.dir !== undefined && positionals.length > 0) {
+    throw new SetupError("give --dir or FILEs, not both");
+  }
+  const { files, fromStart } = await filesToCheck(values.dir ?? DEFAULT_AUDIT_DIR, positionals);
+  let publicKey = values["public-key"] ? await readPublicKey(values["public-key"]) : undefined;
+  const useToken = !values["public-key"] || values.token !== undefined ||
+    values.module !== undefined;
+  let token: Token | undefined;
+  try {
+    let keyNote = values["public-key"]
+      ? `checkpoint signatures checked with ${values["public-key"]}`
+      : "";
+    if (useToken) {
+      token = await loggedInToken(values);
+      if (!publicKey) {
+        publicKey = await tokenPublicKey(token);
+        keyNote = publicKey
+          ? `checkpoint signatures checked with the token's ${AUDIT_SIGN_LABEL}`
+          : `checkpoint signatures NOT checked: the token has no public key ${AUDIT_SIGN_LABEL}`;
+      }
+    }
+    const t = token;
+    const result = await verifyAuditFiles({
+      files,
+      fromStart,
+      publicKey,
+      mac: t ? (data) => t.mac(AUDIT_MAC_LABEL, data) : undefined,
+    });
+    const macNote = t
+      ? "MACs checked with the token"
+      : "MACs NOT checked (no token: checkpoints only)";
+    printResult(result, `${macNote}; ${keyNote}`);
+    return result.ok ? 0 : 1;
+  } finally {
+    token?.close();
+  }
+}
+
+async function filesToCheck(
+  dir: string,
+  positionals: string[],
+): Promise<{ files: string[]; fromStart: boolean }> {
+  if (positionals.length > 0) {
+    const numbered = positionals.every((p) => auditFileNumber(basename(p)) !== undefined);
+    const files = numbered
+      ? [...positionals].sort((a, b) =>
+        auditFileNumber(basename(a))! - auditFileNumber(basename(b))!
+      )
+      : positionals;
+    return { files, fromStart: false };
+  }
+  let names: string[];
+  try {
+    names = await listAuditFiles(dir);
+  } catch (err) {
+    throw new SetupError(`audit directory ${dir} cannot be read: ${(err as Error).message}`);
+  }
+  if (names.length === 0) throw new SetupError(`no audit.log.NNNNNN files in ${dir}: check --dir`);
+  return { files: names.map((n) => `${dir}/${n}`), fromStart: true };
+}
+
+async function loggedInToken(values: VerifyValues): Promise<Token> {
+  const pin = Token.readPinCredential(values.credentials);
+  let token: Token;
+  try {
+    token = Token.open({
+      modulePath: values.module ?? DEFAULT_MODULE,
+      tokenLabel: values.token ?? DEFAULT_TOKEN_LABEL,
+      maxSessions: 8,
+    });
+  } catch (err) {
+    pin.fill(0);
+    throw new SetupError(`the token cannot be opened: ${(err as Error).message}`);
+  }
+  try {
+    await token.login(pin); // zeroizes the PIN
+  } catch (err) {
+    token.close();
+    throw new SetupError(`login failed (not retried): ${(err as Error).message}`);
+  }
+  return token;
+}
+
+async function tokenPublicKey(token: Token): Promise<CryptoKey | undefined> {
+  const key = await token.publicKey(AUDIT_SIGN_LABEL);
+  if (!key?.publicKeySpki) return undefined;
+  return await importEd25519(key.publicKeySpki, `the token's ${AUDIT_SIGN_LABEL}`);
+}
+
+async function readPublicKey(path: string): Promise<CryptoKey> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (err) {
+    throw new SetupError(`--public-key ${path} cannot be read: ${(err as Error).message}`);
+  }
+  const m = /-----BEGIN PUBLIC KEY-----([A-Za-z0-9+/=\s]+)-----END PUBLIC KEY-----/.exec(text);
+  if (!m) {
+    throw new SetupError(
+      `--public-key ${path} is not a PEM PUBLIC KEY (make it with 'svcd token pubkey')`,
+    );
+  }
+  let der: Uint8Array;
+  try {
+    der = Uint8Array.fromBase64(m[1].replace(/\s+/g, ""));
+  } catch {
+    throw new SetupError(`--public-key ${path}: the PEM body is not base64`);
+  }
+  return await importEd25519(der, `--public-key ${path}`);
+}
+
+async function importEd25519(spki: Uint8Array, what: string): Promise<CryptoKey> {
+  try {
+    return await crypto.subtle.importKey("spki", spki as BufferSource, { name: "Ed25519" }, false, [
+      "verify",
+    ]);
+  } catch (err) {
+    throw new SetupError(`${what} is not an Ed25519 public key: ${(err as Error).message}`);
+  }
+}
+
+function printResult(result: VerifyResult, keys: string): void {
+  for (const r of result.files) console.log(fileLine(r));
+  if (result.ok) {
+    const last = result.files.findLast((r) => r.lastSeq !== undefined);
+    console.log(
+      `verified: ${result.files.length} file(s) through seq ${last?.lastSeq ?? 0}; ${keys}`,
+    );
+    return;
+  }
+  const p = result.problem!;
+  const where = p.line > 0 ? `${p.file} line ${p.line}` : p.file;
+  console.log(`FAILED: ${where}: ${p.message}`);
+}
+
+function fileLine(r: FileReport): string {
+  if (r.status === "not checked") return `${r.file}: not checked (after the first problem)`;
+  if (r.status === "failed") return `${r.file}: FAILED`;
+  const seqs = r.lastSeq === undefined ? "" : `, seq ${r.firstSeq}–${r.lastSeq}`;
+  const signed = r.checkpoints > 0 ? ` (through seq ${r.signedThrough})` : "";
+  const notes = r.notes.length > 0 ? `; ${r.notes.join("; ")}` : "";
+  return `${r.file}: ok, ${r.lines} line(s)${seqs}, ${r.checkpoints} checkpoint(s)${signed}${notes}`;
+}
+
+function usageError(message: string): number {
+  console.error(`svcd audit: ${message}\n\n${USAGE}`);
+  return 2;
+}
+
+function basename(path: string): string {
+  return path.slice(path.lastIndexOf("/") + 1);
 }

@@ -37,7 +37,9 @@ export function auditKeysFromToken<K>(token: AuditToken<K>): AuditKeys {
   const findSignKey = async (): Promise<K> => {
     const key = await token.key(AUDIT_SIGN_LABEL);
     if (key === undefined || key === null) {
-      throw new Error(`the token has no key '${AUDIT_SIGN_LABEL}': create it with 'svcd token init'`);
+      throw new Error(
+        `the token has no key '${AUDIT_SIGN_LABEL}': create it with 'svcd token init'`,
+      );
     }
     return key;
   };

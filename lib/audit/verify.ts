@@ -135,6 +135,8 @@ class ChainWalk {
   #mac: Uint8Array = ZERO_MAC;
   #previous: { name: string; completeSize: number; lines: number } | undefined;
   #macs: MacWindow;
+  /** Seqs of this file's lines (checkpoints aside) that no checkpoint covers yet. */
+  #unsigned: number[] = [];
 
   constructor(opts: VerifyOptions) {
     this.#opts = opts;
@@ -145,6 +147,7 @@ class ChainWalk {
   async file(path: string, report: FileReport, newest: boolean): Promise<VerifyResult["torn"]> {
     const name = basename(path);
     const hashes = new CheckpointHashes();
+    this.#unsigned = [];
     let lineNo = 0;
     let offset = 0;
     let tail: Uint8Array = new Uint8Array(0);
@@ -170,13 +173,9 @@ class ChainWalk {
       );
     }
     this.#linkCheckedBy(name, offset, lineNo);
-    const unsigned = lineNo === 0
-      ? 0
-      : report.lastSeq! - (report.signedThrough ?? report.firstSeq! - 1);
-    if (unsigned > 0) {
-      report.notes.push(
-        `${unsigned} line(s) after the last checkpoint are covered by the MAC chain only`,
-      );
+    if (this.#unsigned.length > 0) {
+      const n = this.#unsigned.length;
+      report.notes.push(`${n} line(s) after the last checkpoint are covered by the MAC chain only`);
     }
     if (tail.length === 0) return undefined;
     await this.#tornTail(name, lineNo + 1, tail, report);
@@ -213,7 +212,7 @@ class ChainWalk {
         gap > 0
           ? `seq ${line.seq} where ${
             this.#seq + 1
-          } was expected: ${gap} line(s) before it are missing`
+          } was expected: ${gap} line(s) were removed or moved from here`
           : `seq ${line.seq} where ${
             this.#seq + 1
           } was expected: lines are out of order or repeated`,
@@ -235,6 +234,9 @@ class ChainWalk {
       if (why) await fail(why);
       report.checkpoints++;
       report.signedThrough = line.through_seq as number;
+      this.#unsigned = this.#unsigned.filter((seq) => seq > report.signedThrough!);
+    } else {
+      this.#unsigned.push(line.seq);
     }
     await this.#macs.settleIfFull();
   }

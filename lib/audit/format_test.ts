@@ -1,0 +1,81 @@
+import assert from "node:assert/strict";
+import {
+  actorBytes,
+  actorMembers,
+  auditFileName,
+  auditFileNumber,
+  lineBody,
+  lineBytes,
+  memberHead,
+  memberTail,
+  splitMac,
+  ZERO_MAC,
+} from "./format.ts";
+
+const latin1 = (bytes: number[]) => String.fromCharCode(...bytes);
+const roundTrip = (actor: string) => actorBytes(JSON.parse(`{${actorMembers(actor)}}`));
+
+Deno.test("actor: valid UTF-8 bytes are stored decoded and come back byte for byte", () => {
+  const bytes = [...new TextEncoder().encode("CN=Zoë Ünal,O=Exämple,C=DE")];
+  const members = actorMembers(latin1(bytes));
+  assert.equal(members, `"actor":"CN=Zoë Ünal,O=Exämple,C=DE"`);
+  assert.deepEqual([...roundTrip(latin1(bytes))], bytes);
+});
+
+Deno.test("actor: invalid UTF-8 is kept exactly in actor_bytes", () => {
+  const bytes = [0x43, 0x4e, 0x3d, 0xff, 0xc3, 0x28, 0x00, 0x0a];
+  const parsed = JSON.parse(`{${actorMembers(latin1(bytes))}}`);
+  assert.equal(typeof parsed.actor_bytes, "string");
+  assert.deepEqual([...actorBytes(parsed)], bytes);
+});
+
+Deno.test("actor: a leading BOM and control characters survive", () => {
+  const bytes = [0xef, 0xbb, 0xbf, 0x41, 0x09, 0x0a, 0x22, 0x5c];
+  assert.deepEqual([...roundTrip(latin1(bytes))], bytes);
+});
+
+Deno.test("actor: empty, non-string or non-byte strings are refused with a clear error", () => {
+  assert.throws(() => actorMembers(""), /non-empty/);
+  assert.throws(() => actorMembers(42 as unknown as string), /non-empty string/);
+  assert.throws(() => actorMembers("CN=\u20ac"), /U\+20ac at 3.*one char per byte/);
+});
+
+Deno.test("fields: order kept, undefined left out, reserved and odd names refused", () => {
+  const tail = memberTail(new Date(0), { key: "k", skip: undefined, n: 3 });
+  assert.equal(tail, `,"time":"1970-01-01T00:00:00.000Z","key":"k","n":3`);
+  assert.throws(() => memberTail(new Date(), { mac: "x" }), /written by the log itself/);
+  assert.throws(() => memberTail(new Date(), { "a b": 1 }), /lower_snake_case/);
+  assert.throws(() => memberTail(new Date(), { big: 1n }), /cannot be written as JSON/);
+  assert.throws(() => memberHead("Sign!", "a"), /lower_snake_case/);
+});
+
+Deno.test("a line splits back into the body its MAC covers and the MAC", () => {
+  const body = new TextEncoder().encode(
+    lineBody(memberHead("sign", "CN=a"), 9, memberTail(new Date(0)), ZERO_MAC),
+  );
+  const mac = crypto.getRandomValues(new Uint8Array(32));
+  const line = lineBytes(body, mac);
+  assert.equal(line.at(-1), 0x0a);
+  const parts = splitMac(line.subarray(0, line.length - 1))!;
+  assert.deepEqual(parts.body, body);
+  assert.deepEqual(parts.mac, mac);
+  const parsed = JSON.parse(new TextDecoder().decode(line));
+  assert.deepEqual(Object.keys(parsed), ["event", "actor", "seq", "time", "prev", "mac"]);
+  assert.equal(parsed.mac, mac.toHex());
+});
+
+Deno.test("splitMac refuses lines that do not end with a well-formed MAC", () => {
+  const enc = (s: string) => new TextEncoder().encode(s);
+  assert.equal(splitMac(enc(`{"a":1}`)), undefined);
+  assert.equal(splitMac(enc(`{"a":1,"mac":"${"A".repeat(64)}"}`)), undefined);
+  assert.equal(splitMac(enc(`{"a":1,"mac":"${"a".repeat(63)}"}`)), undefined);
+  assert.notEqual(splitMac(enc(`{"a":1,"mac":"${"a".repeat(64)}"}`)), undefined);
+});
+
+Deno.test("file names: six digits, parsed back, out of range refused", () => {
+  assert.equal(auditFileName(1), "audit.log.000001");
+  assert.equal(auditFileNumber("audit.log.000123"), 123);
+  assert.equal(auditFileNumber("audit.log.123"), undefined);
+  assert.equal(auditFileNumber("audit.log.0000012"), undefined);
+  assert.throws(() => auditFileName(1_000_000), /out of range/);
+});
