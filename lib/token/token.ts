@@ -113,6 +113,7 @@ export type TokenInfo = {
 
 interface KeyInternals {
   handle: Handle;
+  publicHandle: Handle;
   spec: KeyTypeSpec;
   signing: SigningMechanism;
 }
@@ -263,7 +264,7 @@ export class Token {
   }
 
   /** Signs `message` with the key's mechanism; for CKM_ECDSA the digest is computed here. */
-  sign(key: SigningKey, message: Uint8Array): Promise<Uint8Array> {
+  async sign(key: SigningKey, message: Uint8Array): Promise<Uint8Array> {
     const k = this.#internalsOf(key);
     const data = prepareData(k.signing, message);
     return this.#pool.use(
@@ -284,13 +285,12 @@ export class Token {
   async verify(key: SigningKey, message: Uint8Array, signature: Uint8Array): Promise<boolean> {
     const k = this.#internalsOf(key);
     const data = prepareData(k.signing, message);
-    const publicHandle = await this.#publicHandle(key);
-    return this.#pool.use(
+    return await this.#pool.use(
       (s) =>
         verifyOnce(
           this.#mod,
           s,
-          publicHandle,
+          k.publicHandle,
           { mechanism: k.signing.mechanism, parameter: k.signing.parameter?.() },
           data,
           signature,
@@ -493,17 +493,6 @@ export class Token {
     throw err;
   }
 
-  async #publicHandle(key: SigningKey): Promise<Handle> {
-    const found = await this.#pool.use((s) =>
-      findObjects(this.#mod, s, [
-        { type: CKA.CLASS, value: ulongBytes(CKO.PUBLIC_KEY) },
-        { type: CKA.LABEL, value: utf8(key.label) },
-      ])
-    );
-    if (found.length === 0) throw new Error(`no public key labelled '${key.label}' on the token`);
-    return found[0];
-  }
-
   #resolveKey(session: Handle, label: string): SigningKey | undefined {
     const privs = findObjects(this.#mod, session, [
       { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },
@@ -530,7 +519,7 @@ export class Token {
       mechanism: ckmName(signing.mechanism),
       ...readPublicKey(this.#mod, session, pubs[0], spec, label),
     };
-    this.#internals.set(key, { handle: privs[0], spec, signing });
+    this.#internals.set(key, { handle: privs[0], publicHandle: pubs[0], spec, signing });
     return key;
   }
 

@@ -10,6 +10,7 @@
  * await token.cleanup();
  * ```
  */
+import { Token, type TokenOptions } from "../../lib/token/mod.ts";
 import { type TestModule, testModule } from "./modules.ts";
 
 const CLI = new URL("../../lib/token/cli.ts", import.meta.url).pathname;
@@ -120,4 +121,23 @@ export async function makeTestToken(opts: TestTokenOptions = {}): Promise<TestTo
     await cleanup();
     throw err;
   }
+}
+
+/**
+ * Opens a test token in this process: sets its module variable in this process's environment
+ * (the module reads it at C_Initialize) and opens it. Close it in a `finally`: the last close
+ * finalises the module, so the next test file can point it at another directory.
+ * Example: `const t = openTestToken(token); try { … } finally { t.close(); }`.
+ */
+export function openTestToken(
+  token: Pick<TestToken, "module" | "modulePath" | "tokenLabel">,
+  opts: Omit<TokenOptions, "modulePath" | "tokenLabel"> = {},
+): Token {
+  for (const [k, v] of Object.entries(token.module.env)) Deno.env.set(k, v);
+  return Token.open({ modulePath: token.modulePath, tokenLabel: token.tokenLabel, ...opts });
+}
+
+/** The user PIN of a test token, as the daemon reads it. */
+export function testTokenPin(token: Pick<TestToken, "credentialsDir">): Uint8Array {
+  return Token.readPinCredential(token.credentialsDir);
 }

@@ -1,0 +1,143 @@
+/**
+ * The session pool against SoftHSM2: 64 concurrent signatures never share a session (instrumented),
+ * and a module that refuses sessions (a fake cap answering CKR_HOST_MEMORY) stops the pool growing
+ * while callers wait.
+ */
+import assert from "node:assert/strict";
+import {
+  CKA,
+  CKF,
+  CKM,
+  CKO,
+  CKR,
+  ckrName,
+  encodeMechanism,
+  loadModule,
+  ulongBytes,
+} from "../ffi/pkcs11/mod.ts";
+import { findObjects, utf8 } from "../lib/token/session_ops.ts";
+import { verifyIndependently } from "../lib/token/independent_verify.ts";
+import type { SigningKey, Token } from "../lib/token/mod.ts";
+import { makeTestToken, openTestToken, type TestToken, testTokenPin } from "./support/token.ts";
+
+const te = new TextEncoder();
+
+async function withToken(
+  opts: Parameters<typeof openTestToken>[1],
+  fn: (token: Token, made: TestToken) => Promise<void>,
+): Promise<void> {
+  const made = await makeTestToken({ keys: { "k-ec": "ec-p256", "k-ed": "ed25519" } });
+  const token = openTestToken(made, opts);
+  try {
+    await token.login(testTokenPin(made));
+    await fn(token, made);
+  } finally {
+    token.close();
+    await made.cleanup();
+  }
+}
+
+/** Fires n signatures at once, each over its own message; checks each independently. */
+async function signConcurrently(token: Token, key: SigningKey, n: number) {
+  const messages = Array.from(
+    { length: n },
+    (_, i) => te.encode(`message ${i} ${crypto.randomUUID()}`),
+  );
+  const pending = messages.map((m) => token.sign(key, m));
+  const statsWhileQueued = token.poolStats();
+  const signatures = await Promise.all(pending);
+  for (const [i, sig] of signatures.entries()) {
+    assert.ok(
+      (await verifyIndependently(key, messages[i], sig)).ok,
+      `signature ${i} is not over message ${i}`,
+    );
+  }
+  return statsWhileQueued;
+}
+
+Deno.test({
+  name: "pool: 64 concurrent signs never use one session twice at once",
+  sanitizeResources: false,
+  fn: () =>
+    withToken({}, async (token) => {
+      for (const label of ["k-ec", "k-ed"]) {
+        const key = (await token.key(label))!;
+        const before = token.sessionUseStats();
+        await signConcurrently(token, key, 64);
+        const after = token.sessionUseStats();
+        assert.equal(after.overlaps, 0, "a session served two operations at once");
+        assert.equal(after.operations - before.operations, 64);
+        // The signatures really ran side by side on several sessions (not one after another).
+        assert.ok(after.maxConcurrent > 1, `max concurrent ${after.maxConcurrent}`);
+        assert.ok(after.sessionsUsed > 1);
+        const stats = token.poolStats();
+        assert.ok(stats.size <= 64 && stats.size === after.sessionsUsed, JSON.stringify(stats));
+        assert.equal(stats.inUse, 0);
+      }
+    }),
+});
+
+Deno.test({
+  name:
+    "pool: a session cap (fake CKR_HOST_MEMORY at 3) stops growth; callers wait and all succeed",
+  sanitizeResources: false,
+  fn: () =>
+    withToken({ fakeSessionCap: 3 }, async (token) => {
+      const key = (await token.key("k-ec"))!;
+      const queued = await signConcurrently(token, key, 64);
+      assert.equal(queued.size, 3);
+      assert.equal(queued.cap, 3);
+      assert.equal(queued.inUse, 3);
+      assert.ok(queued.waiting >= 60, `waiting ${queued.waiting}`);
+      assert.deepEqual(token.poolStats(), { size: 3, inUse: 0, waiting: 0, cap: 3 });
+      assert.equal(token.sessionUseStats().overlaps, 0);
+    }),
+});
+
+Deno.test({
+  name: "pool: --max-sessions caps the pool the same way",
+  sanitizeResources: false,
+  fn: () =>
+    withToken({ maxSessions: 2 }, async (token) => {
+      const key = (await token.key("k-ed"))!;
+      const queued = await signConcurrently(token, key, 16);
+      assert.equal(queued.size, 2);
+      assert.equal(queued.waiting, 14);
+      assert.equal(token.poolStats().cap, 2);
+    }),
+});
+
+Deno.test({
+  name:
+    "SoftHSM refuses a second operation on a busy session (why the pool lends sessions exclusively)",
+  sanitizeResources: false,
+  fn: () =>
+    withToken({}, (token, made) => {
+      // Through the raw binding: two C_SignInit on one session, as two requests sharing it would do.
+      const mod = loadModule(made.modulePath);
+      const out = new BigUint64Array(1);
+      assert.equal(
+        mod.fn.C_OpenSession(
+          token.slotId,
+          CKF.SERIAL_SESSION,
+          null,
+          null,
+          new Uint8Array(out.buffer),
+        ),
+        0,
+      );
+      const session = Number(out[0]);
+      try {
+        const [key] = findObjects(mod, session, [
+          { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },
+          { type: CKA.LABEL, value: utf8("k-ed") },
+        ]);
+        const mech = encodeMechanism(CKM.EDDSA);
+        assert.equal(mod.fn.C_SignInit(session, mech.bytes, key), CKR.OK);
+        assert.equal(ckrName(mod.fn.C_SignInit(session, mech.bytes, key)), "CKR_OPERATION_ACTIVE");
+      } finally {
+        mod.fn.C_CloseSession(session);
+      }
+      return Promise.resolve();
+    }),
+});
