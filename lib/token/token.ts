@@ -267,7 +267,7 @@ export class Token {
   async sign(key: SigningKey, message: Uint8Array): Promise<Uint8Array> {
     const k = this.#internalsOf(key);
     const data = prepareData(k.signing, message);
-    return this.#pool.use(
+    return await this.#pool.use(
       (s) =>
         signOnce(
           this.#mod,
