@@ -1,0 +1,371 @@
+/**
+ * The durable barrier: group commit (many concurrent appends, few fdatasyncs, seq order = call
+ * order), fail closed on a full disk / a removed file / a MAC failure, and recovery afterwards.
+ */
+import assert from "node:assert/strict";
+import {
+  AuditLog,
+  AuditUnavailableError,
+  listAuditFiles,
+  verifyAuditFiles,
+} from "../lib/audit/mod.ts";
+import { type SoftwareAuditKeys, softwareAuditKeys } from "../lib/audit/software_keys.ts";
+
+const NEVER = 3_600_000; // retry timer out of the way: these tests call retry() themselves
+
+async function verifyDir(dir: string, keys: SoftwareAuditKeys, fromStart = true) {
+  const files = (await listAuditFiles(dir)).map((n) => `${dir}/${n}`);
+  return await verifyAuditFiles({
+    files,
+    fromStart,
+    mac: keys.keys.mac,
+    publicKey: keys.publicKey,
+  });
+}
+
+async function linesOf(dir: string): Promise<Record<string, unknown>[]> {
+  const out = [];
+  for (const name of await listAuditFiles(dir)) {
+    const text = await Deno.readTextFile(`${dir}/${name}`);
+    for (const l of text.split("\n")) if (l) out.push(JSON.parse(l));
+  }
+  return out;
+}
+
+Deno.test("group commit: 500 concurrent appends are durable in call order under a handful of fdatasyncs", async () => {
+  const keys = await softwareAuditKeys({ synchronousMac: true });
+  const dir = await Deno.makeTempDir({ prefix: "audit-group-" });
+  const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, checkpointEvery: 1_000_000 });
+  const before = log.stats();
+  const n = 500;
+  const seqs = await Promise.all(
+    Array.from({ length: n }, (_, i) => log.append("sign", "CN=a", { request_id: `r${i}` })),
+  );
+  const after = log.stats();
+  assert.deepEqual(
+    seqs,
+    Array.from({ length: n }, (_, i) => seqs[0] + i),
+    "seq follows call order",
+  );
+  assert.equal(after.lines - before.lines, n);
+  const syncs = after.syncs - before.syncs;
+  assert.ok(syncs <= 3, `${n} appends took ${syncs} fdatasyncs`);
+  assert.ok(after.maxGroup >= n - 1);
+  await log.close();
+  const lines = await linesOf(dir);
+  const signs = lines.filter((l) => l.event === "sign");
+  assert.deepEqual(signs.map((l) => l.request_id), Array.from({ length: n }, (_, i) => `r${i}`));
+  assert.equal((await verifyDir(dir, keys)).ok, true);
+});
+
+Deno.test("group commit with an asynchronous MAC (Web Crypto): order kept, fewer syncs than lines", async () => {
+  const keys = await softwareAuditKeys();
+  const dir = await Deno.makeTempDir({ prefix: "audit-group-async-" });
+  const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, checkpointEvery: 50 });
+  const results = await Promise.all(
+    Array.from(
+      { length: 300 },
+      (_, i) => log.append("sign", `CN=c${i % 7}`, { request_id: `r${i}` }),
+    ),
+  );
+  for (let i = 1; i < results.length; i++) assert.ok(results[i] > results[i - 1]);
+  const s = log.stats();
+  assert.ok(s.syncs < s.lines, `syncs ${s.syncs}, lines ${s.lines}`);
+  await log.close();
+  const r = await verifyDir(dir, keys);
+  assert.equal(r.ok, true, JSON.stringify(r.problem));
+  assert.ok(r.files[0].checkpoints >= 2);
+});
+
+Deno.test("each append resolves only after its group's fdatasync", async () => {
+  // A MAC gate holds line 3's MAC: lines 1–2 may be durable, 3–5 must not resolve before it opens.
+  const base = await softwareAuditKeys({ synchronousMac: true });
+  let open!: () => void;
+  const gate = new Promise<void>((r) => open = r);
+  let calls = 0;
+  const keys = {
+    ...base.keys,
+    mac: async (d: Uint8Array) => {
+      if (++calls === 4) await gate; // call 1 is login_ok
+      return await base.keys.mac(d);
+    },
+  };
+  const dir = await Deno.makeTempDir({ prefix: "audit-barrier-" });
+  const log = await AuditLog.open({ dir, keys, login: {} });
+  const settled: number[] = [];
+  const all = [1, 2, 3, 4, 5].map((i) =>
+    log.append("sign", "CN=a", { i }).then(() => settled.push(i))
+  );
+  await Promise.all(all.slice(0, 2));
+  assert.deepEqual(settled, [1, 2]);
+  const syncsWhileHeld = log.stats().syncs;
+  open();
+  await Promise.all(all);
+  assert.deepEqual(settled, [1, 2, 3, 4, 5]);
+  assert.ok(log.stats().syncs > syncsWhileHeld);
+  await log.close();
+});
+
+Deno.test("bad arguments reject with a clear error and write nothing", async () => {
+  const keys = await softwareAuditKeys({ synchronousMac: true });
+  const dir = await Deno.makeTempDir({ prefix: "audit-args-" });
+  const log = await AuditLog.open({ dir, keys: keys.keys, login: {} });
+  await assert.rejects(log.append("sign", "", {}), /non-empty/);
+  await assert.rejects(log.append("sign", "CN=\u0100", {}), /one char per byte/);
+  await assert.rejects(log.append("checkpoint", "CN=a", {}), /written by the log itself/);
+  await assert.rejects(log.append("sign", "CN=a", { seq: 5 }), /written by the log itself/);
+  await assert.rejects(log.append("sign", "CN=a", { file: "x" }), /written by the log itself/);
+  assert.equal(log.healthy, true);
+  await log.close();
+  await assert.rejects(log.append("sign", "CN=a"), AuditUnavailableError);
+  assert.deepEqual((await linesOf(dir)).map((l) => l.event), [
+    "login_ok",
+    "shutdown",
+    "checkpoint",
+  ]);
+});
+
+Deno.test("open never reuses a file: the next number after the highest, chained to its last line", async () => {
+  const keys = await softwareAuditKeys({ synchronousMac: true });
+  const dir = await Deno.makeTempDir({ prefix: "audit-numbering-" });
+  await Deno.writeTextFile(`${dir}/audit.log.000007`, "");
+  await Deno.writeTextFile(`${dir}/notes.txt`, "not an audit file");
+  const log = await AuditLog.open({ dir, keys: keys.keys, login: { token: "t1" } });
+  assert.equal(log.fileName, "audit.log.000008");
+  await log.close();
+  const first = JSON.parse((await Deno.readTextFile(`${dir}/audit.log.000008`)).split("\n")[0]);
+  assert.equal(first.event, "login_ok");
+  assert.equal(first.token, "t1");
+  assert.equal(first.prev_file, "audit.log.000007");
+  assert.equal(first.prev_size, 0);
+  assert.equal(
+    (await Deno.stat(`${dir}/audit.log.000007`)).size,
+    0,
+    "an earlier file is never written",
+  );
+  const second = await AuditLog.open({ dir, keys: keys.keys, login: {} });
+  assert.equal(second.fileName, "audit.log.000009");
+  await second.close();
+  await assert.rejects(
+    AuditLog.open({ dir, keys: keys.keys, login: { file: "x" } }),
+    /login field 'file' is written by the log itself/,
+  );
+  await Deno.writeTextFile(`${dir}/audit.log.000011`, "garbage that is not a line\n");
+  await assert.rejects(
+    AuditLog.open({ dir, keys: keys.keys, login: {} }),
+    /last complete line .* is damaged/,
+  );
+});
+
+Deno.test("a MAC failure refuses only that line; the next append resumes", async () => {
+  const base = await softwareAuditKeys({ synchronousMac: true });
+  let fail = false;
+  const keys = {
+    ...base.keys,
+    mac: (d: Uint8Array) => fail ? Promise.reject(new Error("CKR_DEVICE_ERROR")) : base.keys.mac(d),
+  };
+  const dir = await Deno.makeTempDir({ prefix: "audit-macfail-" });
+  const log = await AuditLog.open({ dir, keys, login: {}, retryMs: NEVER });
+  fail = true;
+  await assert.rejects(log.append("sign", "CN=a", { request_id: "lost" }), AuditUnavailableError);
+  assert.equal(log.healthy, false);
+  assert.match(log.lastError!, /MAC could not be computed: CKR_DEVICE_ERROR/);
+  fail = false;
+  await log.append("sign", "CN=a", { request_id: "kept" });
+  assert.equal(log.healthy, true);
+  assert.equal(log.lastError, undefined);
+  await log.close();
+  const lines = await linesOf(dir);
+  assert.deepEqual(lines.map((l) => l.event), [
+    "login_ok",
+    "audit_resumed",
+    "sign",
+    "shutdown",
+    "checkpoint",
+  ]);
+  assert.equal(lines[1].refused, 1);
+  assert.ok(!lines.some((l) => l.request_id === "lost"));
+  assert.equal((await verifyDir(dir, base)).ok, true);
+});
+
+Deno.test("a removed audit file: waiting appends refused, then a new file chained to the last durable line", async () => {
+  const keys = await softwareAuditKeys({ synchronousMac: true });
+  const dir = await Deno.makeTempDir({ prefix: "audit-removed-" });
+  const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, retryMs: NEVER });
+  const durable = await log.append("sign", "CN=a", { request_id: "before" });
+  await Deno.remove(`${dir}/audit.log.000001`);
+  const refused = await Promise.allSettled(
+    [1, 2, 3].map((i) => log.append("sign", "CN=a", { request_id: `x${i}` })),
+  );
+  for (const r of refused) {
+    assert.equal(r.status, "rejected");
+    assert.ok(r.reason instanceof AuditUnavailableError);
+    assert.match(r.reason.message, /was removed/);
+  }
+  assert.equal(log.healthy, false);
+  assert.equal(await log.retry(), true);
+  assert.equal(log.fileName, "audit.log.000002");
+  await log.append("sign", "CN=a", { request_id: "after" });
+  await log.close();
+  const lines = await linesOf(dir);
+  assert.equal(lines[0].event, "audit_reopened");
+  assert.equal(lines[0].prev_file, "audit.log.000001");
+  assert.equal(lines[0].seq, durable + 1, "continues the chain after the last durable line");
+  assert.equal(lines[0].refused, 3);
+  // The whole log names the loss; the remaining file verifies on its own.
+  const whole = await verifyDir(dir, keys);
+  assert.equal(whole.ok, false);
+  assert.match(whole.problem!.message, /audit\.log\.000001, which is missing/);
+  assert.equal((await verifyDir(dir, keys, false)).ok, true);
+});
+
+/** Mounts a 64 KiB tmpfs (root only); undefined when that is not possible here. */
+async function smallTmpfs(): Promise<{ path: string; unmount: () => Promise<void> } | undefined> {
+  if (Deno.uid() !== 0) return undefined;
+  const path = await Deno.makeTempDir({ prefix: "audit-tmpfs-" });
+  const mount = await new Deno.Command("mount", {
+    args: ["-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", path],
+    stderr: "piped",
+  }).output();
+  if (!mount.success) {
+    await Deno.remove(path);
+    return undefined;
+  }
+  return {
+    path,
+    unmount: async () => {
+      // Lazy: a file the failed test left open must not keep the mount (or hide the real error).
+      await new Deno.Command("umount", { args: ["-l", path] }).output();
+      await Deno.remove(path, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+/** Fills the filesystem of `dir` with one file; returns its path. */
+async function fill(dir: string): Promise<string> {
+  const path = `${dir}/filler`;
+  using f = await Deno.open(path, { create: true, write: true });
+  const chunk = new Uint8Array(4096);
+  try {
+    for (;;) await f.write(chunk);
+  } catch (err) {
+    if (!(err instanceof Error) || !/No space left|ENOSPC/i.test(String(err))) throw err;
+  }
+  return path;
+}
+
+const tmpfsAvailable = await (async () => {
+  const t = await smallTmpfs();
+  await t?.unmount();
+  return t !== undefined;
+})();
+
+Deno.test({
+  name:
+    "full disk: waiting appends rejected, nothing half-written kept, recovery when space returns",
+  ignore: !tmpfsAvailable,
+  fn: async () => {
+    const fs = (await smallTmpfs())!;
+    try {
+      const keys = await softwareAuditKeys({ synchronousMac: true });
+      const dir = `${fs.path}/audit`;
+      await Deno.mkdir(dir);
+      const log = await AuditLog.open({
+        dir,
+        keys: keys.keys,
+        login: {},
+        retryMs: NEVER,
+        checkpointEvery: 1000,
+      });
+      await log.append("sign", "CN=a", { request_id: "ok-1" });
+      const filler = await fill(fs.path);
+      const sizeBefore = (await Deno.stat(`${dir}/audit.log.000001`)).size;
+
+      // 100 lines (~25 KB) cannot fit in what is left of the file's last page: the first group
+      // may, the rest cannot.
+      const wave = await Promise.allSettled(
+        Array.from(
+          { length: 100 },
+          (_, i) => log.append("sign", "CN=a", { request_id: `full-${i}` }),
+        ),
+      );
+      const rejected = wave.filter((r) => r.status === "rejected") as PromiseRejectedResult[];
+      const kept = wave.flatMap((r, i) => r.status === "fulfilled" ? [`full-${i}`] : []);
+      assert.ok(rejected.length >= 90, `${rejected.length} refused`);
+      assert.ok(rejected.every((r) => r.reason instanceof AuditUnavailableError));
+      assert.match(rejected[0].reason.message, /cannot be written: .*space/i);
+      assert.equal(log.healthy, false);
+      assert.match(log.lastError!, /space/i);
+
+      // Still full: the next append tries again and is refused again.
+      await assert.rejects(
+        log.append("sign", "CN=a", { request_id: "still-full" + "x".repeat(5000) }),
+        AuditUnavailableError,
+      );
+      assert.equal(log.healthy, false);
+
+      const path = `${dir}/audit.log.000001`;
+      const partial = (await Deno.stat(path)).size;
+      await Deno.remove(filler);
+      assert.equal(await log.retry(), true);
+      assert.equal(log.lastError, undefined);
+      // The failed write left bytes past the durable end; the resume line replaced them, nothing after it.
+      const text = await Deno.readTextFile(path);
+      assert.ok(
+        partial > text.length - text.split("\n").at(-2)!.length - 1,
+        "the test must see a partial write",
+      );
+      assert.ok(text.endsWith("\n"));
+      assert.equal(JSON.parse(text.split("\n").at(-2)!).event, "audit_resumed");
+      await log.append("sign", "CN=a", { request_id: "ok-2" });
+      await log.close();
+
+      const lines = await linesOf(dir);
+      const logged = lines.filter((l) => String(l.request_id).startsWith("full-")).map((l) =>
+        l.request_id
+      );
+      assert.deepEqual(
+        logged,
+        kept,
+        "exactly the acknowledged lines are in the log, no refused one",
+      );
+      assert.ok(!lines.some((l) => String(l.request_id).startsWith("still-full")));
+      const resumed = lines.filter((l) => l.event === "audit_resumed");
+      assert.ok(resumed.length >= 1);
+      assert.equal(resumed.reduce((n, l) => n + (l.refused as number), 0), rejected.length + 1);
+      const signs = lines.filter((l) => l.event === "sign").map((l) => l.request_id);
+      assert.deepEqual(signs, ["ok-1", ...kept, "ok-2"]);
+      assert.ok((await Deno.stat(`${dir}/audit.log.000001`)).size > sizeBefore);
+      const r = await verifyDir(dir, keys);
+      assert.equal(r.ok, true, JSON.stringify(r.problem));
+      assert.equal(r.torn, undefined, "the half-written group was cut back before writing again");
+    } finally {
+      await fs.unmount();
+    }
+  },
+});
+
+Deno.test({
+  name: "full disk: the retry timer recovers on its own once space returns",
+  ignore: !tmpfsAvailable,
+  fn: async () => {
+    const fs = (await smallTmpfs())!;
+    try {
+      const keys = await softwareAuditKeys({ synchronousMac: true });
+      const log = await AuditLog.open({ dir: fs.path, keys: keys.keys, login: {}, retryMs: 20 });
+      const filler = await fill(fs.path);
+      await Promise.allSettled(
+        Array.from({ length: 100 }, () => log.append("sign", "CN=a", { pad: "y".repeat(200) })),
+      );
+      assert.equal(log.healthy, false);
+      await Deno.remove(filler);
+      const deadline = Date.now() + 30_000; // a failure guard only
+      while (!log.healthy && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      assert.equal(log.healthy, true);
+      await log.close();
+      assert.equal((await verifyDir(fs.path, keys)).ok, true);
+    } finally {
+      await fs.unmount();
+    }
+  },
+});
