@@ -19,6 +19,7 @@ import {
   CKA,
   CKF,
   type CkInfo,
+  CKK,
   CKM,
   type CkMechanismInfo,
   ckmName,
@@ -404,6 +405,7 @@ export class Token {
         [
           ...commonKeyAttributes(label, id, false),
           { type: CKA.VERIFY, value: boolBytes(true) },
+          ...signOnlyPublic(),
           ...spec.publicTemplate(),
         ],
         [
@@ -411,6 +413,7 @@ export class Token {
           { type: CKA.SIGN, value: boolBytes(true) },
           { type: CKA.SENSITIVE, value: boolBytes(true) },
           { type: CKA.EXTRACTABLE, value: boolBytes(false) },
+          ...signOnlyPrivate(),
         ],
       )
     );
@@ -441,12 +444,16 @@ export class Token {
       generateKey(this.#mod, s, { mechanism: CKM.GENERIC_SECRET_KEY_GEN }, [
         ...commonKeyAttributes(label, crypto.getRandomValues(new Uint8Array(16)), true),
         { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
-        { type: CKA.KEY_TYPE, value: ulongBytes(0x10) },
+        { type: CKA.KEY_TYPE, value: ulongBytes(CKK.GENERIC_SECRET) },
         { type: CKA.VALUE_LEN, value: ulongBytes(32) },
         { type: CKA.SIGN, value: boolBytes(true) },
         { type: CKA.VERIFY, value: boolBytes(true) },
         { type: CKA.SENSITIVE, value: boolBytes(true) },
         { type: CKA.EXTRACTABLE, value: boolBytes(false) },
+        ...[CKA.ENCRYPT, CKA.DECRYPT, CKA.WRAP, CKA.UNWRAP, CKA.DERIVE].map((type) => ({
+          type,
+          value: boolBytes(false),
+        })),
       ])
     );
   }
@@ -603,6 +610,15 @@ export class Token {
 
 function prepareData(signing: SigningMechanism, message: Uint8Array): Uint8Array {
   return signing.prehash ? createHash(signing.prehash).update(message).digest() : message;
+}
+
+// Signing keys do nothing else: modules (SoftHSM) otherwise default to encrypt/decrypt/wrap too.
+function signOnlyPublic(): AttributeIn[] {
+  return [CKA.ENCRYPT, CKA.WRAP].map((type) => ({ type, value: boolBytes(false) }));
+}
+
+function signOnlyPrivate(): AttributeIn[] {
+  return [CKA.DECRYPT, CKA.UNWRAP, CKA.DERIVE].map((type) => ({ type, value: boolBytes(false) }));
 }
 
 function commonKeyAttributes(label: string, id: Uint8Array, isPrivate: boolean): AttributeIn[] {

@@ -1,0 +1,289 @@
+/**
+ * `svcd token …` as an operator runs it (subprocesses): init, keygen, list, selftest, pubkey.
+ */
+import assert from "node:assert/strict";
+import { createPublicKey } from "node:crypto";
+import { KEY_TYPE_NAMES, Token } from "../lib/token/mod.ts";
+import { testModule } from "./support/modules.ts";
+import {
+  makeTestToken,
+  openTestToken,
+  runTokenCli,
+  type TestToken,
+  testTokenPin,
+} from "./support/token.ts";
+
+const CLASSICAL = {
+  "k-p256": "ec-p256",
+  "k-p384": "ec-p384",
+  "k-ed": "ed25519",
+  "k-rsa": "rsa-3072",
+};
+
+function common(t: TestToken) {
+  return ["--module", t.modulePath, "--token", t.tokenLabel];
+}
+
+async function pkcs11ToolObjects(t: TestToken): Promise<string> {
+  const pin = new TextDecoder().decode(testTokenPin(t));
+  const out = await new Deno.Command("pkcs11-tool", {
+    args: ["--module", t.modulePath, "--token-label", t.tokenLabel, "--login", "--pin", pin, "-O"],
+    env: t.module.env,
+    stderr: "null",
+  }).output();
+  return new TextDecoder().decode(out.stdout);
+}
+
+/** pkcs11-tool's object listing, split into objects keyed by "kind label". */
+function objects(listing: string): Map<string, string> {
+  const map = new Map<string, string>();
+  for (const block of listing.split(/^(?=\S.*Object;)/m)) {
+    const label = block.match(/^\s+label:\s+(.*)$/m)?.[1];
+    if (label) map.set(`${block.split(" Object;")[0]} ${label}`, block);
+  }
+  return map;
+}
+
+Deno.test({
+  name:
+    "cli: init writes a 44-character base64 PIN credential (0400), prints no PIN, creates the audit keys",
+  sanitizeResources: false,
+  fn: async () => {
+    const t = await makeTestToken();
+    try {
+      const cred = `${t.credentialsDir}/svc-pin`;
+      const pin = await Deno.readFile(cred);
+      assert.equal(pin.length, 44);
+      assert.equal(Uint8Array.fromBase64(new TextDecoder().decode(pin)).length, 32);
+      assert.equal((await Deno.stat(cred)).mode! & 0o777, 0o400);
+
+      // Re-running init for the same label refuses, leaves the token and removes its unused credential.
+      const again = await runTokenCli(
+        ["init", ...common(t), "--plain-credential-dir", `${t.dir}/second`],
+        t.module.env,
+      );
+      assert.equal(again.code, 1);
+      assert.match(again.stderr, /already initialised/);
+      await assert.rejects(Deno.stat(`${t.dir}/second/svc-pin`), Deno.errors.NotFound);
+      assert.ok(!again.stdout.includes(new TextDecoder().decode(pin)));
+
+      const listing = objects(await pkcs11ToolObjects(t));
+      const mac = listing.get("Secret Key svc-audit");
+      assert.ok(mac, [...listing.keys()].join(", "));
+      assert.match(mac, /Generic secret length 32/);
+      assert.match(mac, /Access:\s+sensitive, always sensitive, never extractable/);
+      const sign = listing.get("Private Key svc-audit-sign");
+      assert.ok(sign);
+      assert.match(sign, /EC_EDWARDS/);
+      assert.match(sign, /Usage:\s+sign\s*$/m);
+      assert.match(sign, /Access:\s+sensitive, always sensitive, never extractable/);
+    } finally {
+      await t.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name: "cli: init output never contains either PIN; --credential-out encrypts with systemd-creds",
+  sanitizeResources: false,
+  ignore: Deno.uid() !== 0,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "svcd-init-" });
+    try {
+      const mod = await testModule(dir);
+      const credFile = `${dir}/svc-pin.cred`;
+      const init = await runTokenCli([
+        "init",
+        "--module",
+        mod.path,
+        "--label",
+        "enc",
+        "--credential-out",
+        credFile,
+      ], mod.env);
+      assert.equal(init.code, 0, init.stderr);
+      assert.match(init.stdout, /not shown/);
+      const dec = await new Deno.Command("systemd-creds", {
+        args: ["decrypt", "--name=svc-pin", credFile, "-"],
+        stderr: "null",
+      }).output();
+      assert.equal(dec.code, 0);
+      const pin = new TextDecoder().decode(dec.stdout);
+      assert.equal(pin.length, 44);
+      const file = new TextDecoder("latin1").decode(await Deno.readFile(credFile));
+      assert.ok(!file.includes(pin), "the credential file holds the PIN in clear");
+      assert.ok(!init.stdout.includes(pin) && !init.stderr.includes(pin), "init printed the PIN");
+      // The decrypted PIN is the token's user PIN.
+      await Deno.mkdir(`${dir}/creds`);
+      await Deno.writeFile(`${dir}/creds/svc-pin`, dec.stdout);
+      const list = await runTokenCli(["list", "--module", mod.path, "--token", "enc"], {
+        ...mod.env,
+        CREDENTIALS_DIRECTORY: `${dir}/creds`,
+      });
+      assert.equal(list.code, 0, list.stderr);
+      assert.match(list.stdout, /^svc-audit-sign\ted25519\tCKM_EDDSA\tsha256:[0-9a-f]{64}$/m);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "cli: keygen, list, pubkey and selftest over the classical key types",
+  sanitizeResources: false,
+  fn: async () => {
+    const t = await makeTestToken({ keys: CLASSICAL });
+    try {
+      const env = t.env;
+      const list = await runTokenCli(["list", ...common(t)], env);
+      assert.equal(list.code, 0, list.stderr);
+      const lines = list.stdout.trim().split("\n").map((l) => l.split("\t"));
+      const byLabel = new Map(lines.map((l) => [l[0], l]));
+      for (const [label, type] of Object.entries({ ...CLASSICAL, "svc-audit-sign": "ed25519" })) {
+        if (!t.keys.includes(label) && label !== "svc-audit-sign") continue;
+        const row = byLabel.get(label);
+        assert.ok(row, `list lacks ${label}`);
+        assert.equal(row[1], type);
+        assert.match(row[3], /^sha256:[0-9a-f]{64}$/);
+      }
+      assert.equal(byLabel.get("k-rsa")?.[2], "CKM_SHA256_RSA_PKCS_PSS");
+      assert.equal(byLabel.get("k-ed")?.[2], "CKM_EDDSA");
+
+      // Private keys: sign only, sensitive, never extractable.
+      const listing = objects(await pkcs11ToolObjects(t));
+      for (const label of t.keys) {
+        const priv = listing.get(`Private Key ${label}`);
+        assert.ok(priv, label);
+        assert.match(priv, /Usage:\s+sign\s*$/m);
+        assert.match(priv, /Access:\s+sensitive, always sensitive, never extractable/);
+      }
+
+      // pubkey: a PEM SPKI that node:crypto parses into the same key the token holds.
+      const token = openTestToken(t);
+      try {
+        for (const label of ["k-p256", "k-rsa", "svc-audit-sign"]) {
+          const out = await runTokenCli(["pubkey", ...common(t), "--label", label], env);
+          assert.equal(out.code, 0, out.stderr);
+          const spki = createPublicKey(out.stdout).export({ type: "spki", format: "der" });
+          const expected = (await token.publicKey(label))!.publicKeySpki!;
+          assert.deepEqual(new Uint8Array(spki), expected);
+        }
+        const file = `${t.dir}/audit.pem`;
+        assert.equal(
+          (await runTokenCli(
+            ["pubkey", ...common(t), "--label", "svc-audit-sign", "--out", file],
+            env,
+          )).code,
+          0,
+        );
+        assert.match(await Deno.readTextFile(file), /^-----BEGIN PUBLIC KEY-----\n/);
+        assert.equal((await runTokenCli(["pubkey", ...common(t), "--label", "nope"], env)).code, 1);
+      } finally {
+        token.close();
+      }
+
+      const st = await runTokenCli(["selftest", ...common(t)], env);
+      assert.equal(st.code, 0, st.stdout + st.stderr);
+      const results = st.stdout.trim().split("\n");
+      assert.equal(results.length, t.keys.length + 2); // + svc-audit-sign + svc-audit
+      for (const line of results) assert.match(line, /^ok\t/);
+      assert.match(st.stdout, /^ok\tk-rsa\trsa-3072\t.*WebCrypto RSA-PSS verify ok/m);
+
+      // Duplicate label and unknown type: refused clearly.
+      const dup = await runTokenCli([
+        "keygen",
+        ...common(t),
+        "--label",
+        "k-ed",
+        "--type",
+        "ed25519",
+      ], env);
+      assert.equal(dup.code, 1);
+      assert.match(dup.stderr, /already exists/);
+      const bad = await runTokenCli(
+        ["keygen", ...common(t), "--label", "x", "--type", "dsa-1024"],
+        env,
+      );
+      assert.equal(bad.code, 2);
+      assert.match(bad.stderr, /unknown key type 'dsa-1024'/);
+    } finally {
+      await t.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name: "cli: selftest exits non-zero and names a key it cannot use",
+  sanitizeResources: false,
+  ignore: Deno.env.get("SVCD_TEST_MODULE") === "svcmod",
+  fn: async () => {
+    const t = await makeTestToken({ keys: { "k-ed": "ed25519" } });
+    try {
+      // An RSA-2048 key made by another tool: svcd signs with rsa-3072 only.
+      const pin = new TextDecoder().decode(testTokenPin(t));
+      const gen = await new Deno.Command("pkcs11-tool", {
+        args: [
+          "--module",
+          t.modulePath,
+          "--token-label",
+          t.tokenLabel,
+          "--login",
+          "--pin",
+          pin,
+          "--keypairgen",
+          "--key-type",
+          "rsa:2048",
+          "--label",
+          "odd",
+        ],
+        env: t.module.env,
+        stdout: "null",
+        stderr: "null",
+      }).output();
+      assert.equal(gen.code, 0);
+      const st = await runTokenCli(["selftest", ...common(t)], t.env);
+      assert.equal(st.code, 1);
+      assert.match(st.stdout, /^FAIL\todd\t.*2048 bits, which svcd does not sign with/m);
+      assert.match(st.stdout, /^ok\tk-ed\t/m);
+    } finally {
+      await t.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "cli/token: a key type the module does not offer is reported, and C_GenerateKeyPair is not attempted",
+  sanitizeResources: false,
+  fn: async (ctx) => {
+    const t = await makeTestToken();
+    const token = openTestToken(t);
+    try {
+      await token.login(testTokenPin(t));
+      const missing = KEY_TYPE_NAMES.filter((k) => !token.offeredKeyTypes().includes(k));
+      if (missing.length === 0) {
+        console.log(`${t.module.name} offers every key type; nothing to refuse`);
+        return;
+      }
+      for (const type of missing) {
+        await ctx.step(type, async () => {
+          const before = Token.callCount(t.modulePath, "C_GenerateKeyPair");
+          await assert.rejects(
+            token.generateKeyPair(`x-${type}`, type),
+            /does not offer CKM_\w+ \(C_GetMechanismInfo: CKR_MECHANISM_INVALID\)/,
+          );
+          assert.equal(Token.callCount(t.modulePath, "C_GenerateKeyPair"), before);
+        });
+      }
+      const cli = await runTokenCli(
+        ["keygen", ...common(t), "--label", "x", "--type", missing[0]],
+        t.env,
+      );
+      assert.equal(cli.code, 3);
+      assert.match(cli.stderr, new RegExp(`not offered: ${missing[0]}: the module does not offer`));
+    } finally {
+      token.close();
+      await t.cleanup();
+    }
+  },
+});
