@@ -392,42 +392,48 @@ export class AuditLog {
   #runChain(): void {
     if (this.#chainRunning) return;
     this.#chainRunning = true;
-    this.#chainLoop().finally(() => this.#chainRunning = false);
+    void this.#chainLoop();
   }
 
   async #chainLoop(): Promise<void> {
-    while (this.#chainQueue.length > 0) {
-      const entry = this.#chainQueue.shift()!;
-      if (entry.kind === "checkpoint" && entry.file !== (this.#headFile ?? this.#fileName)) {
-        entry.reject(
-          new AuditUnavailableError("checkpoint dropped: the log moved to another file"),
-        );
-        continue;
-      }
-      const epoch = this.#epoch;
-      const seq = this.#headSeq + 1;
-      const prev = this.#headMac;
-      const body = utf8.encode(lineBody(entry.head, seq, entry.tail, prev));
-      this.#chaining = entry;
-      let mac: Uint8Array;
-      try {
-        mac = await this.#keys.mac(macInput(prev, body));
-        if (!(mac instanceof Uint8Array) || mac.length !== 32) {
-          throw new Error(`the MAC key returned ${mac?.length} bytes, not 32`);
+    // The flag drops in the same turn as the last emptiness check: an entry pushed after
+    // it starts a new loop instead of waiting for a loop that is already over.
+    try {
+      while (this.#chainQueue.length > 0) {
+        const entry = this.#chainQueue.shift()!;
+        if (entry.kind === "checkpoint" && entry.file !== (this.#headFile ?? this.#fileName)) {
+          entry.reject(
+            new AuditUnavailableError("checkpoint dropped: the log moved to another file"),
+          );
+          continue;
         }
-      } catch (err) {
+        const epoch = this.#epoch;
+        const seq = this.#headSeq + 1;
+        const prev = this.#headMac;
+        const body = utf8.encode(lineBody(entry.head, seq, entry.tail, prev));
+        this.#chaining = entry;
+        let mac: Uint8Array;
+        try {
+          mac = await this.#keys.mac(macInput(prev, body));
+          if (!(mac instanceof Uint8Array) || mac.length !== 32) {
+            throw new Error(`the MAC key returned ${mac?.length} bytes, not 32`);
+          }
+        } catch (err) {
+          this.#chaining = undefined;
+          if (epoch !== this.#epoch) continue; // already refused by a rollback
+          this.#macFailed(entry, err as Error);
+          continue;
+        }
         this.#chaining = undefined;
-        if (epoch !== this.#epoch) continue; // already refused by a rollback
-        this.#macFailed(entry, err as Error);
-        continue;
+        if (epoch !== this.#epoch) continue; // rolled back while the token worked: already refused
+        this.#headSeq = seq;
+        this.#headMac = mac;
+        if (entry.kind === "opening") this.#headFile = entry.file;
+        this.#diskQueue.push({ entry, bytes: lineBytes(body, mac), seq, mac });
+        this.#runDisk();
       }
-      this.#chaining = undefined;
-      if (epoch !== this.#epoch) continue; // rolled back while the token worked: already refused
-      this.#headSeq = seq;
-      this.#headMac = mac;
-      if (entry.kind === "opening") this.#headFile = entry.file;
-      this.#diskQueue.push({ entry, bytes: lineBytes(body, mac), seq, mac });
-      this.#runDisk();
+    } finally {
+      this.#chainRunning = false;
     }
   }
 
@@ -444,29 +450,35 @@ export class AuditLog {
   #runDisk(): void {
     if (this.#diskRunning) return;
     this.#diskRunning = true;
-    this.#diskLoop().finally(() => this.#diskRunning = false);
+    void this.#diskLoop();
   }
 
   async #diskLoop(): Promise<void> {
-    while (this.#diskQueue.length > 0) {
-      // A new file's opening line must be the first bytes of its file: a group never spans files.
-      const cut = this.#diskQueue.findIndex((f, i) => i > 0 && f.entry.kind === "opening");
-      const group = cut < 0 ? this.#diskQueue : this.#diskQueue.slice(0, cut);
-      this.#diskQueue = cut < 0 ? [] : this.#diskQueue.slice(cut);
-      const bytes = concat(group.map((f) => f.bytes));
-      try {
-        await this.#prepareFile(group[0]);
-        await writeAll(this.#file!, bytes);
-        this.#stats.syncs++;
-        await this.#file!.syncData();
-        if (this.#file!.statSync().nlink === 0) {
-          throw new RemovedError(`${this.#path()} was removed while the daemon was writing it`);
+    // The flag drops in the same turn as the last emptiness check: an entry pushed after
+    // it starts a new loop instead of waiting for a loop that is already over.
+    try {
+      while (this.#diskQueue.length > 0) {
+        // A new file's opening line must be the first bytes of its file: a group never spans files.
+        const cut = this.#diskQueue.findIndex((f, i) => i > 0 && f.entry.kind === "opening");
+        const group = cut < 0 ? this.#diskQueue : this.#diskQueue.slice(0, cut);
+        this.#diskQueue = cut < 0 ? [] : this.#diskQueue.slice(cut);
+        const bytes = concat(group.map((f) => f.bytes));
+        try {
+          await this.#prepareFile(group[0]);
+          await writeAll(this.#file!, bytes);
+          this.#stats.syncs++;
+          await this.#file!.syncData();
+          if (this.#file!.statSync().nlink === 0) {
+            throw new RemovedError(`${this.#path()} was removed while the daemon was writing it`);
+          }
+        } catch (err) {
+          this.#writeFailed(group, err as Error);
+          continue;
         }
-      } catch (err) {
-        this.#writeFailed(group, err as Error);
-        continue;
+        this.#committed(group, bytes);
       }
-      this.#committed(group, bytes);
+    } finally {
+      this.#diskRunning = false;
     }
   }
 
