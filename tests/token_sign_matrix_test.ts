@@ -17,7 +17,9 @@ function nodeCryptoVerify(
   message: Uint8Array,
   signature: Uint8Array,
 ): boolean | undefined {
-  if (!key.publicKeySpki) return undefined;
+  if (!key.publicKeySpki || !["ec-p256", "ec-p384", "ed25519", "rsa-3072"].includes(key.keyType)) {
+    return undefined;
+  }
   const pub = createPublicKey({ key: Buffer.from(key.publicKeySpki), format: "der", type: "spki" });
   switch (key.keyType) {
     case "ec-p256":

@@ -60,6 +60,11 @@ export interface KeyTypeSpec {
   parameterSet?: number;
   /** Modulus size for RSA keys. */
   modulusBits?: number;
+  /**
+   * Key size in the unit of CK_MECHANISM_INFO (bits of the curve order or modulus), checked against
+   * the module's ulMinKeySize..ulMaxKeySize where it states a range; undefined where conventions differ.
+   */
+  keySizeBits?: number;
   keyGenMechanism: number;
   /** Key-type attributes of the public key template at generation. */
   publicTemplate: () => AttributeIn[];
@@ -124,10 +129,12 @@ function ec(
   sigLen: number,
 ): KeyTypeSpec {
   const params = oid(curve);
+  const bits = sigLen * 4; // r ‖ s: two field elements
   return {
     name,
     keyType: CKK.EC,
     ecParams: params,
+    keySizeBits: bits,
     keyGenMechanism: CKM.EC_KEY_PAIR_GEN,
     publicTemplate: () => [{ type: CKA.EC_PARAMS, value: params }],
     // The combined mechanism where the module has it (SoftHSM 2.6.1 does not), else CKM_ECDSA over
@@ -161,6 +168,7 @@ export const KEY_TYPES: Readonly<Record<KeyTypeName, KeyTypeSpec>> = {
     name: "rsa-3072",
     keyType: CKK.RSA,
     modulusBits: 3072,
+    keySizeBits: 3072,
     keyGenMechanism: CKM.RSA_PKCS_KEY_PAIR_GEN,
     publicTemplate: () => [
       { type: CKA.MODULUS_BITS, value: ulongBytes(3072) },

@@ -120,6 +120,13 @@ interface KeyInternals {
 }
 
 const DEFAULT_MAX_SESSIONS = 127;
+const PARAMETERS_REFUSED = new Set<number>([
+  CKR.CURVE_NOT_SUPPORTED,
+  CKR.DOMAIN_PARAMS_INVALID,
+  CKR.PARAMETER_SET_NOT_SUPPORTED,
+  CKR.KEY_SIZE_RANGE,
+  CKR.MECHANISM_INVALID,
+]);
 const HMAC_LENGTH = 32;
 
 /** An opened token. Create with Token.open(); close() at shutdown. */
@@ -368,8 +375,16 @@ export class Token {
   /** Whether the module offers everything a key type needs: generation and signing. */
   offersKeyType(type: KeyTypeName): boolean {
     const spec = KEY_TYPES[type];
-    return this.offers(spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR) &&
-      spec.signing.some((m) => this.offers(m.mechanism, CKF.SIGN));
+    return this.#offersFor(spec, spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR) &&
+      spec.signing.some((m) => this.#offersFor(spec, m.mechanism, CKF.SIGN));
+  }
+
+  // Offered, and for this key size where the module states a range (svcmod: EC 256..256 only).
+  #offersFor(spec: KeyTypeSpec, mechanism: number, flag: number): boolean {
+    if (!this.offers(mechanism, flag)) return false;
+    const info = this.#mechanismInfo(mechanism)!;
+    if (spec.keySizeBits === undefined || info.maxKeySize === 0) return true;
+    return info.minKeySize <= spec.keySizeBits && spec.keySizeBits <= info.maxKeySize;
   }
 
   /** Key types this module can generate and sign with. Example: `["ec-p256", "ed25519", …]`. */
@@ -383,11 +398,13 @@ export class Token {
    */
   async generateKeyPair(label: string, type: KeyTypeName): Promise<SigningKey> {
     const spec = KEY_TYPES[type];
-    if (!this.offers(spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR)) {
+    if (!this.#offersFor(spec, spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR)) {
+      const why = this.offers(spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR)
+        ? `for ${spec.keySizeBits}-bit keys (C_GetMechanismInfo key size range)`
+        : "(C_GetMechanismInfo: CKR_MECHANISM_INVALID)";
       throw new MechanismUnavailableError(
-        `the module does not offer ${ckmName(spec.keyGenMechanism)} (C_GetMechanismInfo: ` +
-          `CKR_MECHANISM_INVALID), so it cannot generate ${type} keys; use one of: ` +
-          `${this.offeredKeyTypes().join(", ") || "(none)"}`,
+        `the module does not offer ${ckmName(spec.keyGenMechanism)} ${why}, so it cannot ` +
+          `generate ${type} keys; use one of: ${this.offeredKeyTypes().join(", ") || "(none)"}`,
       );
     }
     this.#chooseSigning(spec, label); // refuse a key we could not sign with
@@ -416,7 +433,15 @@ export class Token {
           ...signOnlyPrivate(),
         ],
       )
-    );
+    ).catch((err) => {
+      // The mechanism exists but not for these parameters: the type is not offered after all.
+      if (err instanceof Pkcs11Error && PARAMETERS_REFUSED.has(err.rv)) {
+        throw new MechanismUnavailableError(
+          `the module refuses ${type} key generation (${err.message}); the type is not offered`,
+        );
+      }
+      throw err;
+    });
     this.#keys.delete(label);
     const key = await this.key(label);
     if (!key) {
@@ -531,7 +556,7 @@ export class Token {
   }
 
   #chooseSigning(spec: KeyTypeSpec, label: string): SigningMechanism {
-    const offered = spec.signing.find((m) => this.offers(m.mechanism, CKF.SIGN));
+    const offered = spec.signing.find((m) => this.#offersFor(spec, m.mechanism, CKF.SIGN));
     if (!offered) {
       const names = spec.signing.map((m) => ckmName(m.mechanism)).join(" or ");
       throw new MechanismUnavailableError(
