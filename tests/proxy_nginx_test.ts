@@ -145,7 +145,12 @@ Deno.test({
             ["verify"],
           );
           assert.ok(
-            await crypto.subtle.verify({ name: "ECDSA", hash: "SHA-256" }, pub, res.body, message),
+            await crypto.subtle.verify(
+              { name: "ECDSA", hash: "SHA-256" },
+              pub,
+              res.body as BufferSource,
+              message as BufferSource,
+            ),
           );
         },
       );

@@ -64,9 +64,6 @@ export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
   }
   const policy = await loadPolicy(config.policy);
   for (const warning of policy.current.warnings) log(`policy: ${warning}`);
-  if (policy.current.size === 0) {
-    log(`policy: ${config.policy} grants nothing: every request gets 403`);
-  }
   await ensureDir(config.auditDir, "--audit-dir");
   await ensureDir(config.stateDir, "--state-dir");
   return policy;
@@ -76,7 +73,7 @@ async function loadPolicy(path: string): Promise<PolicyFile> {
   try {
     return await PolicyFile.load(path);
   } catch (err) {
-    throw new StartupError(`policy ${path}: ${(err as Error).message}`);
+    throw new StartupError((err as Error).message);
   }
 }
 

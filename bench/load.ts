@@ -1,0 +1,124 @@
+/**
+ * A closed-loop load generator for the daemon's UNIX socket: `concurrency` loops, each sending one
+ * request per connection (the daemon closes every connection) for `seconds`, then prints one JSON
+ * line with requests/s and latency percentiles. Runs as its own process so that it shares the
+ * cores with the daemon the way a proxy would.
+ *
+ * @example
+ * ```sh
+ * deno run -A bench/load.ts --socket .demo/auth.sock --key demo-ec --concurrency 16 --seconds 5
+ * ```
+ */
+import { parseArgs } from "node:util";
+
+/** One run's figures. */
+export interface LoadResult {
+  concurrency: number;
+  requests: number;
+  errors: number;
+  seconds: number;
+  perSecond: number;
+  p50ms: number;
+  p99ms: number;
+}
+
+const te = new TextEncoder();
+
+function requestBytes(path: string, subject: string, key: string, body: Uint8Array): Uint8Array {
+  const head = te.encode(
+    `POST ${path} HTTP/1.1\r\nHost: svcd\r\nX-SVC-Client-Subject: ${subject}\r\n` +
+      `X-SVC-Key: ${key}\r\nContent-Length: ${body.length}\r\n\r\n`,
+  );
+  const out = new Uint8Array(head.length + body.length);
+  out.set(head);
+  out.set(body, head.length);
+  return out;
+}
+
+async function once(socket: string, bytes: Uint8Array, buf: Uint8Array): Promise<boolean> {
+  const conn = await Deno.connect({ transport: "unix", path: socket });
+  try {
+    await conn.write(bytes);
+    let first = true, ok = false;
+    while (true) {
+      const n = await conn.read(buf);
+      if (n === null) break;
+      if (first) ok = buf[9] === 0x32 && buf[10] === 0x30 && buf[11] === 0x30; // "200"
+      first = false;
+    }
+    return ok;
+  } finally {
+    conn.close();
+  }
+}
+
+/**
+ * Runs the load; subjects are `CN=bench<i>` per loop so the per-identity cap does not apply.
+ *
+ * @example
+ * ```ts
+ * const r = await runLoad({ socket, key: "k", concurrency: 16, seconds: 3 });
+ * ```
+ */
+export async function runLoad(opts: {
+  socket: string;
+  key: string;
+  concurrency: number;
+  seconds: number;
+  path?: string;
+  messageBytes?: number;
+}): Promise<LoadResult> {
+  const latencies: number[] = [];
+  let errors = 0;
+  const end = performance.now() + opts.seconds * 1000;
+  const start = performance.now();
+  await Promise.all(Array.from({ length: opts.concurrency }, async (_, i) => {
+    const body = crypto.getRandomValues(new Uint8Array(opts.messageBytes ?? 32));
+    const bytes = requestBytes(opts.path ?? "/sign", `CN=bench${i},O=Bench`, opts.key, body);
+    const buf = new Uint8Array(16384);
+    while (performance.now() < end) {
+      const t0 = performance.now();
+      const ok = await once(opts.socket, bytes, buf).catch(() => false);
+      latencies.push(performance.now() - t0);
+      if (!ok) errors++;
+    }
+  }));
+  const seconds = (performance.now() - start) / 1000;
+  latencies.sort((a, b) => a - b);
+  const pct = (p: number) =>
+    latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
+  return {
+    concurrency: opts.concurrency,
+    requests: latencies.length,
+    errors,
+    seconds,
+    perSecond: (latencies.length - errors) / seconds,
+    p50ms: pct(0.5),
+    p99ms: pct(0.99),
+  };
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      socket: { type: "string" },
+      key: { type: "string" },
+      concurrency: { type: "string", default: "16" },
+      seconds: { type: "string", default: "5" },
+      path: { type: "string", default: "/sign" },
+    },
+  });
+  if (!values.socket || !values.key) {
+    console.error("usage: bench/load.ts --socket PATH --key LABEL [--concurrency N] [--seconds S]");
+    Deno.exit(2);
+  }
+  const r = await runLoad({
+    socket: values.socket,
+    key: values.key,
+    concurrency: Number(values.concurrency),
+    seconds: Number(values.seconds),
+    path: values.path,
+  });
+  console.log(JSON.stringify(r));
+}

@@ -1,0 +1,186 @@
+import assert from "node:assert/strict";
+import type { HttpRequest } from "../http/mod.ts";
+import { authenticatedHandler, FORBIDDEN, type RouteKey, type ServiceDeps } from "./service.ts";
+
+/** Fakes that record every call, so the order of decisions can be asserted. */
+function fakes(over: Partial<ServiceDeps> = {}) {
+  const calls: string[] = [];
+  const key: RouteKey = {
+    label: "k",
+    keyType: "ed25519",
+    mechanism: "CKM_EDDSA",
+    publicKeyRaw: new Uint8Array(32),
+  };
+  let auditHealthy = true;
+  let refusals = 0;
+  const deps: ServiceDeps = {
+    token: {
+      key: (label) => {
+        calls.push(`token.key ${label}`);
+        return Promise.resolve(label === "k" ? key : undefined);
+      },
+      sign: (_k, m) => {
+        calls.push("token.sign");
+        return Promise.resolve(new Uint8Array([...m].reverse()));
+      },
+      verify: (_k, m, s) => {
+        calls.push("token.verify");
+        return Promise.resolve(
+          s.length === m.length && s.every((b, i) => b === m[m.length - 1 - i]),
+        );
+      },
+      info: () => ({ label: "t" }),
+      poolStats: () => ({ size: 1, inUse: 0, waiting: 0, cap: 127 }),
+    },
+    policy: () => ({
+      allows: (s, l) => s === "CN=a" && (l === "k" || l === "ghost"),
+      labelsFor: (s) => s === "CN=a" ? ["k", "ghost"] : [],
+    }),
+    audit: {
+      append: (event, actor) => {
+        calls.push(`audit ${event} ${actor}`);
+        return auditHealthy ? Promise.resolve(1) : Promise.reject(new Error("disk full"));
+      },
+      get healthy() {
+        return auditHealthy;
+      },
+      lastError: undefined,
+    },
+    budget: {
+      check: (id) => {
+        calls.push(`budget.check ${id}`);
+        return id === "CN=limited" ? { limited: true, retryAfterSeconds: 42 } : { limited: false };
+      },
+      recordRefusal: () => {
+        refusals++;
+        return { count: refusals, crossed: refusals === 3, delaySeconds: 8 };
+      },
+      limitedCount: () => 0,
+    },
+    cap: { tryAcquire: () => () => {} },
+    isTokenDead: (err) => (err as Error).message === "dead",
+    onTokenDead: () => calls.push("fatal"),
+    log: () => {},
+    startedAt: Date.now(),
+    ...over,
+  };
+  return {
+    deps,
+    calls,
+    breakAudit: () => auditHealthy = false,
+    failAudit: () => auditHealthy = false,
+  };
+}
+
+function req(
+  path: string,
+  headers: Array<[string, string]>,
+  body = "",
+  method = "POST",
+): HttpRequest {
+  return {
+    method,
+    target: path,
+    path,
+    headers,
+    body: new TextEncoder().encode(body),
+    peer: { pid: 1, uid: 0, gid: 0 },
+    id: "r1",
+  };
+}
+
+const A: [string, string] = ["X-SVC-Client-Subject", "CN=a"];
+
+Deno.test("service: an unknown subject or ungranted key never reaches the token (policy first)", async () => {
+  const { deps, calls } = fakes();
+  const h = authenticatedHandler(deps);
+  const r1 = await h(
+    req("/sign", [["X-SVC-Client-Subject", "CN=stranger"], ["X-SVC-Key", "k"]], "m"),
+  );
+  const r2 = await h(req("/sign", [A, ["X-SVC-Key", "not-granted"]], "m"));
+  assert.equal(r1, FORBIDDEN);
+  assert.equal(r2, FORBIDDEN);
+  assert.ok(!calls.some((c) => c.startsWith("token.")), calls.join());
+});
+
+Deno.test("service: a granted label with no key gets the same 403 bytes", async () => {
+  const { deps } = fakes();
+  const r = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "ghost"]], "m"));
+  assert.equal(r, FORBIDDEN);
+});
+
+Deno.test("service: the refusal budget is checked before the policy, the token and the audit", async () => {
+  const { deps, calls } = fakes();
+  const r = await authenticatedHandler(deps)(
+    req("/sign", [["X-SVC-Client-Subject", "CN=limited"], ["X-SVC-Key", "k"]], "m"),
+  );
+  assert.equal(r.status, 429);
+  assert.deepEqual(r.headers?.find(([n]) => n === "Retry-After"), ["Retry-After", "42"]);
+  assert.deepEqual(calls, ["budget.check CN=limited"]);
+});
+
+Deno.test("service: the concurrency cap answers 429 Retry-After 1 and is not a refusal", async () => {
+  let recorded = 0;
+  const { deps } = fakes({ cap: { tryAcquire: () => undefined } });
+  deps.budget.recordRefusal = () => (recorded++, { count: 1, crossed: false, delaySeconds: 0 });
+  const r = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "k"]], "m"));
+  assert.equal(r.status, 429);
+  assert.deepEqual(r.headers?.find(([n]) => n === "Retry-After"), ["Retry-After", "1"]);
+  assert.equal(recorded, 0);
+});
+
+Deno.test("service: the sign line is written before the signature is released", async () => {
+  const { deps, calls } = fakes();
+  const r = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "k"]], "abc"));
+  assert.equal(r.status, 200);
+  assert.deepEqual(calls.slice(-2), ["token.sign", "audit sign CN=a"]);
+});
+
+Deno.test("service: a failed audit write withholds the signature (503)", async () => {
+  const { deps, failAudit } = fakes();
+  const appendOk = deps.audit.append;
+  deps.audit.append = (e, a, f) => {
+    failAudit();
+    return appendOk(e, a, f);
+  };
+  const r = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "k"]], "abc"));
+  assert.equal(r.status, 503);
+  assert.ok(!String(r.body).includes("cba"));
+  const next = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "k"]], "abc"));
+  assert.equal(next.status, 503, "signing stays stopped while the log is not writable");
+});
+
+Deno.test("service: crossing the budget writes one identity_limited line", async () => {
+  const { deps, calls } = fakes();
+  const h = authenticatedHandler(deps);
+  for (let i = 0; i < 6; i++) await h(req("/sign", [A, ["X-SVC-Key", "nope"]], "m"));
+  assert.deepEqual(calls.filter((c) => c.startsWith("audit")), ["audit identity_limited CN=a"]);
+});
+
+Deno.test("service: a dead token answers 503 and stops the daemon", async () => {
+  const { deps, calls } = fakes();
+  deps.token.sign = () => Promise.reject(new Error("dead"));
+  const r = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "k"]], "m"));
+  assert.equal(r.status, 503);
+  assert.ok(calls.includes("fatal"));
+});
+
+Deno.test("service: /verify splits signature and message by the length header", async () => {
+  const { deps } = fakes();
+  const h = authenticatedHandler(deps);
+  const ok = await h(
+    req("/verify", [A, ["X-SVC-Key", "k"], ["X-SVC-Signature-Length", "3"]], "cbaabc"),
+  );
+  assert.equal(ok.status, 200);
+  const bad = await h(
+    req("/verify", [A, ["X-SVC-Key", "k"], ["X-SVC-Signature-Length", "3"]], "cbxabc"),
+  );
+  assert.equal(bad.status, 422);
+  const twice = await h(req("/verify", [
+    A,
+    ["X-SVC-Key", "k"],
+    ["X-SVC-Signature-Length", "3"],
+    ["x-svc-signature-length", "3"],
+  ], "cbaabc"));
+  assert.equal(twice.status, 400);
+});

@@ -1,0 +1,358 @@
+/**
+ * `svcd serve` end to end over its real UNIX socket, against SoftHSM2 and against the project's
+ * PKCS#11 v3.2 test module (ML-DSA and composite keys where the module offers them). Spec §4.1, §5,
+ * §7, and the operational checks 1, 3, 4.
+ */
+import assert from "node:assert/strict";
+import { makeTestToken } from "./support/token.ts";
+import { startDaemon } from "./support/daemon.ts";
+import { type ClientResponse, rawExchange, request } from "./support/http_client.ts";
+import { verifyIndependently } from "./support/oracle.ts";
+import { readAuditLines } from "./support/audit.ts";
+
+const ALICE = "CN=alice,O=Example,C=DE";
+const BOB = "CN=bob,O=Example,C=DE";
+const WANTED: Record<string, string> = {
+  "k-ec": "ec-p256",
+  "k-ed": "ed25519",
+  "k-mldsa": "ml-dsa-65",
+  "k-composite": "composite-mldsa65-ed25519",
+};
+const te = new TextEncoder();
+
+function sign(socket: string, subject: string, key: string, body: Uint8Array | string) {
+  return request(socket, {
+    method: "POST",
+    path: "/sign",
+    headers: [["X-SVC-Client-Subject", subject], ["X-SVC-Key", key]],
+    body,
+  });
+}
+
+function verify(
+  socket: string,
+  subject: string,
+  key: string,
+  sig: Uint8Array,
+  msg: Uint8Array,
+  len?: string,
+) {
+  return request(socket, {
+    method: "POST",
+    path: "/verify",
+    headers: [
+      ["X-SVC-Client-Subject", subject],
+      ["X-SVC-Key", key],
+      ["X-SVC-Signature-Length", len ?? String(sig.length)],
+    ],
+    body: new Uint8Array([...sig, ...msg]),
+  });
+}
+
+function assertProblem(res: ClientResponse, status: number) {
+  assert.equal(res.status, status, res.text());
+  assert.equal(res.header("content-type"), "application/problem+json");
+  assert.equal(res.header("connection"), "close");
+  assert.equal((res.json() as { status: number }).status, status);
+}
+
+Deno.test({
+  name: "daemon: routes, identity, policy and audit over the real socket",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async (t) => {
+    const token = await makeTestToken({ keys: WANTED });
+    const labels = Object.keys(WANTED).filter((l) => token.keys.includes(l));
+    const crowd = Array.from({ length: 16 }, (_, i) => `CN=client${i},O=Example,C=DE`);
+    const policy = [
+      "# test policy",
+      ...labels.map((l) => `${ALICE}\t${l}`),
+      `${BOB}\tk-ec`,
+      ...crowd.map((s) => `${s}\tk-ec`),
+    ].join("\n") + "\n";
+    const daemon = await startDaemon({ token, policy });
+    const sock = daemon.socket;
+    try {
+      const tokenView = (await request(sock, {
+        path: "/token",
+        headers: [["X-SVC-Client-Subject", ALICE]],
+      })).json() as {
+        keys: Array<
+          { label: string; key_type: string; public_key: string | null; public_key_raw: string }
+        >;
+      };
+      const publicKeys = new Map(tokenView.keys.map((k) => [k.label, k]));
+
+      await t.step(
+        `check 1: /sign answers a signature that verifies independently (${labels.join(", ")})`,
+        async () => {
+          for (const label of labels) {
+            const message = te.encode(`message for ${label}`);
+            const res = await sign(sock, ALICE, label, message);
+            assert.equal(res.status, 200, `${label}: ${res.text()}`);
+            assert.equal(res.header("connection"), "close");
+            assert.ok(res.header("x-svc-mechanism"));
+            const k = publicKeys.get(label)!;
+            const pub = {
+              raw: Uint8Array.fromBase64(k.public_key_raw),
+              spki: k.public_key ? Uint8Array.fromBase64(k.public_key) : undefined,
+            };
+            assert.ok(await verifyIndependently(WANTED[label], pub, message, res.body), label);
+            assert.equal(
+              await verifyIndependently(WANTED[label], pub, te.encode("other"), res.body),
+              false,
+            );
+          }
+        },
+      );
+
+      await t.step(
+        "check 4: /verify 200 for the signature from /sign, 422 when it is wrong",
+        async () => {
+          for (const label of labels) {
+            const message = te.encode(`verify ${label}`);
+            const sig = (await sign(sock, ALICE, label, message)).body;
+            assert.equal((await verify(sock, ALICE, label, sig, message)).status, 200, label);
+            const bad = sig.slice();
+            bad[bad.length >> 1] ^= 0x40;
+            assertProblem(await verify(sock, ALICE, label, bad, message), 422);
+            assertProblem(await verify(sock, ALICE, label, sig, te.encode("verify other")), 422);
+            // A signature shorter than the key's: CKR_SIGNATURE_LEN_RANGE is "invalid", not an error.
+            assertProblem(await verify(sock, ALICE, label, sig.subarray(1), message), 422);
+          }
+        },
+      );
+
+      await t.step("/verify: a missing, non-decimal or too large length is 400", async () => {
+        const sig = (await sign(sock, ALICE, "k-ec", "m")).body;
+        for (const len of ["", "abc", "-1", "0x40", "1e2", "99999999", String(sig.length + 2)]) {
+          assertProblem(await verify(sock, ALICE, "k-ec", sig, te.encode("m"), len), 400);
+        }
+        const noLen = await request(sock, {
+          method: "POST",
+          path: "/verify",
+          headers: [["X-SVC-Client-Subject", ALICE], ["X-SVC-Key", "k-ec"]],
+          body: sig,
+        });
+        assertProblem(noLen, 400);
+      });
+
+      await t.step(
+        "check 3: not owned, no such key, unknown subject: one identical 403",
+        async () => {
+          const notOwned = await sign(sock, BOB, "k-ed", "x");
+          const noKey = await sign(sock, ALICE, "no-such-key", "x");
+          const unknown = await sign(sock, "CN=mallory,O=Example,C=DE", "k-ec", "x");
+          const slashForm = await sign(sock, "/C=DE/O=Example/CN=alice", "k-ec", "x");
+          for (const r of [notOwned, noKey, unknown, slashForm]) assertProblem(r, 403);
+          assert.deepEqual(noKey.body, notOwned.body);
+          assert.deepEqual(unknown.body, notOwned.body);
+          assert.deepEqual(noKey.headers, notOwned.headers);
+          const notOwnedVerify = await verify(
+            sock,
+            BOB,
+            "k-ed",
+            new Uint8Array(64),
+            te.encode("x"),
+          );
+          assert.deepEqual(notOwnedVerify.body, notOwned.body);
+        },
+      );
+
+      await t.step("identity: two headers in any case → 400; none or empty → 400", async () => {
+        const twice = await request(sock, {
+          method: "POST",
+          path: "/sign",
+          headers: [["X-SVC-Client-Subject", ALICE], ["x-svc-client-SUBJECT", ALICE], [
+            "X-SVC-Key",
+            "k-ec",
+          ]],
+          body: "x",
+        });
+        assertProblem(twice, 400);
+        const none = await request(sock, {
+          method: "POST",
+          path: "/sign",
+          headers: [["X-SVC-Key", "k-ec"]],
+          body: "x",
+        });
+        assertProblem(none, 400);
+        const empty = await request(sock, {
+          method: "POST",
+          path: "/sign",
+          headers: [["X-SVC-Client-Subject", ""], ["X-SVC-Key", "k-ec"]],
+          body: "x",
+        });
+        assertProblem(empty, 400);
+        const healthNoId = await request(sock, { path: "/health" });
+        assertProblem(healthNoId, 400);
+      });
+
+      await t.step(
+        "routes: public-only paths 404 with Link, unknown 404, wrong method 405 + Allow",
+        async () => {
+          for (
+            const [method, path] of [["GET", "/certificates"], ["POST", "/ocsp"], ["GET", "/ocsp"]]
+          ) {
+            const res = await request(sock, {
+              method,
+              path,
+              headers: [["X-SVC-Client-Subject", ALICE]],
+              body: method === "POST" ? "x" : undefined,
+            });
+            assertProblem(res, 404);
+            assert.match(res.header("link") ?? "", /public/);
+          }
+          assertProblem(
+            await request(sock, { path: "/nowhere", headers: [["X-SVC-Client-Subject", ALICE]] }),
+            404,
+          );
+          const getSign = await request(sock, {
+            path: "/sign",
+            headers: [["X-SVC-Client-Subject", ALICE]],
+          });
+          assertProblem(getSign, 405);
+          assert.equal(getSign.header("allow"), "POST");
+        },
+      );
+
+      await t.step(
+        "/health reports token, pool and audit; /token lists only the caller's keys",
+        async () => {
+          const health = await request(sock, {
+            path: "/health",
+            headers: [["X-SVC-Client-Subject", BOB]],
+          });
+          assert.equal(health.status, 200);
+          const h = health.json() as {
+            status: string;
+            token: { logged_in: boolean };
+            pool: { size: number };
+            uptime_seconds: number;
+          };
+          assert.equal(h.status, "ok");
+          assert.equal(h.token.logged_in, true);
+          assert.ok(h.pool.size >= 1);
+          const bobView =
+            (await request(sock, { path: "/token", headers: [["X-SVC-Client-Subject", BOB]] }))
+              .json() as { keys: Array<{ label: string }> };
+          assert.deepEqual(bobView.keys.map((k) => k.label), ["k-ec"]);
+          const strangerView = (await request(sock, {
+            path: "/token",
+            headers: [["X-SVC-Client-Subject", "CN=nobody"]],
+          })).json() as { keys: unknown[] };
+          assert.deepEqual(strangerView.keys, []);
+        },
+      );
+
+      await t.step(
+        "16 concurrent signs: every client gets the signature over its own message",
+        async () => {
+          const k = publicKeys.get("k-ec")!;
+          const pub = {
+            raw: Uint8Array.fromBase64(k.public_key_raw),
+            spki: Uint8Array.fromBase64(k.public_key!),
+          };
+          for (let round = 0; round < 4; round++) {
+            const messages = crowd.map((s, i) =>
+              te.encode(`${s} round ${round} #${i} ${crypto.randomUUID()}`)
+            );
+            const answers = await Promise.all(
+              crowd.map((s, i) => sign(sock, s, "k-ec", messages[i])),
+            );
+            for (const [i, res] of answers.entries()) {
+              assert.equal(res.status, 200);
+              assert.ok(
+                await verifyIndependently("ec-p256", pub, messages[i], res.body),
+                `client ${i}`,
+              );
+            }
+          }
+        },
+      );
+
+      await t.step(
+        "a policy reload with a broken file keeps the old grants; a good one applies",
+        async () => {
+          await Deno.writeTextFile(daemon.policyPath, `${ALICE}\n`); // no TAB: does not parse
+          daemon.signal("SIGHUP");
+          await daemon.waitForLog("policy reload failed");
+          assert.equal((await sign(sock, BOB, "k-ec", "still")).status, 200);
+          await Deno.writeTextFile(daemon.policyPath, `${ALICE}\tk-ec\n`);
+          daemon.signal("SIGHUP");
+          await daemon.waitForLog("policy reloaded");
+          assertProblem(await sign(sock, BOB, "k-ec", "gone"), 403);
+          assert.equal((await sign(sock, ALICE, "k-ec", "kept")).status, 200);
+          const reloads = (await readAuditLines(daemon.auditDir)).filter((l) =>
+            l.event === "policy_reload"
+          );
+          assert.deepEqual(reloads.map((l) => l.ok), [false, true]);
+        },
+      );
+
+      await t.step("audit: every served signature has a sign line naming the subject", async () => {
+        const lines = await readAuditLines(daemon.auditDir);
+        assert.equal(lines[0].event, "login_ok");
+        const signs = lines.filter((l) => l.event === "sign");
+        assert.ok(signs.length >= labels.length + 64);
+        for (const l of signs) assert.ok(typeof l.actor === "string" && l.actor.startsWith("CN="));
+        assert.ok(lines.some((l) => l.event === "listener_start"));
+      });
+
+      await t.step("SIGTERM while requests are in flight loses none of them", async () => {
+        const messages = Array.from({ length: 12 }, (_, i) => te.encode(`in flight ${i}`));
+        const inFlight = messages.map((m) => sign(sock, ALICE, "k-ec", m));
+        daemon.signal("SIGTERM");
+        const answers = await Promise.all(inFlight);
+        const served = answers.filter((r) => r.status === 200);
+        // Requests that reached the daemon before the stop are answered; none is cut off.
+        for (const r of answers) {
+          assert.ok(r.status === 200 || r.status === 0, `status ${r.status}`);
+        }
+        assert.equal(await daemon.stop(), 0);
+        const signs = (await readAuditLines(daemon.auditDir)).filter((l) => l.event === "sign");
+        const logged = new Set(signs.map((l) => l.signature_sha256));
+        for (const r of served) {
+          const digest = new Uint8Array(
+            await crypto.subtle.digest("SHA-256", r.body as BufferSource),
+          ).toHex();
+          assert.ok(logged.has(digest), "a served signature without its audit line");
+        }
+        const tail = (await readAuditLines(daemon.auditDir)).slice(-2).map((l) => l.event);
+        assert.deepEqual(tail, ["shutdown", "checkpoint"]);
+      });
+    } finally {
+      await daemon.stop();
+      await token.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name: "daemon: start-up refuses clearly (missing credential, bad options, broken policy)",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: {} });
+    try {
+      const noCred = { ...token, credentialsDir: `${token.dir}/no-such-dir` };
+      await assert.rejects(startDaemon({ token: noCred, policy: "" }), /svc-pin/);
+      await assert.rejects(
+        startDaemon({ token, policy: "", args: ["--workers", "zero"] }),
+        /--workers must be a whole number/,
+      );
+      await assert.rejects(startDaemon({ token, policy: "CN=a\n" }), /policy .*line 1/);
+      await assert.rejects(
+        startDaemon({ token, policy: "", args: ["--queue-depth", "65536"] }),
+        /open-file limit .* lower --queue-depth/,
+      );
+    } finally {
+      await token.cleanup();
+    }
+  },
+});
+
+/** Raw bytes through the socket: the daemon answers a request whose only header is the identity. */
+export async function rawSign(sock: string, head: string): Promise<Uint8Array> {
+  return await rawExchange(sock, te.encode(head));
+}
