@@ -26,6 +26,7 @@ export interface ServeConfig {
   checkpointEvery: number;
   refusalThreshold: number | undefined;
   refusalRefillSeconds: number | undefined;
+  refusalBaseDelaySeconds: number | undefined;
   refusalMaxDelaySeconds: number | undefined;
   publicSocket: string | undefined;
   revocationDb: string | undefined;
@@ -152,6 +153,14 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     min: 1,
     max: 86400,
     help: "seconds for one refusal to be forgotten",
+  },
+  {
+    flag: "refusal-base-delay",
+    key: "refusalBaseDelaySeconds",
+    kind: "count",
+    min: 1,
+    max: 86400,
+    help: "delay at the first crossing, seconds; doubles per crossing",
   },
   {
     flag: "refusal-max-delay",

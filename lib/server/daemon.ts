@@ -125,6 +125,7 @@ export async function runDaemon(config: ServeConfig): Promise<number> {
     stateDir: config.stateDir,
     threshold: config.refusalThreshold,
     refillSeconds: config.refusalRefillSeconds,
+    baseDelaySeconds: config.refusalBaseDelaySeconds,
     maxDelaySeconds: config.refusalMaxDelaySeconds,
   });
   const token = await openToken(config);
