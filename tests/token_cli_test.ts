@@ -146,7 +146,9 @@ Deno.test({
         assert.equal(row[1], type);
         assert.match(row[3], /^sha256:[0-9a-f]{64}$/);
       }
-      assert.equal(byLabel.get("k-rsa")?.[2], "CKM_SHA256_RSA_PKCS_PSS");
+      if (t.keys.includes("k-rsa")) {
+        assert.equal(byLabel.get("k-rsa")?.[2], "CKM_SHA256_RSA_PKCS_PSS");
+      }
       assert.equal(byLabel.get("k-ed")?.[2], "CKM_EDDSA");
 
       // Private keys: sign only, sensitive, never extractable.
@@ -161,7 +163,11 @@ Deno.test({
       // pubkey: a PEM SPKI that node:crypto parses into the same key the token holds.
       const token = openTestToken(t);
       try {
-        for (const label of ["k-p256", "k-rsa", "svc-audit-sign"]) {
+        for (
+          const label of ["k-p256", "k-rsa", "svc-audit-sign"].filter((l) =>
+            l.startsWith("svc") || t.keys.includes(l)
+          )
+        ) {
           const out = await runTokenCli(["pubkey", ...common(t), "--label", label], env);
           assert.equal(out.code, 0, out.stderr);
           const spki = createPublicKey(out.stdout).export({ type: "spki", format: "der" });
@@ -187,7 +193,9 @@ Deno.test({
       const results = st.stdout.trim().split("\n");
       assert.equal(results.length, t.keys.length + 2); // + svc-audit-sign + svc-audit
       for (const line of results) assert.match(line, /^ok\t/);
-      assert.match(st.stdout, /^ok\tk-rsa\trsa-3072\t.*WebCrypto RSA-PSS verify ok/m);
+      if (t.keys.includes("k-rsa")) {
+        assert.match(st.stdout, /^ok\tk-rsa\trsa-3072\t.*WebCrypto RSA-PSS verify ok/m);
+      }
 
       // Duplicate label and unknown type: refused clearly.
       const dup = await runTokenCli([
@@ -270,7 +278,7 @@ Deno.test({
           const before = Token.callCount(t.modulePath, "C_GenerateKeyPair");
           await assert.rejects(
             token.generateKeyPair(`x-${type}`, type),
-            /does not offer CKM_\w+ \(C_GetMechanismInfo: CKR_MECHANISM_INVALID\)/,
+            /does not offer CKM_\w+ (\(C_GetMechanismInfo: CKR_MECHANISM_INVALID\)|for \d+-bit keys)/,
           );
           assert.equal(Token.callCount(t.modulePath, "C_GenerateKeyPair"), before);
         });
