@@ -14,6 +14,7 @@ import { CKR } from "./constants.ts";
 import { type CkVersion, readInterface, readVersion } from "./layouts.ts";
 import {
   entryCount,
+  FUNCTION_ORDER,
   type FunctionName,
   NONBLOCKING,
   SIGNATURES,
@@ -100,15 +101,26 @@ function openModule(path: string): Pkcs11Module {
   const lib = dlopenModule(path);
   const found = tableFromInterface(lib.symbols.C_GetInterface as GetInterface) ??
     tableFromFunctionList(path, lib.symbols.C_GetFunctionList);
-  const view = new Deno.UnsafePointerView(found.table);
+  return bindTable(path, found.table, found.via);
+}
+
+/**
+ * Binds a function table in memory. Only the entries its own version says exist are read: a module
+ * may report 3.2 in C_GetInfo yet hand out a shorter 3.0 table, and reading past it is undefined.
+ * Exported for tests, which build tables by hand. Example: `bindTable(path, ptr, "C_GetFunctionList")`.
+ */
+export function bindTable(
+  path: string,
+  table: Deno.PointerObject,
+  via: Pkcs11Module["via"],
+): Pkcs11Module {
+  const view = new Deno.UnsafePointerView(table);
   const tableVersion = readVersion(new Uint8Array(view.getArrayBuffer(2)), 0);
   const tableEntries = entryCount(tableVersion);
   const calls: Record<string, number> = {};
   const pointers = new Map<string, Deno.PointerObject>();
-  for (const name of Object.keys(SIGNATURES)) {
-    const offset = tableOffset(name);
-    if ((offset - 8) / 8 >= tableEntries) continue;
-    const ptr = view.getPointer(offset);
+  for (const name of FUNCTION_ORDER.slice(0, tableEntries)) {
+    const ptr = view.getPointer(tableOffset(name));
     if (ptr) pointers.set(name, ptr);
   }
   const fn = {} as Record<string, unknown>;
@@ -126,7 +138,7 @@ function openModule(path: string): Pkcs11Module {
   }
   return {
     path,
-    via: found.via,
+    via,
     tableVersion,
     tableEntries,
     fn: fn as SyncFunctions & AsyncFunctions,
