@@ -111,6 +111,37 @@ async function openToken(config: ServeConfig): Promise<Token> {
   return token;
 }
 
+type Budget = Pick<RefusalBudget, "check" | "recordRefusal" | "limitedCount" | "close">;
+type Audit = Pick<AuditLog, "append" | "healthy" | "lastError" | "close">;
+
+/**
+ * Replacements for parts of the daemon, for benchmarks that measure what a part costs (bench/serve.ts).
+ * The daemon itself always runs with the real ones.
+ */
+export interface DaemonParts {
+  openBudget?: (config: ServeConfig) => Budget;
+  openAudit?: (config: ServeConfig, token: Token) => Promise<Audit>;
+}
+
+function openBudget(config: ServeConfig): Budget {
+  return RefusalBudget.open({
+    stateDir: config.stateDir,
+    threshold: config.refusalThreshold,
+    refillSeconds: config.refusalRefillSeconds,
+    baseDelaySeconds: config.refusalBaseDelaySeconds,
+    maxDelaySeconds: config.refusalMaxDelaySeconds,
+  });
+}
+
+function openAudit(config: ServeConfig, token: Token): Promise<Audit> {
+  return AuditLog.open({
+    dir: config.auditDir,
+    keys: auditKeysFromToken(token),
+    checkpointEvery: config.checkpointEvery,
+    login: { token: config.token, module: config.module },
+  });
+}
+
 /**
  * Runs the daemon until SIGTERM/SIGINT (exit 0) or a dead token (exit {@link EXIT_TOKEN_DEAD}).
  *
@@ -119,23 +150,12 @@ async function openToken(config: ServeConfig): Promise<Token> {
  * Deno.exit(await runDaemon(config));
  * ```
  */
-export async function runDaemon(config: ServeConfig): Promise<number> {
+export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): Promise<number> {
   const policy = await checkConfig(config);
-  const budget = RefusalBudget.open({
-    stateDir: config.stateDir,
-    threshold: config.refusalThreshold,
-    refillSeconds: config.refusalRefillSeconds,
-    baseDelaySeconds: config.refusalBaseDelaySeconds,
-    maxDelaySeconds: config.refusalMaxDelaySeconds,
-  });
+  const budget = (parts.openBudget ?? openBudget)(config);
   const token = await openToken(config);
   log(`logged in to token '${config.token}' through ${config.module}`);
-  const audit = await AuditLog.open({
-    dir: config.auditDir,
-    keys: auditKeysFromToken(token),
-    checkpointEvery: config.checkpointEvery,
-    login: { token: config.token, module: config.module },
-  });
+  const audit = await (parts.openAudit ?? openAudit)(config, token);
 
   let exitCode = 0;
   let stopping: Promise<void> | undefined;
@@ -195,7 +215,7 @@ export async function runDaemon(config: ServeConfig): Promise<number> {
   return exitCode;
 }
 
-async function reloadPolicy(policy: PolicyFile, audit: AuditLog): Promise<void> {
+async function reloadPolicy(policy: PolicyFile, audit: Audit): Promise<void> {
   const result = await policy.reload();
   if (result.ok) {
     for (const warning of result.policy.warnings) log(`policy: ${warning}`);

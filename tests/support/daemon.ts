@@ -29,6 +29,8 @@ export interface DaemonOptions {
   /** Reuse folders (audit, state, socket) of an earlier daemon, e.g. to test a restart. */
   workDir?: string;
   proxyUid?: number;
+  /** Script and leading arguments to run instead of `main.ts serve` (bench/serve.ts). */
+  entry?: string[];
 }
 
 /** A running daemon. `stderr` accumulates its own log. */
@@ -70,8 +72,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<TestDaemon> {
     args: [
       "run",
       "-A",
-      MAIN,
-      "serve",
+      ...(opts.entry ?? [MAIN, "serve"]),
       "--socket",
       socket,
       "--proxy-uid",

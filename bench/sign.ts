@@ -1,0 +1,106 @@
+/**
+ * /sign throughput and latency over the daemon's UNIX socket at concurrency 1, 16 and 64, beside
+ * the raw C_Sign rate of the same key measured in the same run, with the daemon as shipped and
+ * with its audit log or refusal budget switched off (bench/serve.ts) to show what each costs.
+ * One connection per request, as behind nginx without upstream keepalive. This process is the load
+ * generator; the daemon is a child process, so both share the machine's cores as in production.
+ *
+ * @example
+ * ```sh
+ * deno run -A bench/sign.ts --seconds 3
+ * deno run -A bench/sign.ts --keys ec-p256 --variants full,no-audit
+ * ```
+ */
+import { parseArgs } from "node:util";
+import { measureRawSign } from "./raw-sign.ts";
+import { runLoad } from "./load.ts";
+import { makeTestToken, openTestToken, testTokenPin } from "../tests/support/token.ts";
+import { startDaemon } from "../tests/support/daemon.ts";
+
+const SERVE = new URL("./serve.ts", import.meta.url).pathname;
+
+/** Daemon variants: extra arguments of bench/serve.ts. */
+const VARIANTS: Record<string, string[]> = {
+  "full": [],
+  "no-audit": ["--without", "audit"],
+  "no-budget": ["--without", "budget"],
+};
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    seconds: { type: "string", default: "3" },
+    keys: { type: "string", default: "ec-p256,ed25519" },
+    concurrency: { type: "string", default: "1,16,64" },
+    variants: { type: "string", default: "full,no-audit,no-budget" },
+  },
+});
+const seconds = Number(values.seconds);
+const keyTypes = values.keys.split(",");
+const levels = values.concurrency.split(",").map(Number);
+const variants = values.variants.split(",");
+
+const token = await makeTestToken({ keys: Object.fromEntries(keyTypes.map((t) => [`k-${t}`, t])) });
+const policy = Array.from(
+  { length: 64 },
+  (_, i) => keyTypes.map((t) => `CN=bench${i},O=Bench\tk-${t}`).join("\n"),
+).join("\n") + "\n";
+
+console.log(
+  `svcd /sign bench — ${token.module.name}, ${seconds}s per figure, one connection per request`,
+);
+const raw = new Map<string, number>();
+{
+  const t = openTestToken(token);
+  await t.login(testTokenPin(token));
+  for (const type of keyTypes) {
+    const key = await t.key(`k-${type}`);
+    if (!key) throw new Error(`key k-${type} missing`);
+    const f = await measureRawSign(t, token.modulePath, key, { durationMs: seconds * 1000 });
+    const best = Math.max(f.syncLoopPerSec, f.binding16PerSec);
+    raw.set(type, best);
+    console.log(
+      `raw ${type}: sync loop ${f.syncLoopPerSec.toFixed(0)}/s, binding c=1 ${
+        f.binding1PerSec.toFixed(0)
+      }/s, ` +
+        `binding c=16 ${f.binding16PerSec.toFixed(0)}/s → raw C_Sign = ${best.toFixed(0)}/s`,
+    );
+  }
+  t.close();
+}
+
+console.log("\nvariant     key       c    req/s   p50 ms  p99 ms  errors  × raw C_Sign");
+for (const variant of variants) {
+  const daemon = await startDaemon({
+    token,
+    policy,
+    entry: [SERVE, ...VARIANTS[variant]],
+    args: ["--workers", "16"],
+  });
+  try {
+    for (const type of keyTypes) {
+      for (const c of levels) {
+        await runLoad({ socket: daemon.socket, key: `k-${type}`, concurrency: c, seconds: 0.3 });
+        const r = await runLoad({
+          socket: daemon.socket,
+          key: `k-${type}`,
+          concurrency: c,
+          seconds,
+        });
+        const ratio = r.perSecond / raw.get(type)!;
+        console.log(
+          `${variant.padEnd(11)} ${type.padEnd(9)} ${String(c).padStart(2)} ${
+            r.perSecond.toFixed(0).padStart(8)
+          } ` +
+            `${r.p50ms.toFixed(2).padStart(8)} ${r.p99ms.toFixed(2).padStart(7)} ${
+              String(r.errors).padStart(7)
+            }  ` +
+            `${ratio.toFixed(2)} ×`,
+        );
+      }
+    }
+  } finally {
+    await daemon.stop();
+  }
+}
+await token.cleanup();
