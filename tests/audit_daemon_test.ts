@@ -1,0 +1,209 @@
+/**
+ * The audit barrier seen from a client of `svcd serve` (SoftHSM2):
+ * - SIGKILL under a /sign load at c=16, several rounds: every signature a client received has its
+ *   `sign` line, and `svcd audit verify` passes (torn tails allowed);
+ * - a full audit directory (64 KiB tmpfs): /sign answers 503 with no signature, /health says the
+ *   log is not writable, and signing resumes on its own when space returns.
+ */
+import assert from "node:assert/strict";
+import { readAuditLines } from "./support/audit.ts";
+import { startDaemon } from "./support/daemon.ts";
+import { request } from "./support/http_client.ts";
+import { makeTestToken, type TestToken } from "./support/token.ts";
+
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+const CONFIG = new URL("../deno.json", import.meta.url).pathname;
+const SUBJECT = "CN=load,O=Example,C=DE";
+// Four identities share the load: one identity may hold at most --workers − 1 requests (spec §8).
+const LOADERS = [0, 1, 2, 3].map((i) => `CN=load${i},O=Example,C=DE`);
+const POLICY = [SUBJECT, ...LOADERS].map((s) => `${s}\tk-ec\n`).join("");
+
+function sign(socket: string, message: Uint8Array, subject = SUBJECT) {
+  return request(socket, {
+    method: "POST",
+    path: "/sign",
+    headers: [["X-SVC-Client-Subject", subject], ["X-SVC-Key", "k-ec"]],
+    body: message,
+  });
+}
+
+function health(socket: string) {
+  return request(socket, {
+    method: "GET",
+    path: "/health",
+    headers: [["X-SVC-Client-Subject", SUBJECT]],
+  });
+}
+
+async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource)).toHex();
+}
+
+async function verifyCli(token: TestToken, dir: string) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "--config",
+      CONFIG,
+      MAIN,
+      "audit",
+      "verify",
+      "--dir",
+      dir,
+      "--module",
+      token.modulePath,
+      "--token",
+      token.tokenLabel,
+    ],
+    env: { ...token.env, NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return { code: out.code, text: text.decode(out.stdout) + text.decode(out.stderr) };
+}
+
+Deno.test({
+  name:
+    "daemon: SIGKILL under /sign load, 4 rounds — every received signature has its line, verify passes",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
+    const workDir = await Deno.makeTempDir({ prefix: "audit-daemon-crash-" });
+    const received: string[] = [];
+    try {
+      for (let round = 0; round < 4; round++) {
+        const daemon = await startDaemon({ token, policy: POLICY, workDir });
+        const target = 40 + Math.floor(Math.random() * 300);
+        let inRound = 0;
+        let killed = false;
+        const client = async (c: number) => {
+          for (let i = 0; !killed; i++) {
+            const message = new TextEncoder().encode(`r${round} c${c} m${i}`);
+            const res = await sign(daemon.socket, message, LOADERS[c % 4]).catch(() => undefined);
+            if (res?.status === 200) {
+              received.push(await sha256Hex(res.body));
+              inRound++;
+            } else if (!killed) {
+              assert.fail(`status ${res?.status} before the kill:\n${daemon.stderr()}`);
+            }
+            if (inRound >= target && !killed) {
+              killed = true;
+              daemon.signal("SIGKILL");
+            }
+          }
+        };
+        await Promise.all(Array.from({ length: 16 }, (_, c) => client(c)));
+        assert.equal((await daemon.status).signal, "SIGKILL");
+      }
+      const logged = new Set(
+        (await readAuditLines(`${workDir}/audit`)).filter((l) => l.event === "sign").map((l) =>
+          l.signature_sha256
+        ),
+      );
+      const missing = received.filter((d) => !logged.has(d));
+      assert.deepEqual(missing, [], "a signature reached a client without its audit line");
+      assert.ok(received.length >= 160);
+      const v = await verifyCli(token, `${workDir}/audit`);
+      assert.equal(v.code, 0, v.text);
+      assert.match(v.text, /^audit\.log\.000004: ok/m);
+    } finally {
+      await Deno.remove(workDir, { recursive: true }).catch(() => {});
+      await token.cleanup();
+    }
+  },
+});
+
+/** Mounts a 64 KiB tmpfs at `path` (root only); false when that is not possible here. */
+async function mountSmallTmpfs(path: string): Promise<boolean> {
+  if (Deno.uid() !== 0) return false;
+  const r = await new Deno.Command("mount", {
+    args: ["-t", "tmpfs", "-o", "size=64k,mode=0750", "tmpfs", path],
+    stderr: "null",
+  }).output();
+  return r.success;
+}
+
+async function fill(dir: string): Promise<string> {
+  const path = `${dir}/filler`;
+  using f = await Deno.open(path, { create: true, write: true });
+  try {
+    for (;;) await f.write(new Uint8Array(4096));
+  } catch (err) {
+    if (!/No space left/i.test(String(err))) throw err;
+  }
+  return path;
+}
+
+const canMount = await (async () => {
+  const probe = await Deno.makeTempDir();
+  const ok = await mountSmallTmpfs(probe);
+  if (ok) await new Deno.Command("umount", { args: ["-l", probe] }).output();
+  await Deno.remove(probe);
+  return ok;
+})();
+
+Deno.test({
+  name:
+    "daemon: a full audit directory gives 503 with no signature; signing resumes when space returns",
+  ignore: !canMount,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
+    const workDir = await Deno.makeTempDir({ prefix: "audit-daemon-full-" });
+    const auditDir = `${workDir}/audit`;
+    await Deno.mkdir(auditDir);
+    assert.ok(await mountSmallTmpfs(auditDir));
+    const daemon = await startDaemon({ token, policy: POLICY, workDir });
+    const served: string[] = [];
+    try {
+      const first = await sign(daemon.socket, new TextEncoder().encode("before"));
+      assert.equal(first.status, 200);
+      served.push(await sha256Hex(first.body));
+
+      const filler = await fill(auditDir);
+      // The file's last page may still hold a line or two; after that every /sign is refused.
+      let refused;
+      for (let i = 0; i < 100 && !refused; i++) {
+        const r = await sign(daemon.socket, new TextEncoder().encode(`full ${i}`));
+        if (r.status === 200) served.push(await sha256Hex(r.body));
+        else refused = r;
+      }
+      assert.equal(refused?.status, 503);
+      assert.match(refused!.header("content-type") ?? "", /problem\+json/);
+      assert.match(refused!.text(), /audit log cannot be written/);
+      const sick = await health(daemon.socket);
+      assert.equal(sick.status, 503);
+      const report = sick.json() as { audit: { writable: boolean; error: string } };
+      assert.equal(report.audit.writable, false);
+      assert.match(report.audit.error, /space/i);
+      assert.equal((await sign(daemon.socket, new TextEncoder().encode("still full"))).status, 503);
+
+      await Deno.remove(filler);
+      const deadline = Date.now() + 30_000; // failure guard: the retry timer runs every second
+      while ((await health(daemon.socket)).status !== 200) {
+        assert.ok(Date.now() < deadline, `audit never recovered:\n${daemon.stderr()}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const after = await sign(daemon.socket, new TextEncoder().encode("after"));
+      assert.equal(after.status, 200);
+      served.push(await sha256Hex(after.body));
+      assert.equal(await daemon.stop(), 0);
+
+      const lines = await readAuditLines(auditDir);
+      const signs = lines.filter((l) => l.event === "sign").map((l) => l.signature_sha256);
+      assert.deepEqual(signs, served, "exactly the served signatures are logged, in order");
+      assert.ok(lines.some((l) => l.event === "audit_resumed"));
+      const v = await verifyCli(token, auditDir);
+      assert.equal(v.code, 0, v.text);
+    } finally {
+      await daemon.stop();
+      await new Deno.Command("umount", { args: ["-l", auditDir] }).output();
+      await Deno.remove(workDir, { recursive: true }).catch(() => {});
+      await token.cleanup();
+    }
+  },
+});
