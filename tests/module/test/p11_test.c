@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,10 @@ static void fail(int line, const char *fmt, ...) {
 
 static pthread_mutex_t kdf_lock = PTHREAD_MUTEX_INITIALIZER;
 static int kdf_calls, kdf_last_iter;
+/* With the gate on, a derivation announces itself and waits to be released: a test can hold a
+ * C_Login inside the module for as long as it needs, without timing assumptions. */
+static int kdf_gate;
+static sem_t kdf_entered, kdf_release;
 
 __attribute__((visibility("default"))) int PKCS5_PBKDF2_HMAC(const char *pass, int passlen,
                                                                const unsigned char *salt,
@@ -88,7 +93,12 @@ __attribute__((visibility("default"))) int PKCS5_PBKDF2_HMAC(const char *pass, i
   pthread_mutex_lock(&kdf_lock);
   kdf_calls++;
   kdf_last_iter = iter;
+  int gated = kdf_gate;
   pthread_mutex_unlock(&kdf_lock);
+  if (gated) {
+    sem_post(&kdf_entered);
+    sem_wait(&kdf_release);
+  }
   return real(pass, passlen, salt, saltlen, iter, digest, keylen, out);
 }
 
@@ -415,43 +425,45 @@ static void test_fork(void) {
 
 typedef struct {
   CK_SESSION_HANDLE h;
-  volatile int done;
   CK_RV rv;
 } login_job;
 
 static void *login_thread(void *arg) {
   login_job *j = arg;
   j->rv = P11(C_Login)(j->h, CKU_USER, USER_PIN, LEN(USER_PIN));
-  __atomic_store_n(&j->done, 1, __ATOMIC_SEQ_CST);
   return NULL;
 }
 
-/* While one call runs on a session (a login: 200 000 PBKDF2 iterations), any other call on the same
- * handle answers CKR_OPERATION_ACTIVE; other sessions are not affected. */
+/* While one call runs on a session (a C_Login held inside its PBKDF2 by the gate), every other
+ * call on the same handle answers CKR_OPERATION_ACTIVE; other sessions are not affected, and the
+ * first call completes normally. */
 static void test_concurrent_calls(void) {
   current = "concurrent calls";
   fresh_token_dir(NULL);
   setup_token();
+  sem_init(&kdf_entered, 0, 0);
+  sem_init(&kdf_release, 0, 0);
   for (int round = 0; round < 3; round++) {
     CK_SESSION_HANDLE a = open_rw(), b = open_rw();
-    login_job j = {a, 0, 0};
+    login_job j = {a, 0};
     pthread_t th;
+    kdf_gate = 1;
     pthread_create(&th, NULL, login_thread, &j);
-    CK_RV seen = CKR_OK;
-    long other_ok = 0;
-    while (!__atomic_load_n(&j.done, __ATOMIC_SEQ_CST)) {
-      CK_SESSION_INFO si;
-      CK_RV rv = P11(C_GetSessionInfo)(a, &si);
-      if (rv != CKR_OK) seen = rv;
-      if (P11(C_GetSessionInfo)(b, &si) == CKR_OK) other_ok++;
-      if (seen != CKR_OK) break;
-    }
-    pthread_join(th, NULL);
-    EXPECT(seen == CKR_OPERATION_ACTIVE);
-    EXPECT(other_ok > 0 || seen == CKR_OPERATION_ACTIVE);
-    EXPECT_RV(j.rv, CKR_OK); /* the first call is not disturbed */
+    sem_wait(&kdf_entered); /* the login is inside the module now */
     CK_SESSION_INFO si;
+    CK_MECHANISM m = {CKM_SHA256, NULL, 0};
+    EXPECT_RV(P11(C_GetSessionInfo)(a, &si), CKR_OPERATION_ACTIVE);
+    EXPECT_RV(P11(C_DigestInit)(a, &m), CKR_OPERATION_ACTIVE);
+    EXPECT_RV(P11(C_Login)(a, CKU_USER, USER_PIN, LEN(USER_PIN)), CKR_OPERATION_ACTIVE);
+    EXPECT_RV(P11(C_CloseSession)(a), CKR_OPERATION_ACTIVE);
+    EXPECT_RV(P11(C_GetSessionInfo)(b, &si), CKR_OK);
+    EXPECT(si.state == CKS_RW_PUBLIC_SESSION);
+    kdf_gate = 0;
+    sem_post(&kdf_release);
+    pthread_join(th, NULL);
+    EXPECT_RV(j.rv, CKR_OK); /* the first call is not disturbed */
     EXPECT_RV(P11(C_GetSessionInfo)(a, &si), CKR_OK);
+    EXPECT(si.state == CKS_RW_USER_FUNCTIONS);
     EXPECT_RV(P11(C_CloseSession)(a), CKR_OK);
     EXPECT_RV(P11(C_CloseSession)(b), CKR_OK); /* last session: logs out */
   }
