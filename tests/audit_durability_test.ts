@@ -188,6 +188,35 @@ Deno.test("a MAC failure refuses only that line; the next append resumes", async
   assert.equal((await verifyDir(dir, base)).ok, true);
 });
 
+Deno.test("a resume line whose MAC fails is queued again by the next append", async () => {
+  const base = await softwareAuditKeys({ synchronousMac: true });
+  let failures = 0;
+  const keys = {
+    ...base.keys,
+    mac: (d: Uint8Array) =>
+      failures-- > 0 ? Promise.reject(new Error("CKR_DEVICE_ERROR")) : base.keys.mac(d),
+  };
+  const dir = await Deno.makeTempDir({ prefix: "audit-macfail-resume-" });
+  const log = await AuditLog.open({ dir, keys, login: {}, retryMs: NEVER });
+  failures = 2; // the append, then the resume line queued before the next append
+  await assert.rejects(log.append("sign", "CN=a", { request_id: "lost" }), AuditUnavailableError);
+  await log.append("sign", "CN=a", { request_id: "written" });
+  assert.equal(log.healthy, false, "no resume line is durable yet");
+  await log.append("sign", "CN=a", { request_id: "again" });
+  assert.equal(log.healthy, true);
+  await log.close();
+  const events = (await linesOf(dir)).map((l) => l.request_id ?? l.event);
+  assert.deepEqual(events, [
+    "login_ok",
+    "written",
+    "audit_resumed",
+    "again",
+    "shutdown",
+    "checkpoint",
+  ]);
+  assert.equal((await verifyDir(dir, base)).ok, true);
+});
+
 Deno.test("a removed audit file: waiting appends refused, then a new file chained to the last durable line", async () => {
   const keys = await softwareAuditKeys({ synchronousMac: true });
   const dir = await Deno.makeTempDir({ prefix: "audit-removed-" });

@@ -442,6 +442,8 @@ export class AuditLog {
     const why = `the audit MAC could not be computed: ${err.message}`;
     this.#beginOutage(why, false);
     if (entry.kind === "event") this.#outage!.refused++;
+    // The line that was to end the outage is gone: the next append must queue another.
+    if (entry.kind === "resume" || entry.kind === "opening") this.#outage!.resumeQueued = false;
     entry.reject(new AuditUnavailableError(`${why}; nothing was recorded`));
   }
 
