@@ -61,5 +61,5 @@ SH
 chmod 0755 "$ROOT/DEBIAN/postinst"
 
 deb="$OUT/svcd_${VERSION}_amd64.deb"
-dpkg-deb --root-owner-group -Zxz --build "$ROOT" "$deb" >/dev/null
+dpkg-deb --root-owner-group -Zgzip --build "$ROOT" "$deb" >/dev/null
 echo "deb: $deb ($(du -h "$deb" | cut -f1))"

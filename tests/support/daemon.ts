@@ -31,6 +31,8 @@ export interface DaemonOptions {
   proxyUid?: number;
   /** Script and leading arguments to run instead of `main.ts serve` (bench/serve.ts). */
   entry?: string[];
+  /** A whole command instead of `deno run -A main.ts serve` (the packaged `svcd serve`). */
+  command?: string[];
 }
 
 /** A running daemon. `stderr` accumulates its own log. */
@@ -68,11 +70,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<TestDaemon> {
   const socket = `${workDir}/auth.sock`;
   const auditDir = `${workDir}/audit`;
   const stateDir = `${workDir}/state`;
-  const child = new Deno.Command(Deno.execPath(), {
+  const [program, ...prefix] = opts.command ??
+    [Deno.execPath(), "run", "-A", ...(opts.entry ?? [MAIN, "serve"])];
+  const child = new Deno.Command(program, {
     args: [
-      "run",
-      "-A",
-      ...(opts.entry ?? [MAIN, "serve"]),
+      ...prefix,
       "--socket",
       socket,
       "--proxy-uid",
