@@ -165,7 +165,10 @@ Deno.test("a MAC failure refuses only that line; the next append resumes", async
     mac: (d: Uint8Array) => fail ? Promise.reject(new Error("CKR_DEVICE_ERROR")) : base.keys.mac(d),
   };
   const dir = await Deno.makeTempDir({ prefix: "audit-macfail-" });
-  const log = await AuditLog.open({ dir, keys, login: {}, retryMs: NEVER });
+  const told: string[] = [];
+  const onHealthChange = (ok: boolean, why?: string) =>
+    told.push(ok ? "writable" : `unwritable: ${why}`);
+  const log = await AuditLog.open({ dir, keys, login: {}, retryMs: NEVER, onHealthChange });
   fail = true;
   await assert.rejects(log.append("sign", "CN=a", { request_id: "lost" }), AuditUnavailableError);
   assert.equal(log.healthy, false);
@@ -174,6 +177,10 @@ Deno.test("a MAC failure refuses only that line; the next append resumes", async
   await log.append("sign", "CN=a", { request_id: "kept" });
   assert.equal(log.healthy, true);
   assert.equal(log.lastError, undefined);
+  assert.deepEqual(told, [
+    "unwritable: the audit MAC could not be computed: CKR_DEVICE_ERROR",
+    "writable",
+  ]);
   await log.close();
   const lines = await linesOf(dir);
   assert.deepEqual(lines.map((l) => l.event), [

@@ -59,6 +59,8 @@ export interface AuditOptions {
   login: Record<string, unknown>;
   /** While unhealthy, try to resume this often, in ms (default 1000). */
   retryMs?: number;
+  /** Told when the log stops being writable (with why) and when it is writable again — for the daemon's own log. */
+  onHealthChange?: (healthy: boolean, error?: string) => void;
 }
 
 /** Counters for benches and /health. */
@@ -128,6 +130,7 @@ export class AuditLog {
   readonly #keys: AuditKeys;
   readonly #every: number;
   readonly #retryMs: number;
+  readonly #onHealthChange: AuditOptions["onHealthChange"];
 
   // The chain stage: the last line it finished (not necessarily durable).
   #headSeq: number;
@@ -164,6 +167,7 @@ export class AuditLog {
     this.#keys = opts.keys;
     this.#every = opts.checkpointEvery ?? DEFAULT_CHECKPOINT_EVERY;
     this.#retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
+    this.#onHealthChange = opts.onHealthChange;
     this.#headSeq = this.#durableSeq = seq;
     this.#headMac = this.#durableMac = mac;
   }
@@ -560,6 +564,7 @@ export class AuditLog {
       this.#outage.removed ||= removed;
     } else {
       this.#outage = { error, refused: 0, resumeQueued: false, removed };
+      this.#tell(false, error);
     }
     if (this.#retryTimer === undefined && !this.#closed) {
       const timer = setInterval(() => void this.retry(), this.#retryMs);
@@ -569,8 +574,16 @@ export class AuditLog {
   }
 
   #endOutage(): void {
+    if (!this.#outage) return;
     this.#outage = undefined;
     this.#stopRetry();
+    this.#tell(true);
+  }
+
+  #tell(healthy: boolean, error?: string): void {
+    try {
+      this.#onHealthChange?.(healthy, error);
+    } catch { /* a logging callback must not break the barrier */ }
   }
 
   #stopRetry(): void {
