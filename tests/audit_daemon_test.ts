@@ -109,6 +109,7 @@ Deno.test({
       const v = await verifyCli(token, `${workDir}/audit`);
       assert.equal(v.code, 0, v.text);
       assert.match(v.text, /^audit\.log\.000004: ok/m);
+      assert.match(v.text, /^verified: 4 file\(s\)/m);
     } finally {
       await Deno.remove(workDir, { recursive: true }).catch(() => {});
       await token.cleanup();
