@@ -94,6 +94,8 @@ interface Conn {
   outAt: number;
   /** The request was not read to its end: drain before close so the peer reads our answer. */
   unread: boolean;
+  /** Added to epoll yet (a connection whose request is already there never needs to be). */
+  watched: boolean;
 }
 
 const MAX_EVENTS = 256;
@@ -370,10 +372,12 @@ export class Listener {
       out: null,
       outAt: 0,
       unread: false,
+      watched: false,
     };
     this.#conns.set(fd, conn);
     this.#waiting.set(fd, conn);
-    this.#ctl(EPOLL_CTL.ADD, fd, EPOLL.IN | EPOLL.RDHUP | EPOLL.ONESHOT, conn.serial);
+    // A proxy writes its request right after connect: try it now, and only watch it if it is silent.
+    this.#readFrom(conn, 0);
   }
 
   /** Connections not yet in a handler: what the queue depth bounds. */
@@ -414,7 +418,12 @@ export class Listener {
       if (e === ERRNO.EINTR) continue;
       return this.#closeConn(conn);
     }
-    this.#ctl(EPOLL_CTL.MOD, conn.fd, EPOLL.IN | EPOLL.RDHUP | EPOLL.ONESHOT, conn.serial);
+    this.#watch(conn, EPOLL.IN | EPOLL.RDHUP | EPOLL.ONESHOT);
+  }
+
+  #watch(conn: Conn, events: number): void {
+    this.#ctl(conn.watched ? EPOLL_CTL.MOD : EPOLL_CTL.ADD, conn.fd, events, conn.serial);
+    conn.watched = true;
   }
 
   #startReading(conn: Conn): void {
@@ -532,7 +541,7 @@ export class Listener {
       if (e === ERRNO.EINTR) continue;
       if (e === ERRNO.EAGAIN) {
         if (!this.#writing.has(conn.fd)) this.#writing.set(conn.fd, conn);
-        this.#ctl(EPOLL_CTL.MOD, conn.fd, EPOLL.OUT | EPOLL.ONESHOT, conn.serial);
+        this.#watch(conn, EPOLL.OUT | EPOLL.ONESHOT);
         return;
       }
       break; // the peer is gone

@@ -1,0 +1,85 @@
+/**
+ * Requests/s and latency of the connection layer alone: a Listener whose handler echoes the body,
+ * driven over its UNIX socket at concurrency 1, 16 and 64, one connection per request. The load
+ * generator (bench/http-load.ts) runs as a separate Deno process, as the proxy would; both share
+ * this machine's cores. Each level runs `--runs` times and the run with the median req/s is shown
+ * with the range, because on a shared 2-core machine single runs vary by up to 2×.
+ *
+ * @example
+ * ```sh
+ * deno run -A bench/http-echo.ts            # c = 1, 16, 64; 3 runs of 3 s each, median shown
+ * deno run -A bench/http-echo.ts --c 16 --seconds 5 --workers 4
+ * ```
+ */
+import { parseArgs } from "node:util";
+import { Listener } from "../lib/http/mod.ts";
+
+const { values } = parseArgs({
+  options: {
+    c: { type: "string", multiple: true },
+    seconds: { type: "string", default: "3" },
+    workers: { type: "string", default: "16" },
+    runs: { type: "string", default: "3" },
+  },
+});
+const levels = (values.c ?? ["1", "16", "64"]).map(Number);
+const dir = Deno.makeTempDirSync({ prefix: "svcd-bench-" });
+const path = `${dir}/echo.sock`;
+
+const listener = Listener.open({
+  path,
+  proxyUid: Deno.uid(),
+  workers: Number(values.workers),
+  handler: (req) =>
+    Promise.resolve({
+      status: 200,
+      headers: [["Content-Type", "application/octet-stream"]],
+      body: req.body,
+    }),
+});
+const serving = listener.serve();
+const deno = Deno.execPath();
+const loadScript = new URL("./http-load.ts", import.meta.url).pathname;
+
+console.log(
+  `http-echo: Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} cores, workers=${values.workers}`,
+);
+console.log("load generator: separate Deno process, Deno.connect per request, 32-byte POST");
+console.log("    c   req/s   p50 ms   p99 ms  errors   req/s range over runs");
+
+interface LoadResult {
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  errors: number;
+}
+
+async function runLoad(c: number): Promise<LoadResult> {
+  const out = await new Deno.Command(deno, {
+    args: ["run", "-A", loadScript, "--path", path, "--c", String(c), "--seconds", values.seconds],
+    stdout: "piped",
+    stderr: "inherit",
+  }).output();
+  if (!out.success) throw new Error(`load generator failed at c=${c}`);
+  return JSON.parse(new TextDecoder().decode(out.stdout).trim().split("\n").pop()!);
+}
+
+try {
+  for (const c of levels) {
+    const runs: LoadResult[] = [];
+    for (let i = 0; i < Number(values.runs); i++) runs.push(await runLoad(c));
+    runs.sort((a, b) => a.rps - b.rps);
+    const r = runs[runs.length >> 1];
+    const errors = runs.reduce((n, x) => n + x.errors, 0);
+    console.log(
+      `${String(c).padStart(5)} ${String(r.rps).padStart(7)} ${r.p50Ms.toFixed(3).padStart(8)} ` +
+        `${r.p99Ms.toFixed(3).padStart(8)} ${String(errors).padStart(7)}   ` +
+        `${runs[0].rps}–${runs[runs.length - 1].rps}`,
+    );
+  }
+  console.log(`listener stats: ${JSON.stringify(listener.stats())}`);
+} finally {
+  await listener.close();
+  await serving;
+  Deno.removeSync(dir, { recursive: true });
+}
