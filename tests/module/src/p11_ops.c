@@ -4,6 +4,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -463,6 +464,9 @@ static CK_RV op_start(op_t *op, const CK_MECHANISM *m, CK_OBJECT_HANDLE hKey, in
   if (m == NULL) return CKR_ARGUMENTS_BAD;
   memset(op, 0, offsetof(op_t, key));
   op->mech = m->mechanism;
+  /* An unknown mechanism is named as such before anything about the key. */
+  if (mech_fits_key(m->mechanism, CK_UNAVAILABLE_INFORMATION) == CKR_MECHANISM_INVALID)
+    return CKR_MECHANISM_INVALID;
   CK_RV rv = parse_params(m, op);
   pthread_mutex_lock(&g.lock);
   object_t *o = object_find(hKey);
