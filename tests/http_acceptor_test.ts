@@ -256,3 +256,27 @@ Deno.test("a listener runs inside a Worker", async () => {
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("parsed requests waiting for a worker count against the queue depth", async () => {
+  const gates: Array<() => void> = [];
+  await withListener({
+    workers: 1,
+    queueDepth: 2,
+    handler: async () => {
+      await new Promise<void>((r) => gates.push(r));
+      return { status: 204 };
+    },
+  }, async (l, path) => {
+    const pending = [0, 1, 2].map(() => exchange(path, GET));
+    await until(() => l.stats().active === 1 && l.stats().queued === 2);
+    const refused = parseRawResponse(await exchange(path, GET));
+    assert.equal(refused.status, 503);
+    assert.equal(header(refused, "retry-after"), "1");
+    for (let released = 0; released < 3; released++) {
+      await until(() => gates.length > 0);
+      gates.shift()!();
+    }
+    for (const p of await Promise.all(pending)) assert.equal(parseRawResponse(p).status, 204);
+    assert.equal(l.stats().queueFull, 1);
+  });
+});

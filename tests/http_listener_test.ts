@@ -237,3 +237,45 @@ Deno.test("a path that is not a socket, or a live socket, is never replaced", ()
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("HEAD gets the headers with the body's Content-Length and no body", async () => {
+  await withListener({
+    handler: () => Promise.resolve({ status: 200, body: "twelve bytes" }),
+  }, async (_l, path) => {
+    const res = parseRawResponse(await exchange(path, "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n"));
+    assert.equal(res.status, 200);
+    assert.equal(header(res, "content-length"), "12");
+    assert.equal(res.body.length, 0);
+  });
+});
+
+Deno.test("a client that half-closes after its request still gets the answer", async () => {
+  await withListener({}, async (_l, path) => {
+    const raw = await exchange(path, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi", {
+      halfClose: true,
+    });
+    assert.deepEqual(parseRawResponse(raw).body, bytes("hi"));
+  });
+});
+
+Deno.test("the operator-facing events are logged", async () => {
+  const events: string[] = [];
+  await withListener({
+    log: (e) => events.push(e.kind),
+    handler: (req) =>
+      req.path === "/boom" ? Promise.reject(new Error("x")) : Promise.resolve({ status: 204 }),
+  }, async (_l, path) => {
+    await exchange(path, "GET /boom HTTP/1.1\r\nHost: x\r\n\r\n");
+    await exchange(path, "GET / HTTP/1.1\r\nX: \x00\r\n\r\n");
+    assert.deepEqual(events, ["handler_error", "parse_error"]);
+  });
+});
+
+Deno.test("nofileLimit reports the process's RLIMIT_NOFILE", async () => {
+  const { nofileLimit } = await import("../lib/http/mod.ts");
+  const out = await new Deno.Command("sh", { args: ["-c", "ulimit -Sn; ulimit -Hn"] }).output();
+  const [soft, hard] = new TextDecoder().decode(out.stdout).trim().split("\n").map((v) =>
+    v === "unlimited" ? Infinity : Number(v)
+  );
+  assert.deepEqual(nofileLimit(), { soft, hard });
+});

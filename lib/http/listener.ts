@@ -489,7 +489,7 @@ export class Listener {
     }
     this.#active--;
     this.#counts.served++;
-    if (conn.state === "active") this.#respond(conn, res, req.id);
+    if (conn.state === "active") this.#respond(conn, res, req.id, req.method === "HEAD");
     this.#pump();
     this.#checkDrained();
   }
@@ -512,10 +512,10 @@ export class Listener {
 
   // ---- writing -------------------------------------------------------------------------------
 
-  #respond(conn: Conn, res: HttpResponse, id?: string): void {
+  #respond(conn: Conn, res: HttpResponse, id?: string, headOnly = false): void {
     let bytes: Uint8Array;
     try {
-      bytes = serializeResponse(res);
+      bytes = serializeResponse(res, headOnly);
     } catch (e) {
       bytes = serializeResponse(this.#handlerFailed(id ?? "-", e));
     }

@@ -53,10 +53,11 @@ function httpDate(): string {
 
 /**
  * The bytes of a response; throws (naming the fault) on a status out of range, a header the
- * listener owns, or a header name or value that could split the response.
+ * listener owns, or a header name or value that could split the response. `headOnly` (the answer to
+ * HEAD) keeps Content-Length but leaves the body out.
  * @example serializeResponse({ status: 404, headers: [["Link", "<…>"]] })
  */
-export function serializeResponse(res: HttpResponse): Uint8Array {
+export function serializeResponse(res: HttpResponse, headOnly = false): Uint8Array {
   const status = res.status;
   if (!Number.isInteger(status) || status < 200 || status > 599) {
     throw new Error(`response status ${status} is not an integer in 200..599`);
@@ -76,9 +77,9 @@ export function serializeResponse(res: HttpResponse): Uint8Array {
     head += `${name}: ${value}\r\n`;
   }
   head += `Date: ${httpDate()}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`;
-  const out = new Uint8Array(head.length + body.length);
+  const out = new Uint8Array(head.length + (headOnly ? 0 : body.length));
   for (let i = 0; i < head.length; i++) out[i] = head.charCodeAt(i);
-  out.set(body, head.length);
+  if (!headOnly) out.set(body, head.length);
   return out;
 }
 
