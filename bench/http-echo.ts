@@ -11,6 +11,7 @@
  * deno run -A bench/http-echo.ts --c 16 --seconds 5 --workers 4
  * ```
  */
+import { cpuUsage } from "node:process";
 import { parseArgs } from "node:util";
 import { Listener } from "../lib/http/mod.ts";
 
@@ -45,7 +46,8 @@ console.log(
   `http-echo: Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} cores, workers=${values.workers}`,
 );
 console.log("load generator: separate Deno process, Deno.connect per request, 32-byte POST");
-console.log("    c   req/s   p50 ms   p99 ms  errors   req/s range over runs");
+console.log("server µs/req = this process's CPU time (user+sys) over the level / requests served");
+console.log("    c   req/s   p50 ms   p99 ms  errors   server µs/req   req/s range over runs");
 
 interface LoadResult {
   rps: number;
@@ -67,13 +69,18 @@ async function runLoad(c: number): Promise<LoadResult> {
 try {
   for (const c of levels) {
     const runs: LoadResult[] = [];
+    const cpu0 = cpuUsage();
+    const served0 = listener.stats().served;
     for (let i = 0; i < Number(values.runs); i++) runs.push(await runLoad(c));
+    const cpu = cpuUsage(cpu0);
+    const perRequest = (cpu.user + cpu.system) / (listener.stats().served - served0);
     runs.sort((a, b) => a.rps - b.rps);
     const r = runs[runs.length >> 1];
     const errors = runs.reduce((n, x) => n + x.errors, 0);
     console.log(
       `${String(c).padStart(5)} ${String(r.rps).padStart(7)} ${r.p50Ms.toFixed(3).padStart(8)} ` +
-        `${r.p99Ms.toFixed(3).padStart(8)} ${String(errors).padStart(7)}   ` +
+        `${r.p99Ms.toFixed(3).padStart(8)} ${String(errors).padStart(7)} ` +
+        `${perRequest.toFixed(1).padStart(15)}   ` +
         `${runs[0].rps}–${runs[runs.length - 1].rps}`,
     );
   }
