@@ -16,6 +16,7 @@ import { measureRawSign } from "./raw-sign.ts";
 import { runLoad } from "./load.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../tests/support/token.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
+import { request } from "../tests/support/http_client.ts";
 
 const SERVE = new URL("./serve.ts", import.meta.url).pathname;
 
@@ -69,7 +70,16 @@ const raw = new Map<string, number>();
   t.close();
 }
 
-console.log("\nvariant     key       c    req/s   p50 ms  p99 ms  errors  × raw C_Sign");
+/** fdatasync calls of the audit log so far, from /health (0 when the audit is switched off). */
+async function auditSyncs(socket: string): Promise<number> {
+  const res = await request(socket, {
+    path: "/health",
+    headers: [["X-SVC-Client-Subject", "CN=bench0,O=Bench"]],
+  });
+  return (res.json() as { audit: { syncs?: number } }).audit.syncs ?? 0;
+}
+
+console.log("\nvariant     key       c    req/s   p50 ms  p99 ms  errors  syncs/req  × raw C_Sign");
 for (const variant of variants) {
   const daemon = await startDaemon({
     token,
@@ -81,22 +91,23 @@ for (const variant of variants) {
     for (const type of keyTypes) {
       for (const c of levels) {
         await runLoad({ socket: daemon.socket, key: `k-${type}`, concurrency: c, seconds: 0.3 });
-        const r = await runLoad({
-          socket: daemon.socket,
-          key: `k-${type}`,
-          concurrency: c,
-          seconds,
-        });
+        const syncsBefore = await auditSyncs(daemon.socket);
+        const load = { socket: daemon.socket, key: `k-${type}`, concurrency: c, seconds };
+        const r = await runLoad(load);
+        const syncs = (await auditSyncs(daemon.socket) - syncsBefore) / Math.max(1, r.requests);
         const ratio = r.perSecond / raw.get(type)!;
-        console.log(
-          `${variant.padEnd(11)} ${type.padEnd(9)} ${String(c).padStart(2)} ${
-            r.perSecond.toFixed(0).padStart(8)
-          } ` +
-            `${r.p50ms.toFixed(2).padStart(8)} ${r.p99ms.toFixed(2).padStart(7)} ${
-              String(r.errors).padStart(7)
-            }  ` +
-            `${ratio.toFixed(2)} ×`,
-        );
+        const cells = [
+          variant.padEnd(11),
+          type.padEnd(9),
+          String(c).padStart(2),
+          r.perSecond.toFixed(0).padStart(8),
+          r.p50ms.toFixed(2).padStart(8),
+          r.p99ms.toFixed(2).padStart(7),
+          String(r.errors).padStart(7),
+          syncs.toFixed(3).padStart(9),
+          ` ${ratio.toFixed(2)} ×`,
+        ];
+        console.log(cells.join(" "));
       }
     }
   } finally {

@@ -182,6 +182,7 @@ Deno.test({
       assert.equal(report.audit.writable, false);
       assert.match(report.audit.error, /space/i);
       assert.equal((await sign(daemon.socket, new TextEncoder().encode("still full"))).status, 503);
+      await daemon.waitForLog("signing stops until it can");
 
       await Deno.remove(filler);
       const deadline = Date.now() + 30_000; // failure guard: the retry timer runs every second
@@ -189,6 +190,7 @@ Deno.test({
         assert.ok(Date.now() < deadline, `audit never recovered:\n${daemon.stderr()}`);
         await new Promise((r) => setTimeout(r, 100));
       }
+      await daemon.waitForLog("signing resumes");
       const after = await sign(daemon.socket, new TextEncoder().encode("after"));
       assert.equal(after.status, 200);
       served.push(await sha256Hex(after.body));

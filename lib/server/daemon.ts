@@ -112,7 +112,9 @@ async function openToken(config: ServeConfig): Promise<Token> {
 }
 
 type Budget = Pick<RefusalBudget, "check" | "recordRefusal" | "limitedCount" | "close">;
-type Audit = Pick<AuditLog, "append" | "healthy" | "lastError" | "close">;
+type Audit =
+  & Pick<AuditLog, "append" | "healthy" | "lastError" | "close">
+  & Partial<Pick<AuditLog, "stats">>;
 
 /**
  * Replacements for parts of the daemon, for benchmarks that measure what a part costs (bench/serve.ts).
@@ -139,6 +141,12 @@ function openAudit(config: ServeConfig, token: Token): Promise<Audit> {
     keys: auditKeysFromToken(token),
     checkpointEvery: config.checkpointEvery,
     login: { token: config.token, module: config.module },
+    onHealthChange: (healthy, error) =>
+      log(
+        healthy
+          ? "audit: the log is writable again; signing resumes"
+          : `audit: the log cannot be written (${error}); signing stops until it can`,
+      ),
   });
 }
 

@@ -39,6 +39,7 @@ export interface ServiceDeps {
     append(event: string, actor: string, fields?: Record<string, unknown>): Promise<number>;
     readonly healthy: boolean;
     readonly lastError: string | undefined;
+    stats?(): { lines: number; syncs: number };
   };
   budget: {
     check(identity: string): { limited: false } | { limited: true; retryAfterSeconds: number };
@@ -297,7 +298,11 @@ function healthRoute(
     status: ok ? "ok" : "unavailable",
     token,
     pool,
-    audit: { writable: deps.audit.healthy, error: deps.audit.lastError ?? null },
+    audit: {
+      writable: deps.audit.healthy,
+      error: deps.audit.lastError ?? null,
+      ...(deps.audit.stats?.() ?? {}),
+    },
     limited_identities: deps.budget.limitedCount(),
     uptime_seconds: Math.floor((Date.now() - deps.startedAt) / 1000),
   }));
