@@ -10,6 +10,7 @@ import { readAuditLines } from "./support/audit.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { makeTestToken, type TestToken } from "./support/token.ts";
+import { runDeno } from "./support/command.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const CONFIG = new URL("../deno.json", import.meta.url).pathname;
@@ -40,10 +41,8 @@ async function sha256Hex(bytes: Uint8Array): Promise<string> {
 }
 
 async function verifyCli(token: TestToken, dir: string) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
+  return await runDeno(
+    [
       "--config",
       CONFIG,
       MAIN,
@@ -56,12 +55,8 @@ async function verifyCli(token: TestToken, dir: string) {
       "--token",
       token.tokenLabel,
     ],
-    env: { ...token.env, NO_COLOR: "1" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return { code: out.code, text: text.decode(out.stdout) + text.decode(out.stderr) };
+    { env: { ...token.env, NO_COLOR: "1" } },
+  );
 }
 
 Deno.test({

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { createHash, createHmac, verify as nodeVerify } from "node:crypto";
 import { AuditLog, listAuditFiles, verifyAuditFiles, type VerifyResult } from "../lib/audit/mod.ts";
 import { type SoftwareAuditKeys, softwareAuditKeys } from "../lib/audit/software_keys.ts";
+import { runCommand } from "./support/command.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const DENO = Deno.execPath();
@@ -340,18 +341,10 @@ Deno.test("svcd audit verify --public-key: exit 0 on the untouched log, 1 naming
   const { keys, dir } = await copyOfSample();
   const pem = `${dir}/../audit-sign-${crypto.randomUUID()}.pem`;
   await Deno.writeTextFile(pem, keys.publicKeyPem);
-  const run = async () => {
-    const out = await new Deno.Command(DENO, {
-      args: ["run", "-A", MAIN, "audit", "verify", "--public-key", pem, "--dir", dir],
+  const run = () =>
+    runCommand(DENO, ["run", "-A", MAIN, "audit", "verify", "--public-key", pem, "--dir", dir], {
       env: { NO_COLOR: "1" },
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    return {
-      code: out.code,
-      text: new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr),
-    };
-  };
+    });
   const good = await run();
   assert.equal(good.code, 0, good.text);
   assert.match(

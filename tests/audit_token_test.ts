@@ -11,6 +11,7 @@ import { verify as nodeVerify } from "node:crypto";
 import { auditKeysFromToken, AuditLog, type AuditStats } from "../lib/audit/mod.ts";
 import { Token } from "../lib/token/mod.ts";
 import { makeTestToken, runTokenCli, type TestToken } from "./support/token.ts";
+import { runDeno } from "./support/command.ts";
 
 const SELF = new URL(import.meta.url).pathname;
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
@@ -44,15 +45,8 @@ async function writer(dir: string): Promise<void> {
 const childDir = Deno.env.get("AUDIT_TOKEN_CHILD");
 if (childDir) await writer(childDir);
 
-async function run(args: string[], env: Record<string, string>) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--config", CONFIG, ...args],
-    env: { NO_COLOR: "1", ...env },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return { code: out.code, stdout: text.decode(out.stdout), stderr: text.decode(out.stderr) };
+function run(args: string[], env: Record<string, string>) {
+  return runDeno(["--config", CONFIG, ...args], { env: { NO_COLOR: "1", ...env } });
 }
 
 async function writeWithToken(token: TestToken, dir: string): Promise<AuditStats> {

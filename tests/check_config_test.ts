@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { makeTestToken, type TestToken } from "./support/token.ts";
+import { runDeno } from "./support/command.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 
@@ -14,34 +15,27 @@ async function checkConfig(
   extra: string[],
   env: Record<string, string> = {},
 ) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      MAIN,
-      "--check-config",
-      "--proxy-uid",
-      "33",
-      "--socket",
-      `${dir}/auth.sock`,
-      "--policy",
-      `${dir}/policy`,
-      "--module",
-      token.modulePath,
-      "--token",
-      token.tokenLabel,
-      "--audit-dir",
-      `${dir}/audit`,
-      "--state-dir",
-      `${dir}/state`,
-      ...extra,
-    ],
+  return await runDeno([
+    MAIN,
+    "--check-config",
+    "--proxy-uid",
+    "33",
+    "--socket",
+    `${dir}/auth.sock`,
+    "--policy",
+    `${dir}/policy`,
+    "--module",
+    token.modulePath,
+    "--token",
+    token.tokenLabel,
+    "--audit-dir",
+    `${dir}/audit`,
+    "--state-dir",
+    `${dir}/state`,
+    ...extra,
+  ], {
     env: { ...token.env, CREDENTIALS_DIRECTORY: token.credentialsDir, ...env },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-  return { code: out.code, text };
+  });
 }
 
 Deno.test({

@@ -8,20 +8,13 @@ import { makeTestToken } from "./support/token.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { verifyIndependently } from "./support/oracle.ts";
+import { runCommand } from "./support/command.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const te = new TextEncoder();
 
-async function run(cmd: string[], env: Record<string, string> = {}) {
-  const out = await new Deno.Command(cmd[0], {
-    args: cmd.slice(1),
-    cwd: ROOT,
-    env,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-  return { code: out.code, text };
+function run(cmd: string[], env: Record<string, string> = {}) {
+  return runCommand(cmd[0], cmd.slice(1), { env, cwd: ROOT });
 }
 
 Deno.test({

@@ -12,6 +12,7 @@
  */
 import { Token, type TokenOptions } from "../../lib/token/mod.ts";
 import { type TestModule, testModule } from "./modules.ts";
+import { type CommandResult, runDeno } from "./command.ts";
 
 const CLI = new URL("../../lib/token/cli.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
@@ -43,11 +44,7 @@ export interface TestTokenOptions {
 }
 
 /** Result of one CLI run. */
-export interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+export type CliResult = CommandResult;
 
 // Variables that select a token or PIN: a child gets only the ones the caller passes.
 const TOKEN_VARIABLES = ["SOFTHSM2_CONF", "SVCMOD_CONF", "CREDENTIALS_DIRECTORY"];
@@ -60,14 +57,10 @@ export async function runTokenCli(args: string[], env: Record<string, string>): 
   const inherited = Object.fromEntries(
     Object.entries(Deno.env.toObject()).filter(([k]) => !TOKEN_VARIABLES.includes(k)),
   );
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--config", CONFIG, CLI, ...args],
+  return await runDeno(["--config", CONFIG, CLI, ...args], {
     env: { ...inherited, NO_COLOR: "1", ...env },
     clearEnv: true,
-    stdin: "null",
-  }).output();
-  const text = new TextDecoder();
-  return { code: out.code, stdout: text.decode(out.stdout), stderr: text.decode(out.stderr) };
+  });
 }
 
 /** Creates and initialises a token with the requested keys. Always `cleanup()` it. */
