@@ -70,6 +70,14 @@ const raw = new Map<string, number>();
   t.close();
 }
 
+/** CPU seconds (user + system) the daemon process has used so far, from /proc. */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const ticksPerSecond = 100; // USER_HZ on Linux
+  return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+}
+
 /** fdatasync calls of the audit log so far, from /health (0 when the audit is switched off). */
 async function auditSyncs(socket: string): Promise<number> {
   const res = await request(socket, {
@@ -79,7 +87,9 @@ async function auditSyncs(socket: string): Promise<number> {
   return (res.json() as { audit: { syncs?: number } }).audit.syncs ?? 0;
 }
 
-console.log("\nvariant     key       c    req/s   p50 ms  p99 ms  errors  syncs/req  × raw C_Sign");
+console.log(
+  "\nvariant     key       c    req/s   p50 ms  p99 ms  errors  syncs/req  server µs/req  × raw C_Sign",
+);
 for (const variant of variants) {
   const daemon = await startDaemon({
     token,
@@ -92,8 +102,10 @@ for (const variant of variants) {
       for (const c of levels) {
         await runLoad({ socket: daemon.socket, key: `k-${type}`, concurrency: c, seconds: 0.3 });
         const syncsBefore = await auditSyncs(daemon.socket);
+        const cpuBefore = await cpuSeconds(daemon.pid);
         const load = { socket: daemon.socket, key: `k-${type}`, concurrency: c, seconds };
         const r = await runLoad(load);
+        const cpu = (await cpuSeconds(daemon.pid) - cpuBefore) * 1e6 / Math.max(1, r.requests);
         const syncs = (await auditSyncs(daemon.socket) - syncsBefore) / Math.max(1, r.requests);
         const ratio = r.perSecond / raw.get(type)!;
         const cells = [
@@ -105,6 +117,7 @@ for (const variant of variants) {
           r.p99ms.toFixed(2).padStart(7),
           String(r.errors).padStart(7),
           syncs.toFixed(3).padStart(9),
+          cpu.toFixed(0).padStart(14),
           ` ${ratio.toFixed(2)} ×`,
         ];
         console.log(cells.join(" "));

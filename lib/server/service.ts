@@ -9,6 +9,7 @@
  * const listener = Listener.open({ path, proxyUid, workers, handler });
  * ```
  */
+import { createHash } from "node:crypto";
 import type { HttpRequest, HttpResponse } from "../http/mod.ts";
 import { problem } from "../http/mod.ts";
 import { clientIdentity, singleHeader } from "./identity.ts";
@@ -229,8 +230,8 @@ async function signRoute(
     await deps.audit.append("sign", subject, {
       key: key.label,
       mechanism: key.mechanism,
-      message_sha256: await sha256Hex(req.body),
-      signature_sha256: await sha256Hex(signature),
+      message_sha256: sha256Hex(req.body),
+      signature_sha256: sha256Hex(signature),
       request_id: req.id,
     });
   } catch (err) {
@@ -336,6 +337,7 @@ function json(status: number, value: unknown): HttpResponse {
   };
 }
 
-async function sha256Hex(bytes: Uint8Array): Promise<string> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource)).toHex();
+// node:crypto hashes synchronously in ~2 µs; Web Crypto's digest is a ~18 µs thread-pool round trip.
+function sha256Hex(bytes: Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex");
 }
