@@ -65,7 +65,7 @@ Deno.test("a silent connection is released at the first-byte deadline and never 
   let calls = 0;
   await withListener({
     workers: 1,
-    firstByteMs: 300,
+    firstByteMs: 2000,
     handler: () => (calls++, Promise.resolve({ status: 204 })),
   }, async (l, path) => {
     const start = performance.now();
@@ -75,11 +75,12 @@ Deno.test("a silent connection is released at the first-byte deadline and never 
     for (let i = 0; i < 3; i++) {
       assert.equal(parseRawResponse(await exchange(path, GET)).status, 204);
     }
-    assert.equal(l.stats().waiting, 1);
+    // (Checked only if the machine was fast enough for the silent one to still be inside its 2 s.)
+    if (performance.now() - start < 1900) assert.equal(l.stats().waiting, 1);
     const got = await readToEnd(silent);
     silent.close();
     assert.equal(got.length, 0);
-    assert.ok(performance.now() - start >= 290, "not released before its deadline");
+    assert.ok(performance.now() - start >= 1990, "not released before its deadline");
     assert.equal(calls, 3);
   });
 });
@@ -267,8 +268,13 @@ Deno.test("parsed requests waiting for a worker count against the queue depth", 
       return { status: 204 };
     },
   }, async (l, path) => {
-    const pending = [0, 1, 2].map(() => exchange(path, GET));
-    await until(() => l.stats().active === 1 && l.stats().queued === 2);
+    const pending: Promise<Uint8Array>[] = [];
+    for (let i = 0; i < 3; i++) {
+      // One at a time: a connection still silent also counts, and would make the next one a 503.
+      pending.push(exchange(path, GET));
+      await until(() => l.stats().active + l.stats().queued === i + 1);
+    }
+    assert.equal(l.stats().queued, 2);
     const refused = parseRawResponse(await exchange(path, GET));
     assert.equal(refused.status, 503);
     assert.equal(header(refused, "retry-after"), "1");
