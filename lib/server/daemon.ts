@@ -29,6 +29,9 @@ const FD_SLACK = 64;
 /** How long a stop waits for in-flight requests before it closes their connections. */
 const STOP_GRACE_MS = 10_000;
 
+/** After a dead token, long enough for in-flight requests to send their 503, no more. */
+const DEAD_TOKEN_GRACE_MS = 1_000;
+
 /** Writes one line to the daemon's own log (stderr, read by journald). */
 export function log(message: string): void {
   console.error(`svcd: ${message}`);
@@ -172,7 +175,7 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
     exitCode = code;
     log(`stopping: ${why}`);
     stopping = (async () => {
-      await listener.close(code === 0 ? STOP_GRACE_MS : 0);
+      await listener.close(code === EXIT_TOKEN_DEAD ? DEAD_TOKEN_GRACE_MS : STOP_GRACE_MS);
       await audit.close().catch((err) => log(`audit close: ${(err as Error).message}`));
       budget.close();
       token.close();
