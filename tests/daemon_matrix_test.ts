@@ -6,7 +6,14 @@
 import assert from "node:assert/strict";
 import { makeTestToken } from "./support/token.ts";
 import { startDaemon } from "./support/daemon.ts";
-import { type ClientResponse, rawExchange, request } from "./support/http_client.ts";
+import {
+  type ClientResponse,
+  encodeRequest,
+  parseResponse,
+  rawExchange,
+  readAll,
+  request,
+} from "./support/http_client.ts";
 import { verifyIndependently } from "./support/oracle.ts";
 import { readAuditLines } from "./support/audit.ts";
 
@@ -299,16 +306,39 @@ Deno.test({
         assert.ok(lines.some((l) => l.event === "listener_start"));
       });
 
-      await t.step("SIGTERM while requests are in flight loses none of them", async () => {
+      await t.step("SIGTERM loses no request whose connection was made before it", async () => {
+        const k = publicKeys.get("k-ec")!;
+        const pub = {
+          raw: Uint8Array.fromBase64(k.public_key_raw),
+          spki: Uint8Array.fromBase64(k.public_key!),
+        };
         const messages = Array.from({ length: 12 }, (_, i) => te.encode(`in flight ${i}`));
-        const inFlight = messages.map((m) => sign(sock, ALICE, "k-ec", m));
+        const conns = await Promise.all(
+          messages.map(() => Deno.connect({ transport: "unix", path: sock })),
+        );
+        const bytes = messages.map((m) =>
+          encodeRequest({
+            method: "POST",
+            path: "/sign",
+            headers: [["X-SVC-Client-Subject", ALICE], ["X-SVC-Key", "k-ec"]],
+            body: m,
+          })
+        );
+        // Half have sent their request, half are connected but silent (a proxy connects, then writes).
+        for (let i = 0; i < 6; i++) await conns[i].write(bytes[i]);
         daemon.signal("SIGTERM");
-        const answers = await Promise.all(inFlight);
-        const served = answers.filter((r) => r.status === 200);
-        // Requests that reached the daemon before the stop are answered; none is cut off.
-        for (const r of answers) {
-          assert.ok(r.status === 200 || r.status === 0, `status ${r.status}`);
+        await daemon.waitForLog("stopping: signal");
+        for (let i = 6; i < 12; i++) await conns[i].write(bytes[i]);
+        const answers = await Promise.all(conns.map(async (c) => {
+          const raw = await readAll(c);
+          c.close();
+          return parseResponse(raw);
+        }));
+        for (const [i, r] of answers.entries()) {
+          assert.equal(r.status, 200, `request ${i}: ${r.text()}`);
+          assert.ok(await verifyIndependently("ec-p256", pub, messages[i], r.body), `request ${i}`);
         }
+        const served = answers;
         assert.equal(await daemon.stop(), 0);
         const signs = (await readAuditLines(daemon.auditDir)).filter((l) => l.event === "sign");
         const logged = new Set(signs.map((l) => l.signature_sha256));

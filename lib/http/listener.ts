@@ -204,8 +204,9 @@ export class Listener {
   }
 
   /**
-   * Stop accepting, remove the socket file, close silent connections, let requests being read and
-   * handled finish for up to `graceMs`, then close everything.
+   * Take the connections already queued in the kernel, stop accepting, remove the socket file, let
+   * silent connections (up to their first-byte deadline) and requests being read and handled
+   * finish for up to `graceMs`, then close everything.
    * @example await l.close(5000);
    */
   close(graceMs = 5000): Promise<void> {
@@ -316,19 +317,22 @@ export class Listener {
 
   // ---- accepting -----------------------------------------------------------------------------
 
-  #acceptSome(): void {
+  /** Accepts up to a batch; returns how many connections it took (admitted or refused). */
+  #acceptSome(): number {
     const c = libc();
-    for (let i = 0; i < ACCEPT_BATCH && !this.#closing; i++) {
+    let taken = 0;
+    for (; taken < ACCEPT_BATCH && !this.#closing; taken++) {
       const fd = c.accept4(this.#sock.fd, null, null, O_NONBLOCK | O_CLOEXEC);
       if (fd < 0) {
         const e = errno();
-        if (e === ERRNO.EAGAIN || e === ERRNO.EINTR || e === ERRNO.ECONNABORTED) return;
+        if (e === ERRNO.EAGAIN || e === ERRNO.EINTR || e === ERRNO.ECONNABORTED) return taken;
         this.#opts.log?.({ kind: "accept_error", errno: e });
         if (e === ERRNO.EMFILE || e === ERRNO.ENFILE) this.#pauseAccept();
-        return;
+        return taken;
       }
       this.#admit(fd);
     }
+    return taken;
   }
 
   /** Out of file descriptors: stop polling the listening socket briefly instead of spinning. */
@@ -579,11 +583,14 @@ export class Listener {
   // ---- shutdown ------------------------------------------------------------------------------
 
   async #shutdown(graceMs: number): Promise<void> {
+    // Clients the kernel has already queued connected before the stop: take them (a full queue
+    // still answers 503) so that closing the socket resets none of them.
+    while (this.#acceptPausedUntil === 0 && this.#acceptSome() === ACCEPT_BATCH);
     this.#closing = true;
     const c = libc();
     c.epoll_ctl(this.#ep, EPOLL_CTL.DEL, this.#sock.fd, this.#ctlBuf);
     closeUnixListener(this.#sock);
-    for (const conn of [...this.#waiting.values()]) this.#closeConn(conn);
+    // Silent connections keep their first-byte deadline: a proxy connects, then writes.
     if (this.#inFlight() > 0 && this.#serving !== null) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       await new Promise<void>((resolve) => {
@@ -602,7 +609,7 @@ export class Listener {
   }
 
   #inFlight(): number {
-    return this.#reading.size + this.#writing.size + this.#active +
+    return this.#waiting.size + this.#reading.size + this.#writing.size + this.#active +
       (this.#queue.length - this.#queueHead);
   }
 

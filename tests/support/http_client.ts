@@ -30,6 +30,18 @@ const te = new TextEncoder();
 
 /** Sends one request and returns the parsed answer. Content-Length is added when a body is given. */
 export async function request(socket: string, req: ClientRequest): Promise<ClientResponse> {
+  return parseResponse(await rawExchange(socket, encodeRequest(req)));
+}
+
+/**
+ * The bytes of a request as `request()` sends them.
+ *
+ * @example
+ * ```ts
+ * await conn.write(encodeRequest({ method: "POST", path: "/sign", body: "m" }));
+ * ```
+ */
+export function encodeRequest(req: ClientRequest): Uint8Array {
   const body = typeof req.body === "string" ? te.encode(req.body) : req.body ?? new Uint8Array();
   const lines = [`${req.method ?? "GET"} ${req.path ?? "/"} HTTP/1.1`, "Host: svcd"];
   for (const [name, value] of req.headers ?? []) lines.push(`${name}: ${value}`);
@@ -38,7 +50,7 @@ export async function request(socket: string, req: ClientRequest): Promise<Clien
   const bytes = new Uint8Array(head.length + body.length);
   bytes.set(head);
   bytes.set(body, head.length);
-  return parseResponse(await rawExchange(socket, bytes));
+  return bytes;
 }
 
 /** Writes raw bytes, half-closes nothing, and reads until the server closes. */
