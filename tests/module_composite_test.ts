@@ -19,6 +19,7 @@ import {
 } from "../ffi/pkcs11/mod.ts";
 import { generateKeyPair, getAttributes, signOnce, verifyOnce } from "../lib/token/session_ops.ts";
 import { openSvcmod, type SvcmodToken } from "./module/fixture.ts";
+import { readSharedJson } from "./support/testdata.ts";
 
 const COMPOSITE = CK_COMPOSITE_MLDSA65_ED25519;
 const LABEL = new TextEncoder().encode("COMPSIG-MLDSA65-Ed25519-SHA512");
@@ -35,8 +36,7 @@ const b64 = (s: string) => Uint8Array.fromBase64(s);
 const random = (n: number) => crypto.getRandomValues(new Uint8Array(n));
 
 async function loadVector() {
-  const file = new URL("./module/testdata/composite-sigs-draft19.json", import.meta.url);
-  const data = JSON.parse(await Deno.readTextFile(file)) as Vectors;
+  const data = await readSharedJson<Vectors>("composite-sigs-draft19.json");
   const v = data.tests.find((t) => t.tcId === "id-MLDSA65-Ed25519-SHA512")!;
   return {
     m: b64(data.m),

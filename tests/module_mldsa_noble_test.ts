@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
+import { readSharedJson } from "./support/testdata.ts";
 
 const CLI = new URL("./module/build/mldsa_cli", import.meta.url).pathname;
 const LEVELS = [
@@ -135,9 +136,14 @@ Deno.test("ML-DSA: a context over 255 bytes is refused, 255 is accepted", async 
 });
 
 Deno.test("ML-DSA-65: the composite draft's ML-DSA-65 vector (seed → pk, both signatures)", async () => {
-  const file = new URL("./module/testdata/composite-sigs-draft19.json", import.meta.url);
-  const data = JSON.parse(await Deno.readTextFile(file));
-  const v = data.tests.find((t: { tcId: string }) => t.tcId === "id-ML-DSA-65");
+  const data = await readSharedJson<
+    {
+      m: string;
+      ctx: string;
+      tests: Array<{ tcId: string; pk: string; sk: string; s: string; sWithContext: string }>;
+    }
+  >("composite-sigs-draft19.json");
+  const v = data.tests.find((t) => t.tcId === "id-ML-DSA-65")!;
   const b64 = (s: string) => Uint8Array.fromBase64(s);
   const [m, c, pk] = [b64(data.m), b64(data.ctx), b64(v.pk)];
   const answers = await cli([

@@ -1,12 +1,11 @@
 /** The independent oracle itself is checked against the draft's published composite vectors. */
 import assert from "node:assert/strict";
 import { verifyIndependently } from "./support/oracle.ts";
+import { readSharedJson } from "./support/testdata.ts";
 
-const vectors = JSON.parse(
-  await Deno.readTextFile(
-    new URL("../../shared/testdata/composite-sigs-draft19.json", import.meta.url),
-  ),
-);
+const vectors = await readSharedJson<
+  { m: string; tests: Array<{ tcId: string; pk: string; s: string }> }
+>("composite-sigs-draft19.json");
 const message = Uint8Array.fromBase64(vectors.m);
 const TYPES: Record<string, string> = {
   "id-ML-DSA-65": "ml-dsa-65",
