@@ -45,6 +45,19 @@ run_suite() { # name, env assignments..., -- files...
   fi
 }
 
+# The test module's own C tests (ML-DSA known answers, 478 checks through the function table).
+echo "== svcmod C tests"
+for prog in mldsa_test p11_test; do
+  if make --no-print-directory -s -C tests/module "build/$prog" >/dev/null &&
+    (cd tests/module && if [ $prog = p11_test ]; then build/$prog build/libsvcmod.so; else build/$prog; fi) >"$log" 2>&1; then
+    tail -1 "$log"
+    passed=$((passed + 1))
+  else
+    cat "$log"
+    failed=$((failed + 1)); status=1
+  fi
+done
+
 mapfile -t all < <(find lib ffi tests -name '*_test.ts' | sort)
 mapfile -t matrix < <(find lib ffi tests -name '*_matrix_test.ts' | sort)
 
