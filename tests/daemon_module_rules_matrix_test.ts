@@ -91,3 +91,34 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "module rules: a token pulled out answers 503 and the daemon exits non-zero for a restart",
+  ignore: !onSvcmod,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    const daemon = await startDaemon({ token, policy: `${ALICE}\tk\n` });
+    const sign = () =>
+      request(daemon.socket, {
+        method: "POST",
+        path: "/sign",
+        headers: [["X-SVC-Client-Subject", ALICE], ["X-SVC-Key", "k"]],
+        body: "m",
+      });
+    try {
+      assert.equal((await sign()).status, 200);
+      // svcmod's test hook: a file named `removed` in the token directory pulls the token out.
+      await Deno.writeTextFile(`${token.module.tokenDir!}/removed`, "");
+      const dead = await sign();
+      assert.equal(dead.status, 503, dead.text());
+      assert.match(dead.text(), /token is unusable/);
+      assert.equal((await daemon.status).code, 75);
+      assert.match(daemon.stderr(), /CKR_DEVICE_REMOVED/);
+    } finally {
+      await daemon.stop();
+      await token.cleanup();
+    }
+  },
+});

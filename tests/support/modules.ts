@@ -20,6 +20,8 @@ export interface TestModule {
   path: string;
   /** Environment for processes (and this process) using the module: its config file variable. */
   env: Record<string, string>;
+  /** The token directory the configuration names (absent for the system's default). */
+  tokenDir?: string;
 }
 
 /** Debian's SoftHSM2 2.6.1. */
@@ -62,12 +64,12 @@ export async function testModule(
       conf,
       `directories.tokendir = ${tokenDir}\nobjectstore.backend = file\nlog.level = ERROR\n`,
     );
-    return { name, path, env: { SOFTHSM2_CONF: conf } };
+    return { name, path, env: { SOFTHSM2_CONF: conf }, tokenDir };
   }
   const conf = `${dir}/svcmod.conf`;
   await Deno.writeTextFile(
     conf,
     `tokendir = ${tokenDir}\nsecure_heap_kb = ${opts.secureHeapKb ?? 4096}\n`,
   );
-  return { name, path, env: { SVCMOD_CONF: conf } };
+  return { name, path, env: { SVCMOD_CONF: conf }, tokenDir };
 }

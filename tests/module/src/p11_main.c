@@ -84,12 +84,22 @@ static session_t *session_find(CK_SESSION_HANDLE h) {
   return NULL;
 }
 
+/* Test hook: a file named `removed` in the token directory pulls the token out, so the daemon's
+ * handling of a dead token (CKR_DEVICE_REMOVED on a pooled session) can be tested. */
+static int token_removed(void) {
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/removed", g.cfg.tokendir);
+  return access(path, F_OK) == 0;
+}
+
 CK_RV session_enter(CK_SESSION_HANDLE h, session_t **out) {
   pthread_mutex_lock(&g.lock);
   CK_RV rv = CKR_OK;
   session_t *s = NULL;
   if (!g.initialized)
     rv = CKR_CRYPTOKI_NOT_INITIALIZED;
+  else if (token_removed())
+    rv = CKR_DEVICE_REMOVED;
   else if ((s = session_find(h)) == NULL)
     rv = CKR_SESSION_HANDLE_INVALID;
   else if (s->busy)
