@@ -11,7 +11,11 @@ APT_PACKAGES := softhsm2 opensc libssl-dev gcc make nginx-light openssl util-lin
 
 setup:
 	@bash packaging/setup-host.sh $(APT_PACKAGES)
-	@echo "setup: npm ci (pins Deno 2.9.6)"; npm ci --no-audit --no-fund --loglevel=error
+	@# Not `npm ci`: the deno package lists optional binaries for other platforms that the registry
+	@# reachable here does not carry, so npm ci calls the lock out of sync. `npm install --no-save`
+	@# installs exactly the locked versions and never rewrites package-lock.json.
+	@echo "setup: npm install --no-save (Deno 2.9.6 and npm deps from package-lock.json)"
+	@npm install --no-save --no-audit --no-fund --loglevel=error
 	@echo "setup: deno install --frozen"; $(DENO) install --frozen --quiet
 	@$(MAKE) --no-print-directory module
 	@echo "setup: done ($$($(DENO) --version | head -1))"
