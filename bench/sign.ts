@@ -4,6 +4,8 @@
  * with its audit log or refusal budget switched off (bench/serve.ts) to show what each costs.
  * One connection per request, as behind nginx without upstream keepalive. This process is the load
  * generator; the daemon is a child process, so both share the machine's cores as in production.
+ * `server µs/req` is the daemon's CPU per request over all its threads (from /proc); `main µs` is
+ * its main thread's share, which caps the rate at 1 s ÷ main µs whatever the number of cores.
  *
  * @example
  * ```sh
@@ -70,12 +72,25 @@ const raw = new Map<string, number>();
   t.close();
 }
 
-/** CPU seconds (user + system) the daemon process has used so far, from /proc. */
-async function cpuSeconds(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+/** CPU seconds (user + system) a process or one of its threads has used so far, from /proc. */
+async function cpuSeconds(statPath: string): Promise<number> {
+  const stat = await Deno.readTextFile(statPath);
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   const ticksPerSecond = 100; // USER_HZ on Linux
   return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+}
+
+/**
+ * The daemon's CPU so far: all threads, and its main thread alone. The main thread runs every line
+ * of JavaScript and every synchronous FFI call, so its µs per request caps the request rate
+ * (1 s ÷ main µs) however many cores there are; the rest is the thread pool (nonblocking C_Sign,
+ * fdatasync) and V8's helpers.
+ */
+async function daemonCpu(pid: number): Promise<{ all: number; main: number }> {
+  return {
+    all: await cpuSeconds(`/proc/${pid}/stat`),
+    main: await cpuSeconds(`/proc/${pid}/task/${pid}/stat`),
+  };
 }
 
 /** fdatasync calls of the audit log so far, from /health (0 when the audit is switched off). */
@@ -88,7 +103,8 @@ async function auditSyncs(socket: string): Promise<number> {
 }
 
 console.log(
-  "\nvariant     key       c    req/s   p50 ms  p99 ms  errors  syncs/req  server µs/req  × raw C_Sign",
+  "\nvariant     key       c    req/s   p50 ms  p99 ms  errors  syncs/req  server µs/req  main µs" +
+    "  × raw C_Sign",
 );
 for (const variant of variants) {
   const daemon = await startDaemon({
@@ -102,10 +118,13 @@ for (const variant of variants) {
       for (const c of levels) {
         await runLoad({ socket: daemon.socket, key: `k-${type}`, concurrency: c, seconds: 0.3 });
         const syncsBefore = await auditSyncs(daemon.socket);
-        const cpuBefore = await cpuSeconds(daemon.pid);
+        const cpuBefore = await daemonCpu(daemon.pid);
         const load = { socket: daemon.socket, key: `k-${type}`, concurrency: c, seconds };
         const r = await runLoad(load);
-        const cpu = (await cpuSeconds(daemon.pid) - cpuBefore) * 1e6 / Math.max(1, r.requests);
+        const cpuAfter = await daemonCpu(daemon.pid);
+        const perRequest = (s: number) => s * 1e6 / Math.max(1, r.requests);
+        const cpu = perRequest(cpuAfter.all - cpuBefore.all);
+        const mainCpu = perRequest(cpuAfter.main - cpuBefore.main);
         const syncs = (await auditSyncs(daemon.socket) - syncsBefore) / Math.max(1, r.requests);
         const ratio = r.perSecond / raw.get(type)!;
         const cells = [
@@ -118,6 +137,7 @@ for (const variant of variants) {
           String(r.errors).padStart(7),
           syncs.toFixed(3).padStart(9),
           cpu.toFixed(0).padStart(14),
+          mainCpu.toFixed(0).padStart(8),
           ` ${ratio.toFixed(2)} ×`,
         ];
         console.log(cells.join(" "));
