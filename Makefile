@@ -41,7 +41,7 @@ bench:
 binary:
 	@if [ -z "$$DENORT_BIN" ] || [ ! -x "$$DENORT_BIN" ]; then \
 	  echo "make binary: set DENORT_BIN to a denort 2.9.6 executable; the Debian package (make deb) is the artifact built here" >&2; exit 2; fi
-	$(DENO) compile --allow-ffi --allow-read --allow-write --allow-env --allow-run=systemd-creds -o build/svcd main.ts
+	$(DENO) compile --allow-ffi --allow-read --allow-write --allow-env=CREDENTIALS_DIRECTORY --allow-run=systemd-creds -o build/svcd main.ts
 
 deb:
 	@bash packaging/build-deb.sh

@@ -21,7 +21,7 @@ cat >"$ROOT/usr/bin/svcd" <<'SH'
 # svcd: the bundled daemon on the packaged Deno runtime, with the narrowest permissions that work.
 export DENO_NO_UPDATE_CHECK=1 NO_COLOR=1
 exec /usr/lib/svcd/deno run --no-config --no-remote --no-npm \
-  --allow-ffi --allow-read --allow-write --allow-env --allow-run=systemd-creds \
+  --allow-ffi --allow-read --allow-write --allow-env=CREDENTIALS_DIRECTORY --allow-run=systemd-creds \
   /usr/lib/svcd/svcd.js "$@"
 SH
 chmod 0755 "$ROOT/usr/bin/svcd"

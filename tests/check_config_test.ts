@@ -96,6 +96,24 @@ Deno.test({
         },
       );
 
+      await t.step("refusal budget options are checked and named by their flags", async () => {
+        const r = await checkConfig(token, dir, ["--refusal-base-delay", "600"]);
+        assert.equal(r.code, 1);
+        assert.match(r.text, /--refusal-max-delay must be a whole number from 600/);
+      });
+
+      await t.step(
+        "a corrupt refusal state file is found before serve would refuse it",
+        async () => {
+          await Deno.mkdir(`${dir}/state`, { recursive: true });
+          await Deno.writeTextFile(`${dir}/state/refusals.sqlite`, "garbage ".repeat(200));
+          const r = await checkConfig(token, dir, []);
+          assert.equal(r.code, 1, r.text);
+          assert.match(r.text, /refusals\.sqlite is corrupt or unreadable/);
+          await Deno.remove(`${dir}/state/refusals.sqlite`);
+        },
+      );
+
       await t.step("a bad option value exits 2 naming the option", async () => {
         const r = await checkConfig(token, dir, ["--max-body", "1k"]);
         assert.equal(r.code, 2);

@@ -21,14 +21,16 @@ const ALICE = "CN=alice,O=Example,C=DE";
 const BOB = "CN=bob,O=Example,C=DE";
 const WANTED: Record<string, string> = {
   "k-ec": "ec-p256",
+  // A UTF-8 label: it arrives in X-SVC-Key as bytes, is matched byte for byte, names a CKA_LABEL.
+  "clé-ключ": "ec-p256",
   "k-ed": "ed25519",
   "k-mldsa": "ml-dsa-65",
   "k-composite": "composite-mldsa65-ed25519",
 };
 /** What each module must offer: SoftHSM2 2.6.1 has no post-quantum mechanisms, svcmod has all. */
 const EXPECTED_KEYS: Record<string, string[]> = {
-  softhsm: ["k-ec", "k-ed"],
-  svcmod: ["k-ec", "k-ed", "k-mldsa", "k-composite"],
+  softhsm: ["k-ec", "clé-ключ", "k-ed"],
+  svcmod: ["k-ec", "clé-ключ", "k-ed", "k-mldsa", "k-composite"],
 };
 const te = new TextEncoder();
 
@@ -254,11 +256,14 @@ Deno.test({
             (await request(sock, { path: "/token", headers: [["X-SVC-Client-Subject", BOB]] }))
               .json() as { keys: Array<{ label: string }> };
           assert.deepEqual(bobView.keys.map((k) => k.label), ["k-ec"]);
-          const strangerView = (await request(sock, {
-            path: "/token",
-            headers: [["X-SVC-Client-Subject", "CN=nobody"]],
-          })).json() as { keys: unknown[] };
-          assert.deepEqual(strangerView.keys, []);
+          // A subject the policy does not know learns nothing: the one 403, on both routes.
+          for (const path of ["/token", "/health"]) {
+            const stranger = await request(sock, {
+              path,
+              headers: [["X-SVC-Client-Subject", "CN=nobody"]],
+            });
+            assertProblem(stranger, 403);
+          }
         },
       );
 

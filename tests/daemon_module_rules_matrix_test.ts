@@ -122,3 +122,23 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "module rules: a token that dies under an audit line (policy reload) also stops the daemon",
+  ignore: !onSvcmod,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    const daemon = await startDaemon({ token, policy: `${ALICE}\tk\n` });
+    try {
+      await Deno.writeTextFile(`${token.module.tokenDir!}/removed`, "");
+      daemon.signal("SIGHUP"); // the policy_reload line needs the token's MAC
+      assert.equal((await daemon.status).code, 75);
+      assert.match(daemon.stderr(), /stopping: token is dead: .*CKR_DEVICE_REMOVED/);
+    } finally {
+      await daemon.stop();
+      await token.cleanup();
+    }
+  },
+});

@@ -261,6 +261,15 @@ export const CKG = {
 /** User types. Example: `CKU.USER === 1`. */
 export const CKU = { SO: 0x0, USER: 0x1, CONTEXT_SPECIFIC: 0x2 } as const;
 
+/** CK_STATE: a session's login state (CK_SESSION_INFO.state). */
+export const CKS = {
+  RO_PUBLIC_SESSION: 0x0,
+  RO_USER_FUNCTIONS: 0x1,
+  RW_PUBLIC_SESSION: 0x2,
+  RW_USER_FUNCTIONS: 0x3,
+  RW_SO_FUNCTIONS: 0x4,
+} as const;
+
 /** Flags of C_Initialize, sessions, slots, tokens, mechanisms and interfaces. */
 export const CKF = {
   // CK_C_INITIALIZE_ARGS

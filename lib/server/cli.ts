@@ -8,7 +8,7 @@
  * ```
  */
 import { ConfigError, parseServeArgs, serveHelp } from "./config.ts";
-import { checkConfig, log, runDaemon, StartupError } from "./daemon.ts";
+import { checkConfig, checkStateFile, log, runDaemon, StartupError } from "./daemon.ts";
 import { CredentialError, Token } from "../token/mod.ts";
 
 /** Runs `serve` (checkOnly false) or `--check-config` (checkOnly true); returns the exit code. */
@@ -24,7 +24,8 @@ export async function runServeCommand(
     const config = parseServeArgs(args);
     if (!opts.checkOnly) return await runDaemon(config);
     await checkConfig(config);
-    log("check: options, open-file limit, policy and folders are fine");
+    checkStateFile(config);
+    log("check: options, open-file limit, policy, folders and refusal state are fine");
     const pin = Token.readPinCredential(config.credentialsDir);
     const pinLength = pin.length;
     pin.fill(0);

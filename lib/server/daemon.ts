@@ -9,7 +9,13 @@
  */
 import { Listener, nofileLimit } from "../http/mod.ts";
 import { PolicyFile } from "../policy/mod.ts";
-import { ConcurrencyCap, RefusalBudget } from "../throttle/mod.ts";
+import {
+  type BudgetTuning,
+  ConcurrencyCap,
+  RefusalBudget,
+  resolveBudgetTuning,
+  STATE_FILE_NAME,
+} from "../throttle/mod.ts";
 import { isTokenDead, Token } from "../token/mod.ts";
 import { auditKeysFromToken, AuditLog } from "../audit/mod.ts";
 import type { ServeConfig } from "./config.ts";
@@ -69,6 +75,7 @@ export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
   for (const warning of policy.current.warnings) log(`policy: ${warning}`);
   await ensureDir(config.auditDir, "--audit-dir");
   await ensureDir(config.stateDir, "--state-dir");
+  budgetTuning(config);
   return policy;
 }
 
@@ -125,23 +132,86 @@ type Audit =
  */
 export interface DaemonParts {
   openBudget?: (config: ServeConfig) => Budget;
-  openAudit?: (config: ServeConfig, token: Token) => Promise<Audit>;
+  openAudit?: (
+    config: ServeConfig,
+    token: Token,
+    onTokenDead: (err: unknown) => void,
+  ) => Promise<Audit>;
+}
+
+/** The refusal-budget fields the command line sets, by the option that sets them. */
+const BUDGET_FLAGS: Partial<Record<keyof BudgetTuning, string>> = {
+  threshold: "--refusal-threshold",
+  refillSeconds: "--refusal-refill",
+  baseDelaySeconds: "--refusal-base-delay",
+  maxDelaySeconds: "--refusal-max-delay",
+};
+
+/** The budget's tuning from the options, checked; a bad value is named by its option. */
+function budgetTuning(config: ServeConfig): BudgetTuning {
+  try {
+    return resolveBudgetTuning({
+      threshold: config.refusalThreshold,
+      refillSeconds: config.refusalRefillSeconds,
+      baseDelaySeconds: config.refusalBaseDelaySeconds,
+      maxDelaySeconds: config.refusalMaxDelaySeconds,
+    });
+  } catch (err) {
+    let message = (err as Error).message;
+    for (const [field, flag] of Object.entries(BUDGET_FLAGS)) {
+      message = message.replaceAll(field, flag);
+    }
+    throw new StartupError(message);
+  }
 }
 
 function openBudget(config: ServeConfig): Budget {
-  return RefusalBudget.open({
-    stateDir: config.stateDir,
-    threshold: config.refusalThreshold,
-    refillSeconds: config.refusalRefillSeconds,
-    baseDelaySeconds: config.refusalBaseDelaySeconds,
-    maxDelaySeconds: config.refusalMaxDelaySeconds,
-  });
+  return RefusalBudget.open({ stateDir: config.stateDir, ...budgetTuning(config) });
 }
 
-function openAudit(config: ServeConfig, token: Token): Promise<Audit> {
+/**
+ * Opens an existing refusal state file once, the way `serve` would, so that --check-config finds
+ * a corrupt one; a file a running daemon holds is reported, not failed.
+ */
+export function checkStateFile(config: ServeConfig): void {
+  const tuning = budgetTuning(config);
+  try {
+    Deno.statSync(`${config.stateDir}/${STATE_FILE_NAME}`);
+  } catch {
+    return; // `serve` creates it
+  }
+  try {
+    RefusalBudget.open({ stateDir: config.stateDir, ...tuning }).close();
+  } catch (err) {
+    if (/locked|busy/i.test((err as Error).message)) {
+      log(
+        `check: ${config.stateDir}/${STATE_FILE_NAME} is in use (a running daemon?); not checked`,
+      );
+      return;
+    }
+    throw err;
+  }
+}
+
+function openAudit(
+  config: ServeConfig,
+  token: Token,
+  onTokenDead: (err: unknown) => void,
+): Promise<Audit> {
+  const keys = auditKeysFromToken(token);
+  // A token that dies under an audit line (a reload, a checkpoint, a retry) stops the daemon as a
+  // request would: otherwise it would stay up answering 503 with no restart.
+  const watch = <T>(work: Promise<T>): Promise<T> =>
+    work.catch((err) => {
+      if (isTokenDead(err)) onTokenDead(err);
+      throw err;
+    });
   return AuditLog.open({
     dir: config.auditDir,
-    keys: auditKeysFromToken(token),
+    keys: {
+      mac: (data) => watch(keys.mac(data)),
+      signCheckpoint: (data) => watch(keys.signCheckpoint(data)),
+    },
     checkpointEvery: config.checkpointEvery,
     login: { token: config.token, module: config.module },
     onHealthChange: (healthy, error) =>
@@ -166,7 +236,8 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   const budget = (parts.openBudget ?? openBudget)(config);
   const token = await openToken(config);
   log(`logged in to token '${config.token}' through ${config.module}`);
-  const audit = await (parts.openAudit ?? openAudit)(config, token);
+  let onTokenDead = (_err: unknown) => {}; // until the listener exists, a failure throws instead
+  const audit = await (parts.openAudit ?? openAudit)(config, token, (err) => onTokenDead(err));
 
   let exitCode = 0;
   let stopping: Promise<void> | undefined;
@@ -195,25 +266,26 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
       policy: () => policy.current,
       audit,
       budget,
-      cap: new ConcurrencyCap(Math.max(1, config.workers - 1)),
+      cap: ConcurrencyCap.forWorkers(config.workers),
       publicSocket: config.publicSocket,
       isTokenDead,
-      onTokenDead: (err) => void stop(EXIT_TOKEN_DEAD, `token is dead: ${(err as Error).message}`),
+      onTokenDead: (err) => onTokenDead(err),
       log,
       startedAt: Date.now(),
     }),
   });
+  onTokenDead = (err) => void stop(EXIT_TOKEN_DEAD, `token is dead: ${(err as Error).message}`);
   await audit.append("listener_start", "svcd", {
     listener: "authenticated",
     socket: config.socket,
   });
-  log(`listening on ${config.socket} (proxy uid ${config.proxyUid}, ${config.workers} workers)`);
-
   const onHup = () => void reloadPolicy(policy, audit);
   const onTerm = () => void stop(0, "signal");
   Deno.addSignalListener("SIGHUP", onHup);
   Deno.addSignalListener("SIGTERM", onTerm);
   Deno.addSignalListener("SIGINT", onTerm);
+  // Announced only once signals are handled: a service manager may reload right after.
+  log(`listening on ${config.socket} (proxy uid ${config.proxyUid}, ${config.workers} workers)`);
   try {
     await listener.serve();
     await stop(exitCode, "listener ended");

@@ -60,3 +60,23 @@ export function singleHeader(
   if (values.length > 1) return null;
   return values[0];
 }
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * The text a latin1 header string carries when its bytes are UTF-8; undefined when they are not.
+ *
+ * @example
+ * ```ts
+ * utf8FromLatin1("cl\u00c3\u00a9"); // "clé"
+ * ```
+ */
+export function utf8FromLatin1(value: string): string | undefined {
+  const bytes = new Uint8Array(value.length);
+  for (let i = 0; i < value.length; i++) bytes[i] = value.charCodeAt(i);
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}

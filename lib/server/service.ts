@@ -12,7 +12,7 @@
 import { createHash } from "node:crypto";
 import type { HttpRequest, HttpResponse } from "../http/mod.ts";
 import { problem } from "../http/mod.ts";
-import { clientIdentity, singleHeader } from "./identity.ts";
+import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
 
 /** The signing key as the routes see it (a subset of lib/token's SigningKey). */
 export interface RouteKey {
@@ -30,6 +30,7 @@ export interface ServiceDeps {
     sign(key: RouteKey, message: Uint8Array): Promise<Uint8Array>;
     verify(key: RouteKey, message: Uint8Array, signature: Uint8Array): Promise<boolean>;
     info(): Record<string, unknown>;
+    loggedIn(): Promise<boolean>;
     poolStats(): { size: number; inUse: number; waiting: number; cap: number };
   };
   policy(): {
@@ -200,8 +201,16 @@ async function authorisedKey(
   // The policy decides before any PKCS#11 call: an unknown subject or an ungranted label never
   // reaches the token, and a granted label that names no key gets the same bytes.
   if (!deps.policy().allows(subject, label)) return FORBIDDEN;
-  const key = await deps.token.key(label);
-  return key ?? FORBIDDEN;
+  return await keyByHeaderLabel(label, deps) ?? FORBIDDEN;
+}
+
+/**
+ * Header values and policy entries are latin1 strings (one char per byte, compared byte for byte);
+ * the token's labels are UTF-8 (CKA_LABEL). A label whose bytes are not UTF-8 names no key.
+ */
+async function keyByHeaderLabel(label: string, deps: ServiceDeps): Promise<RouteKey | undefined> {
+  const utf8 = utf8FromLatin1(label);
+  return utf8 === undefined ? undefined : await deps.token.key(utf8);
 }
 
 function isResponse(x: RouteKey | HttpResponse): x is HttpResponse {
@@ -279,26 +288,18 @@ function signatureLength(req: HttpRequest): number | HttpResponse {
   return n;
 }
 
-function healthRoute(
+async function healthRoute(
   _req: HttpRequest,
-  _subject: string,
+  subject: string,
   deps: ServiceDeps,
 ): Promise<HttpResponse> {
-  const pool = deps.token.poolStats();
-  let token: Record<string, unknown>;
-  let tokenOk = true;
-  try {
-    const info = deps.token.info();
-    token = { present: true, logged_in: true, label: info.label };
-  } catch (err) {
-    tokenOk = false;
-    token = { present: false, error: (err as Error).message };
-  }
-  const ok = tokenOk && deps.audit.healthy;
-  return Promise.resolve(json(ok ? 200 : 503, {
+  if (!knownToPolicy(subject, deps)) return FORBIDDEN;
+  const token = await tokenHealth(deps);
+  const ok = token.logged_in === true && deps.audit.healthy;
+  return json(ok ? 200 : 503, {
     status: ok ? "ok" : "unavailable",
     token,
-    pool,
+    pool: deps.token.poolStats(),
     audit: {
       writable: deps.audit.healthy,
       error: deps.audit.lastError ?? null,
@@ -306,7 +307,23 @@ function healthRoute(
     },
     limited_identities: deps.budget.limitedCount(),
     uptime_seconds: Math.floor((Date.now() - deps.startedAt) / 1000),
-  }));
+  });
+}
+
+/** Live token state: C_GetTokenInfo and a pooled session's login state; a dead token stops us. */
+async function tokenHealth(deps: ServiceDeps): Promise<Record<string, unknown>> {
+  try {
+    const info = deps.token.info();
+    return { present: true, logged_in: await deps.token.loggedIn(), label: info.label };
+  } catch (err) {
+    if (deps.isTokenDead(err)) deps.onTokenDead(err);
+    return { present: false, logged_in: false, error: (err as Error).message };
+  }
+}
+
+/** /health and /token answer only subjects the policy knows; others get the one 403. */
+function knownToPolicy(subject: string, deps: ServiceDeps): boolean {
+  return deps.policy().labelsFor(subject).length > 0;
 }
 
 async function tokenRoute(
@@ -314,9 +331,10 @@ async function tokenRoute(
   subject: string,
   deps: ServiceDeps,
 ): Promise<HttpResponse> {
+  if (!knownToPolicy(subject, deps)) return FORBIDDEN;
   const keys = [];
   for (const label of deps.policy().labelsFor(subject)) {
-    const key = await deps.token.key(label);
+    const key = await keyByHeaderLabel(label, deps);
     if (!key) continue;
     keys.push({
       label: key.label,

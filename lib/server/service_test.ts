@@ -30,6 +30,10 @@ function fakes(over: Partial<ServiceDeps> = {}) {
         );
       },
       info: () => ({ label: "t" }),
+      loggedIn: () => {
+        calls.push("token.loggedIn");
+        return Promise.resolve(true);
+      },
       poolStats: () => ({ size: 1, inUse: 0, waiting: 0, cap: 127 }),
     },
     policy: () => ({
@@ -183,4 +187,29 @@ Deno.test("service: /verify splits signature and message by the length header", 
     ["x-svc-signature-length", "3"],
   ], "cbaabc"));
   assert.equal(twice.status, 400);
+});
+
+Deno.test("service: /health and /token answer only subjects the policy knows", async () => {
+  const { deps, calls } = fakes();
+  const h = authenticatedHandler(deps);
+  const stranger: [string, string] = ["X-SVC-Client-Subject", "CN=stranger"];
+  assert.equal(await h(req("/health", [stranger], "", "GET")), FORBIDDEN);
+  assert.equal(await h(req("/token", [stranger], "", "GET")), FORBIDDEN);
+  assert.ok(!calls.some((c) => c.startsWith("token.")), calls.join());
+  assert.equal((await h(req("/health", [A], "", "GET"))).status, 200);
+});
+
+Deno.test("service: /health asks the token live; a dead token answers 503 and stops the daemon", async () => {
+  const { deps, calls } = fakes();
+  deps.token.loggedIn = () => Promise.reject(new Error("dead"));
+  const r = await authenticatedHandler(deps)(req("/health", [A], "", "GET"));
+  assert.equal(r.status, 503);
+  assert.ok(calls.includes("fatal"));
+});
+
+Deno.test("service: /health is 503 when the session is no longer logged in", async () => {
+  const { deps } = fakes();
+  deps.token.loggedIn = () => Promise.resolve(false);
+  const r = await authenticatedHandler(deps)(req("/health", [A], "", "GET"));
+  assert.equal(r.status, 503);
 });

@@ -25,10 +25,12 @@ import {
   ckmName,
   CKO,
   CKR,
+  CKS,
   type CkTokenInfo,
   CKU,
   decodeInfo,
   decodeMechanismInfo,
+  decodeSessionInfo,
   decodeTokenInfo,
   formatVersion,
   loadedModule,
@@ -308,8 +310,8 @@ export class Token {
   }
 
   /** HMAC-SHA256 (CKM_SHA256_HMAC) with the CKK_GENERIC_SECRET key of that label (32 bytes out). */
-  async mac(secretLabel: string, data: Uint8Array): Promise<Uint8Array> {
-    return await this.#pool.use((s) => {
+  mac(secretLabel: string, data: Uint8Array): Promise<Uint8Array> {
+    return this.#pool.use((s) => {
       const handle = this.#secretHandle(s, secretLabel);
       try {
         return signOnceSync(
@@ -351,6 +353,24 @@ export class Token {
       libraryVersion: formatVersion(m.libraryVersion),
       slotId: this.#slot,
     };
+  }
+
+  /**
+   * Whether a pooled session is in a user state (C_GetSessionInfo): the live answer to "still
+   * logged in?" for /health. Throws Pkcs11Error when the module cannot answer (e.g. a dead token).
+   *
+   * @example
+   * ```ts
+   * if (!(await token.loggedIn())) console.error("login lost");
+   * ```
+   */
+  async loggedIn(): Promise<boolean> {
+    return await this.#pool.use((s) => {
+      const buf = new Uint8Array(SIZE.CK_SESSION_INFO);
+      check("C_GetSessionInfo", this.#mod.fn.C_GetSessionInfo(s, buf));
+      const { state } = decodeSessionInfo(buf);
+      return state === CKS.RO_USER_FUNCTIONS || state === CKS.RW_USER_FUNCTIONS;
+    }, { discardOn: isTokenDead });
   }
 
   /** Pool figures: sessions open, lent out, callers waiting, and the cap in force. */
