@@ -62,8 +62,6 @@ export interface RefusalRecord {
 
 const NOT_LIMITED: BudgetCheck = Object.freeze({ limited: false });
 const LONG_IDENTITY = 512;
-/** How many of the least recently refused entries eviction looks through for one not limited. */
-const EVICTION_SCAN = 64;
 
 /**
  * The budget: an in-memory map of identities with refusals, written through to sqlite.
@@ -223,18 +221,25 @@ export class RefusalBudget {
     return evicted;
   }
 
-  /** Evicts the least recently refused identity that is not limited (or, if none is near, the oldest). */
+  /**
+   * Evicts the least recently refused identity that is not limited; only when every one is limited,
+   * the one whose delay ends first. Usually the oldest entry qualifies at once; limited ones at the
+   * old end are passed over, so a flood of new subjects never lifts a limit.
+   */
   #evictOne(now: number): string | undefined {
     let victim: string | undefined;
-    let scanned = 0;
+    let soonest: string | undefined;
+    let soonestUntil = Infinity;
     for (const [key, entry] of this.#entries) {
-      victim ??= key;
       if (entry.limitedUntilMs <= now) {
         victim = key;
         break;
       }
-      if (++scanned >= EVICTION_SCAN) break;
+      if (entry.limitedUntilMs < soonestUntil) {
+        [soonest, soonestUntil] = [key, entry.limitedUntilMs];
+      }
     }
+    victim ??= soonest;
     if (victim === undefined) return undefined;
     this.#entries.delete(victim);
     this.#limited.delete(victim);

@@ -218,6 +218,16 @@ Deno.test("eviction spares limited identities, so a flood of new subjects lifts 
   });
 });
 
+Deno.test("eviction spares limited identities even when many of them are the oldest", async () => {
+  await withBudget({ ...SMALL, maxEntries: 150 }, (b) => {
+    const limited = Array.from({ length: 100 }, (_, i) => `CN=limited-${i}`);
+    for (const id of limited) refuse(b, id, 3);
+    for (let i = 0; i < 5_000; i++) b.recordRefusal(`CN=flood-${i}`);
+    assert.equal(b.size, 150);
+    for (const id of limited) assert.equal(b.check(id).limited, true, id);
+  });
+});
+
 Deno.test("a lower cap at open evicts the least recently refused", async () => {
   await withBudget(SMALL, (b, { clock, reopen }) => {
     for (const id of ["CN=a", "CN=b", "CN=c", "CN=d"]) {
