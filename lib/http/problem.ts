@@ -7,14 +7,17 @@
  * ```
  */
 import type { HttpResponse } from "./types.ts";
+import { reasonPhrase } from "./response.ts";
 
 /** Media type of problem details. */
 export const PROBLEM_TYPE = "application/problem+json";
 
 /**
- * An `application/problem+json` response with `type: "about:blank"`, the status and title, and the
- * detail when given. The same arguments always give the same bytes.
- * @example problem(403, "Forbidden")
+ * An `application/problem+json` response with `type: "about:blank"`, the status, and the detail
+ * when given. With about:blank the title must be the status's reason phrase (RFC 9457 §4.2.1), so a
+ * more specific title given here leads the detail instead. The same arguments always give the same
+ * bytes.
+ * @example problem(503, "Queue full", "retry") // title "Service Unavailable", detail "Queue full: retry"
  */
 export function problem(
   status: number,
@@ -22,8 +25,11 @@ export function problem(
   detail?: string,
   headers: Array<[string, string]> = [],
 ): HttpResponse {
-  const doc: Record<string, string | number> = { type: "about:blank", title, status };
-  if (detail !== undefined) doc.detail = detail;
+  const phrase = reasonPhrase(status) ?? title;
+  const specific = title.toLowerCase() === phrase.toLowerCase() ? undefined : title;
+  const text = specific && detail ? `${specific}: ${detail}` : specific ?? detail;
+  const doc: Record<string, string | number> = { type: "about:blank", title: phrase, status };
+  if (text !== undefined) doc.detail = text;
   return {
     status,
     headers: [["Content-Type", PROBLEM_TYPE], ...headers],

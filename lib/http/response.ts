@@ -31,6 +31,14 @@ const REASONS: Record<number, string> = {
   503: "Service Unavailable",
 };
 
+/**
+ * The standard reason phrase of a status, or undefined for one the listener does not use.
+ * @example reasonPhrase(422) // "Unprocessable Content"
+ */
+export function reasonPhrase(status: number): string | undefined {
+  return REASONS[status];
+}
+
 /** Header names the listener owns; a handler's copies are an error. */
 const RESERVED = new Set(["content-length", "connection", "transfer-encoding", "date"]);
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;

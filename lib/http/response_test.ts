@@ -52,9 +52,16 @@ Deno.test("problem() is RFC 9457 problem+json and the same arguments give the sa
   assert.deepEqual(p.headers, [["Content-Type", "application/problem+json"], ["Retry-After", "1"]]);
   assert.deepEqual(JSON.parse(p.body as string), {
     type: "about:blank",
-    title: "Too many requests",
+    title: "Too Many Requests",
     status: 429,
     detail: "at most 3 at once",
+  });
+  // With about:blank the title is the reason phrase (RFC 9457 §4.2.1); a specific title leads the detail.
+  assert.deepEqual(JSON.parse(problem(503, "Queue full", "retry").body as string), {
+    type: "about:blank",
+    title: "Service Unavailable",
+    status: 503,
+    detail: "Queue full: retry",
   });
   assert.equal(JSON.parse(problem(403, "Forbidden").body as string).detail, undefined);
   assert.equal(problem(403, "Forbidden").body, problem(403, "Forbidden").body);
