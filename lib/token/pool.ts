@@ -66,23 +66,50 @@ export class SessionPool {
   }
 
   /** Runs `fn` with a session of its own; the session returns to the pool afterwards. */
-  async use<T>(
+  use<T>(
     fn: (session: Handle) => Promise<T> | T,
     opts?: { discardOn?: (err: unknown) => boolean },
   ): Promise<T> {
-    const session = await this.acquire();
+    // An idle session is lent at once: no promise turn before a synchronous fn (the audit MAC).
+    const idle = this.#closed ? undefined : this.#idle.pop();
+    if (idle !== undefined) return this.#run(idle, fn, opts);
+    return this.acquire().then((session) => this.#run(session, fn, opts));
+  }
+
+  #run<T>(
+    session: Handle,
+    fn: (session: Handle) => Promise<T> | T,
+    opts: { discardOn?: (err: unknown) => boolean } | undefined,
+  ): Promise<T> {
     this.#enter(session);
-    let discard = false;
+    let result: Promise<T> | T;
     try {
-      return await fn(session);
+      result = fn(session);
     } catch (err) {
-      discard = opts?.discardOn?.(err) ?? false;
-      throw err;
-    } finally {
-      this.#exit(session);
-      if (discard) this.#discard(session);
-      else this.release(session);
+      this.#finish(session, opts?.discardOn?.(err));
+      return Promise.reject(err);
     }
+    if (!(result instanceof Promise)) {
+      this.#finish(session, false);
+      return Promise.resolve(result);
+    }
+    return result.then(
+      (value) => {
+        this.#finish(session, false);
+        return value;
+      },
+      (err) => {
+        this.#finish(session, opts?.discardOn?.(err));
+        throw err;
+      },
+    );
+  }
+
+  /** Gives the session back, or closes it when the operation's error says it is dead. */
+  #finish(session: Handle, dead: boolean | undefined): void {
+    this.#exit(session);
+    if (dead) this.#discard(session);
+    else this.release(session);
   }
 
   /** A session for exclusive use; waits when the pool is at its cap. Pair with release(). */

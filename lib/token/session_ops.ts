@@ -114,11 +114,11 @@ export async function signOnce(
   data: Uint8Array,
   maxLength: number,
 ): Promise<Uint8Array> {
-  const mech = encodeMechanism(choice.mechanism, choice.parameter);
+  const mech = mechanismBytes(choice);
   check("C_SignInit", mod.fn.C_SignInit(session, mech.bytes, key));
   const input = dataPointer(data);
   let sig = new Uint8Array(maxLength);
-  const len = new BigUint64Array([BigInt(maxLength)]);
+  const len = lengthCell(maxLength);
   const lenBytes = new Uint8Array(len.buffer);
   let rv = await mod.fn.C_SignAsync(session, input, data.byteLength, sig, lenBytes);
   if (rv === CKR.BUFFER_TOO_SMALL) {
@@ -127,7 +127,7 @@ export async function signOnce(
   }
   check("C_Sign", rv);
   keepAlive(mech);
-  return sig.slice(0, Number(len[0]));
+  return trimmed(sig, Number(len[0]));
 }
 
 /** As signOnce, but synchronous: for quick mechanisms such as HMAC where a thread hop costs more. */
@@ -139,15 +139,41 @@ export function signOnceSync(
   data: Uint8Array,
   maxLength: number,
 ): Uint8Array {
-  const mech = encodeMechanism(choice.mechanism, choice.parameter);
+  const mech = mechanismBytes(choice);
   check("C_SignInit", mod.fn.C_SignInit(session, mech.bytes, key));
   const sig = new Uint8Array(maxLength);
-  const len = new BigUint64Array([BigInt(maxLength)]);
+  const len = lengthCell(maxLength);
   check(
     "C_Sign",
     mod.fn.C_Sign(session, dataPointer(data), data.byteLength, sig, new Uint8Array(len.buffer)),
   );
-  return sig.slice(0, Number(len[0]));
+  return trimmed(sig, Number(len[0]));
+}
+
+// A mechanism without a parameter is plain bytes (no pointer inside), the same for every call:
+// encode it once. The module only reads it during C_SignInit.
+const plainMechanisms = new Map<number, Encoded>();
+
+function mechanismBytes(choice: MechanismChoice): Encoded {
+  if (choice.parameter) return encodeMechanism(choice.mechanism, choice.parameter);
+  let mech = plainMechanisms.get(choice.mechanism);
+  if (!mech) {
+    mech = encodeMechanism(choice.mechanism);
+    plainMechanisms.set(choice.mechanism, mech);
+  }
+  return mech;
+}
+
+/** A CK_ULONG in/out length cell holding `n` (filling it is cheaper than building it from a list). */
+function lengthCell(n: number): BigUint64Array<ArrayBuffer> {
+  const cell = new BigUint64Array(1);
+  cell[0] = BigInt(n);
+  return cell;
+}
+
+/** The first `n` bytes of a fresh output buffer: the buffer itself when the module filled it all. */
+function trimmed(out: Uint8Array, n: number): Uint8Array {
+  return n === out.length ? out : out.slice(0, n);
 }
 
 /**
@@ -162,7 +188,7 @@ export async function verifyOnce(
   data: Uint8Array,
   signature: Uint8Array,
 ): Promise<boolean> {
-  const mech = encodeMechanism(choice.mechanism, choice.parameter);
+  const mech = mechanismBytes(choice);
   check("C_VerifyInit", mod.fn.C_VerifyInit(session, mech.bytes, key));
   const rv = await mod.fn.C_VerifyAsync(
     session,
