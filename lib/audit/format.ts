@@ -34,6 +34,11 @@ export const OPENING_MEMBERS: ReadonlySet<string> = new Set(["file", "prev_file"
 export const OPENING_EVENTS: ReadonlySet<string> = new Set(["login_ok", "audit_reopened"]);
 
 const FILE_NAME = /^audit\.log\.([0-9]{6})$/;
+const MEMBER_NAME = /^[a-z][a-z0-9_]{0,63}$/;
+/** Event and field names already found lower_snake_case: a few constants, checked once each. */
+const knownNames = new Set<string>();
+const KNOWN_NAMES_MAX = 1024;
+const NON_ASCII = /[\u0080-\uffff]/;
 const MAC_SUFFIX_HEAD = new TextEncoder().encode(`,"mac":"`);
 /** `,"mac":"` + 64 hex digits + `"}`. */
 export const MAC_SUFFIX_BYTES = MAC_SUFFIX_HEAD.length + 2 * MAC_BYTES + 2;
@@ -91,6 +96,8 @@ export function actorMembers(actor: string): string {
       "audit actor must be a non-empty string (the certificate subject, or 'svcd')",
     );
   }
+  // ASCII bytes are valid UTF-8 that decodes to the same string: nothing to convert.
+  if (!NON_ASCII.test(actor)) return `"actor":${JSON.stringify(actor)}`;
   const bytes = byteStringBytes(actor);
   try {
     return `"actor":${JSON.stringify(strictUtf8.decode(bytes))}`;
@@ -137,7 +144,7 @@ function byteStringBytes(s: string): Uint8Array {
  * ```
  */
 export function memberHead(event: string, actor: string): string {
-  if (typeof event !== "string" || !/^[a-z][a-z0-9_]{0,63}$/.test(event)) {
+  if (typeof event !== "string" || !isMemberName(event)) {
     throw new TypeError(
       `audit event ${JSON.stringify(event)} must be lower_snake_case, 1–64 chars`,
     );
@@ -159,12 +166,14 @@ export function memberTail(
   reserved = RESERVED_MEMBERS,
 ): string {
   let out = `,"time":"${time.toISOString()}"`;
-  for (const [name, value] of Object.entries(fields)) {
+  for (const name in fields) {
+    if (!Object.hasOwn(fields, name)) continue;
+    const value = fields[name];
     if (value === undefined) continue;
     if (reserved.has(name) || RESERVED_MEMBERS.has(name)) {
       throw new TypeError(`audit field '${name}' is written by the log itself; rename the field`);
     }
-    if (!/^[a-z][a-z0-9_]{0,63}$/.test(name)) {
+    if (!isMemberName(name)) {
       throw new TypeError(
         `audit field name ${JSON.stringify(name)} must be lower_snake_case, 1–64 chars`,
       );
@@ -172,6 +181,13 @@ export function memberTail(
     out += `,"${name}":${jsonValue(name, value)}`;
   }
   return out;
+}
+
+function isMemberName(name: string): boolean {
+  if (knownNames.has(name)) return true;
+  if (!MEMBER_NAME.test(name)) return false;
+  if (knownNames.size < KNOWN_NAMES_MAX) knownNames.add(name);
+  return true;
 }
 
 function jsonValue(name: string, value: unknown): string {
@@ -230,6 +246,42 @@ export function lineBytes(body: Uint8Array, mac: Uint8Array): Uint8Array {
   out.set(body.subarray(0, body.length - 1));
   out.set(suffix, body.length - 1);
   return out;
+}
+
+/**
+ * The MAC input of a line — the previous MAC (32 raw bytes) ‖ the body's UTF-8, as
+ * {@link macInput} gives it — in a buffer with room after it for the MAC member, so that
+ * {@link writtenLine} can finish the line in place: one buffer and one encoding per line.
+ *
+ * @example
+ * ```ts
+ * const input = macInputWithRoom(prevMac, lineBody(head, seq, tail, prevMac));
+ * const line = writtenLine(input, await keys.mac(input));
+ * ```
+ */
+export function macInputWithRoom(prev: Uint8Array, body: string): Uint8Array {
+  // A UTF-16 code unit takes at most 3 bytes of UTF-8.
+  const buf = new Uint8Array(prev.length + body.length * 3 + MAC_SUFFIX_BYTES);
+  buf.set(prev);
+  const { written } = utf8.encodeInto(body, buf.subarray(prev.length));
+  return buf.subarray(0, prev.length + written);
+}
+
+/**
+ * The line as written (the same bytes as {@link lineBytes}) from a {@link macInputWithRoom} result
+ * and the line's MAC, built in the same buffer: the MAC member replaces the body's closing brace.
+ *
+ * @example
+ * ```ts
+ * writtenLine(input, mac); // {…,"prev":"…","mac":"…"}\n
+ * ```
+ */
+export function writtenLine(input: Uint8Array, mac: Uint8Array): Uint8Array {
+  const buf = new Uint8Array(input.buffer, input.byteOffset);
+  const braceAt = input.length - 1;
+  const { written } = utf8.encodeInto(`,"mac":"${mac.toHex()}"}\n`, buf.subarray(braceAt));
+  if (written !== MAC_SUFFIX_BYTES + 1) throw new Error("audit line buffer too small for its MAC");
+  return buf.subarray(MAC_BYTES, braceAt + written);
 }
 
 /**

@@ -6,9 +6,12 @@ import {
   auditFileNumber,
   lineBody,
   lineBytes,
+  macInput,
+  macInputWithRoom,
   memberHead,
   memberTail,
   splitMac,
+  writtenLine,
   ZERO_MAC,
 } from "./format.ts";
 
@@ -32,6 +35,13 @@ Deno.test("actor: invalid UTF-8 is kept exactly in actor_bytes", () => {
 Deno.test("actor: a leading BOM and control characters survive", () => {
   const bytes = [0xef, 0xbb, 0xbf, 0x41, 0x09, 0x0a, 0x22, 0x5c];
   assert.deepEqual([...roundTrip(latin1(bytes))], bytes);
+});
+
+Deno.test("actor: ASCII (controls included) is stored as it is, the same as the general path gives", () => {
+  for (const actor of ["CN=a,O=B", "svcd", 'CN=\x00\x1f\x7f"\\']) {
+    assert.equal(actorMembers(actor), `"actor":${JSON.stringify(actor)}`);
+    assert.deepEqual(roundTrip(actor), Uint8Array.from(actor, (c) => c.charCodeAt(0)));
+  }
 });
 
 Deno.test("actor: empty, non-string or non-byte strings are refused with a clear error", () => {
@@ -62,6 +72,24 @@ Deno.test("a line splits back into the body its MAC covers and the MAC", () => {
   const parsed = JSON.parse(new TextDecoder().decode(line));
   assert.deepEqual(Object.keys(parsed), ["event", "actor", "seq", "time", "prev", "mac"]);
   assert.equal(parsed.mac, mac.toHex());
+});
+
+Deno.test("a line built in one buffer has the same MAC input and written bytes as the plain path", () => {
+  const enc = (s: string) => new TextEncoder().encode(s);
+  const prev = crypto.getRandomValues(new Uint8Array(32));
+  const mac = crypto.getRandomValues(new Uint8Array(32));
+  const fields = [{ key: "k" }, { note: "Zoë €𝄞" }, { lone: "\ud800x" }, {}];
+  for (const f of fields) {
+    const body = lineBody(
+      memberHead("sign", "CN=Zo\xc3\xab"),
+      12,
+      memberTail(new Date(0), f),
+      prev,
+    );
+    const input = macInputWithRoom(prev, body);
+    assert.deepEqual(input, macInput(prev, enc(body)));
+    assert.deepEqual(writtenLine(input, mac), lineBytes(enc(body), mac));
+  }
 });
 
 Deno.test("splitMac refuses lines that do not end with a well-formed MAC", () => {

@@ -31,12 +31,12 @@ import {
   auditFileNumber,
   checkpointMessage,
   lineBody,
-  lineBytes,
-  macInput,
+  macInputWithRoom,
   memberHead,
   memberTail,
   OPENING_MEMBERS,
   RESERVED_MEMBERS,
+  writtenLine,
 } from "./format.ts";
 import { findChainTail } from "./files.ts";
 
@@ -105,7 +105,6 @@ interface Outage {
   removed: boolean;
 }
 
-const utf8 = new TextEncoder();
 const DEFAULT_CHECKPOINT_EVERY = 1000;
 const DEFAULT_RETRY_MS = 1000;
 /** Events only the log writes: a caller's line must not look like a file opening or a checkpoint. */
@@ -414,11 +413,11 @@ export class AuditLog {
         const epoch = this.#epoch;
         const seq = this.#headSeq + 1;
         const prev = this.#headMac;
-        const body = utf8.encode(lineBody(entry.head, seq, entry.tail, prev));
+        const input = macInputWithRoom(prev, lineBody(entry.head, seq, entry.tail, prev));
         this.#chaining = entry;
         let mac: Uint8Array;
         try {
-          mac = await this.#keys.mac(macInput(prev, body));
+          mac = await this.#keys.mac(input);
           if (!(mac instanceof Uint8Array) || mac.length !== 32) {
             throw new Error(`the MAC key returned ${mac?.length} bytes, not 32`);
           }
@@ -433,7 +432,7 @@ export class AuditLog {
         this.#headSeq = seq;
         this.#headMac = mac;
         if (entry.kind === "opening") this.#headFile = entry.file;
-        this.#diskQueue.push({ entry, bytes: lineBytes(body, mac), seq, mac });
+        this.#diskQueue.push({ entry, bytes: writtenLine(input, mac), seq, mac });
         this.#runDisk();
       }
     } finally {
