@@ -6,14 +6,11 @@
  *   log is not writable, and signing resumes on its own when space returns.
  */
 import assert from "node:assert/strict";
-import { readAuditLines } from "./support/audit.ts";
+import { readAuditLines, runAuditVerify } from "./support/audit.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
-import { makeTestToken, type TestToken } from "./support/token.ts";
-import { runDeno } from "./support/command.ts";
+import { makeTestToken } from "./support/token.ts";
 
-const MAIN = new URL("../main.ts", import.meta.url).pathname;
-const CONFIG = new URL("../deno.json", import.meta.url).pathname;
 const SUBJECT = "CN=load,O=Example,C=DE";
 // Four identities share the load: one identity may hold at most --workers − 1 requests (spec §8).
 const LOADERS = [0, 1, 2, 3].map((i) => `CN=load${i},O=Example,C=DE`);
@@ -38,25 +35,6 @@ function health(socket: string) {
 
 async function sha256Hex(bytes: Uint8Array): Promise<string> {
   return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource)).toHex();
-}
-
-async function verifyCli(token: TestToken, dir: string) {
-  return await runDeno(
-    [
-      "--config",
-      CONFIG,
-      MAIN,
-      "audit",
-      "verify",
-      "--dir",
-      dir,
-      "--module",
-      token.modulePath,
-      "--token",
-      token.tokenLabel,
-    ],
-    { env: { ...token.env, NO_COLOR: "1" } },
-  );
 }
 
 Deno.test({
@@ -101,7 +79,7 @@ Deno.test({
       const missing = received.filter((d) => !logged.has(d));
       assert.deepEqual(missing, [], "a signature reached a client without its audit line");
       assert.ok(received.length >= 160);
-      const v = await verifyCli(token, `${workDir}/audit`);
+      const v = await runAuditVerify(token, `${workDir}/audit`);
       assert.equal(v.code, 0, v.text);
       assert.match(v.text, /^audit\.log\.000004: ok/m);
       assert.match(v.text, /^verified: 4 file\(s\)/m);
@@ -195,7 +173,7 @@ Deno.test({
       const signs = lines.filter((l) => l.event === "sign").map((l) => l.signature_sha256);
       assert.deepEqual(signs, served, "exactly the served signatures are logged, in order");
       assert.ok(lines.some((l) => l.event === "audit_resumed"));
-      const v = await verifyCli(token, auditDir);
+      const v = await runAuditVerify(token, auditDir);
       assert.equal(v.code, 0, v.text);
     } finally {
       await daemon.stop();

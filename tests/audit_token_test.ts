@@ -12,6 +12,7 @@ import { auditKeysFromToken, AuditLog, type AuditStats } from "../lib/audit/mod.
 import { Token } from "../lib/token/mod.ts";
 import { makeTestToken, runTokenCli, type TestToken } from "./support/token.ts";
 import { runDeno } from "./support/command.ts";
+import { runAuditVerify } from "./support/audit.ts";
 
 const SELF = new URL(import.meta.url).pathname;
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
@@ -61,18 +62,6 @@ async function writeWithToken(token: TestToken, dir: string): Promise<AuditStats
   return JSON.parse(r.stdout.trim().split("\n").at(-1)!);
 }
 
-const verifyArgs = (token: TestToken, dir: string) => [
-  MAIN,
-  "audit",
-  "verify",
-  "--dir",
-  dir,
-  "--module",
-  token.modulePath,
-  "--token",
-  token.tokenLabel,
-];
-
 Deno.test("real token: written and verified through the credential; public key alone; one author", async () => {
   const token = await makeTestToken();
   const other = await makeTestToken();
@@ -83,7 +72,7 @@ Deno.test("real token: written and verified through the credential; public key a
       assert.ok(stats.syncs < stats.lines, JSON.stringify(stats));
     }
 
-    const ok = await run(verifyArgs(token, dir), token.env);
+    const ok = await runAuditVerify(token, dir);
     assert.equal(ok.code, 0, ok.stdout + ok.stderr);
     assert.match(
       ok.stdout,
@@ -137,7 +126,7 @@ Deno.test("real token: written and verified through the credential; public key a
     assert.ok(signatures >= 4);
 
     // Another token's svc-audit key cannot vouch for this chain.
-    const foreign = await run(verifyArgs(other, dir), other.env);
+    const foreign = await runAuditVerify(other, dir);
     assert.equal(foreign.code, 1, foreign.stdout + foreign.stderr);
     assert.match(foreign.stdout, /^FAILED: audit\.log\.000001 line 1: its MAC does not match/m);
 
@@ -147,7 +136,7 @@ Deno.test("real token: written and verified through the credential; public key a
     const n = lines.findIndex((l) => l.includes(`"request_id":"s7"`));
     lines[n] = lines[n].replace("CN=seq", "CN=sEq");
     await Deno.writeTextFile(path, lines.join("\n"));
-    const bad = await run(verifyArgs(token, dir), token.env);
+    const bad = await runAuditVerify(token, dir);
     assert.equal(bad.code, 1, bad.stdout + bad.stderr);
     assert.match(
       bad.stdout,

@@ -8,6 +8,7 @@
  * ```
  */
 import { parseArgs } from "node:util";
+import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/cli.ts";
 
 /** Everything `svcd serve` needs, with defaults applied. */
 export interface ServeConfig {
@@ -50,8 +51,6 @@ interface OptionSpec {
   max?: number;
 }
 
-export const DEFAULT_MODULE = "/usr/lib/softhsm/libsofthsm2.so";
-
 /** The options of `svcd serve`, as data: name, type, default, bounds and help. */
 export const SERVE_OPTIONS: readonly OptionSpec[] = [
   {
@@ -78,7 +77,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     help: "policy file: subject<TAB>key label per line; re-read on SIGHUP",
   },
   { flag: "module", key: "module", kind: "path", fallback: DEFAULT_MODULE, help: "PKCS#11 module" },
-  { flag: "token", key: "token", kind: "text", fallback: "svcd", help: "token label" },
+  { flag: "token", key: "token", kind: "text", fallback: DEFAULT_TOKEN_LABEL, help: "token label" },
   {
     flag: "workers",
     key: "workers",

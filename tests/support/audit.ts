@@ -7,6 +7,8 @@
  * ```
  */
 
+import { type CommandResult, runDeno } from "./command.ts";
+
 /** One audit line: at least event and actor (spec §6). */
 export interface AuditLine {
   event: string;
@@ -32,4 +34,38 @@ export async function readAuditLines(dir: string): Promise<AuditLine[]> {
     }
   }
   return lines;
+}
+
+const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
+
+/**
+ * Runs `svcd audit verify --dir DIR` against a test token (logging in through its credential).
+ *
+ * @example
+ * ```ts
+ * const r = await runAuditVerify(token, daemon.auditDir);
+ * assert.equal(r.code, 0, r.text);
+ * ```
+ */
+export function runAuditVerify(
+  token: { env: Record<string, string>; modulePath: string; tokenLabel: string },
+  dir: string,
+): Promise<CommandResult> {
+  return runDeno(
+    [
+      "--config",
+      CONFIG,
+      MAIN,
+      "audit",
+      "verify",
+      "--dir",
+      dir,
+      "--module",
+      token.modulePath,
+      "--token",
+      token.tokenLabel,
+    ],
+    { env: { ...token.env, NO_COLOR: "1" } },
+  );
 }

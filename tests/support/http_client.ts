@@ -8,7 +8,9 @@
  * ```
  */
 
-/** A parsed answer. `headers` keeps arrival order; `header()` looks a name up case-insensitively. */
+import { exchange, parseRawResponse, readToEnd } from "../../lib/http/testing.ts";
+
+/** A parsed answer. `headers` keeps arrival order, names lower-cased; `header()` looks one up. */
 export interface ClientResponse {
   status: number;
   headers: Array<[string, string]>;
@@ -53,70 +55,53 @@ export function encodeRequest(req: ClientRequest): Uint8Array {
   return bytes;
 }
 
-/** Writes raw bytes, half-closes nothing, and reads until the server closes. */
+/**
+ * Writes raw bytes and reads until the server closes (lib/http/testing.ts's exchange); a reset
+ * before any byte is an empty answer.
+ *
+ * @example
+ * ```ts
+ * const raw = await rawExchange(sock, new TextEncoder().encode("GET / HTTP/1.1\r\n\r\n"));
+ * ```
+ */
 export async function rawExchange(socket: string, bytes: Uint8Array): Promise<Uint8Array> {
-  const conn = await Deno.connect({ transport: "unix", path: socket });
   try {
-    await writeAll(conn, bytes);
-    return await readAll(conn);
-  } finally {
-    try {
-      conn.close();
-    } catch { /* already closed */ }
+    return await exchange(socket, bytes);
+  } catch (err) {
+    // Closed without a byte while our request was unread: the kernel resets. No answer at all.
+    if (err instanceof Deno.errors.ConnectionReset) return new Uint8Array();
+    throw err;
   }
 }
 
-async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  let off = 0;
-  while (off < bytes.length) {
-    try {
-      off += await conn.write(bytes.subarray(off));
-    } catch {
-      return; // the server answered early and closed; its answer is still readable
-    }
-  }
-}
+/**
+ * Reads everything until EOF (a reset after data ends the answer the same way).
+ *
+ * @example
+ * ```ts
+ * const raw = await readAll(conn);
+ * ```
+ */
+export const readAll: (conn: Deno.Conn) => Promise<Uint8Array> = readToEnd;
 
-/** Reads everything until EOF (or a reset, which ends the answer the same way). */
-export async function readAll(conn: Deno.Conn): Promise<Uint8Array> {
-  const chunks: Uint8Array[] = [];
-  const buf = new Uint8Array(65536);
-  while (true) {
-    let n: number | null;
-    try {
-      n = await conn.read(buf);
-    } catch {
-      break;
-    }
-    if (n === null) break;
-    chunks.push(buf.slice(0, n));
-  }
-  const out = new Uint8Array(chunks.reduce((a, c) => a + c.length, 0));
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
-}
-
-/** Parses a complete HTTP/1.1 answer with a Content-Length body (or no answer: status 0). */
+/**
+ * Parses a complete HTTP/1.1 answer; no bytes at all (the daemon closed without answering) is
+ * status 0.
+ *
+ * @example
+ * ```ts
+ * parseResponse(await readAll(conn)).status;
+ * ```
+ */
 export function parseResponse(raw: Uint8Array): ClientResponse {
-  const text = new TextDecoder("latin1").decode(raw);
-  const end = text.indexOf("\r\n\r\n");
-  const headText = end < 0 ? text : text.slice(0, end);
-  const [statusLine, ...headerLines] = headText.split("\r\n");
-  const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine ?? "")?.[1] ?? 0);
-  const headers = headerLines.filter((l) => l.includes(":")).map((l) => {
-    const i = l.indexOf(":");
-    return [l.slice(0, i), l.slice(i + 1).trim()] as [string, string];
-  });
-  const body = end < 0 ? new Uint8Array() : raw.slice(end + 4);
+  const { status, headers, body } = raw.length === 0
+    ? { status: 0, headers: [] as Array<[string, string]>, body: new Uint8Array() }
+    : parseRawResponse(raw);
   return {
     status,
     headers,
     body,
-    header: (name) => headers.find(([n]) => n.toLowerCase() === name.toLowerCase())?.[1],
+    header: (name) => headers.find(([n]) => n === name.toLowerCase())?.[1],
     text: () => new TextDecoder().decode(body),
     json: () => JSON.parse(new TextDecoder().decode(body)),
   };
