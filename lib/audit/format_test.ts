@@ -59,6 +59,24 @@ Deno.test("fields: order kept, undefined left out, reserved and odd names refuse
   assert.throws(() => memberHead("Sign!", "a"), /lower_snake_case/);
 });
 
+Deno.test("fields: time and string values are written exactly as toISOString and JSON give them", () => {
+  const start = Date.UTC(2026, 10, 22, 23, 59, 58, 990);
+  const times = [-62198755200001, -1, 0, 5, 99, 100, 999, 1000, 253402300799999, 253402300800000];
+  for (let ms = start; ms < start + 2100; ms += 7) times.push(ms);
+  for (const ms of times) {
+    const t = new Date(ms);
+    assert.equal(memberTail(t), `,"time":${JSON.stringify(t.toISOString())}`);
+  }
+  assert.throws(() => memberTail(new Date(NaN)), RangeError);
+  const values = ["k-ec", "", " !#[]~", 'a"b', "a\\b", "tab\there", "Zoë", "\u007f", "\ud800"];
+  for (const v of values) {
+    assert.equal(
+      memberTail(new Date(0), { v }),
+      `,"time":"1970-01-01T00:00:00.000Z","v":${JSON.stringify(v)}`,
+    );
+  }
+});
+
 Deno.test("a line splits back into the body its MAC covers and the MAC", () => {
   const body = new TextEncoder().encode(
     lineBody(memberHead("sign", "CN=a"), 9, memberTail(new Date(0)), ZERO_MAC),

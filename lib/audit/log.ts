@@ -39,6 +39,7 @@ import {
   writtenLine,
 } from "./format.ts";
 import { findChainTail } from "./files.ts";
+import { slabBytes } from "./slab.ts";
 
 /** The two keys of the log: the chain MAC (HMAC-SHA256, `svc-audit`) and the checkpoint signature (Ed25519, `svc-audit-sign`). */
 export interface AuditKeys {
@@ -648,7 +649,7 @@ function concat(parts: Uint8Array[]): Uint8Array {
   if (parts.length === 1) return parts[0];
   let n = 0;
   for (const p of parts) n += p.length;
-  const out = new Uint8Array(n);
+  const out = slabBytes(n);
   let at = 0;
   for (const p of parts) {
     out.set(p, at);
