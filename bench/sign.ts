@@ -6,6 +6,8 @@
  * generator; the daemon is a child process, so both share the machine's cores as in production.
  * `server µs/req` is the daemon's CPU per request over all its threads (from /proc); `main µs` is
  * its main thread's share, which caps the rate at 1 s ÷ main µs whatever the number of cores.
+ * `instr/req` (with perf) is the daemon's instructions per request: the figure to compare changes
+ * by when other work on the machine makes µs swing.
  *
  * @example
  * ```sh
@@ -93,6 +95,33 @@ async function daemonCpu(pid: number): Promise<{ all: number; main: number }> {
   };
 }
 
+/**
+ * Starts counting the instructions `pid` executes (all threads, user + kernel, `perf stat`); the
+ * returned function stops and gives the count. Undefined when perf is not usable. Instructions per
+ * request barely move with the machine's other load, unlike µs.
+ */
+async function countInstructions(
+  pid: number,
+): Promise<(() => Promise<number | undefined>) | undefined> {
+  let perf: Deno.ChildProcess;
+  try {
+    perf = new Deno.Command("perf", {
+      args: ["stat", "-x", ",", "-e", "instructions", "-p", String(pid)],
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+  } catch {
+    return undefined;
+  }
+  await new Promise((r) => setTimeout(r, 300)); // perf attaches to each thread on its own
+  return async () => {
+    perf.kill("SIGINT");
+    const text = new TextDecoder().decode((await perf.output()).stderr);
+    const count = Number(text.split("\n").find((l) => l.includes("instructions"))?.split(",")[0]);
+    return Number.isFinite(count) ? count : undefined;
+  };
+}
+
 /** fdatasync calls of the audit log so far, from /health (0 when the audit is switched off). */
 async function auditSyncs(socket: string): Promise<number> {
   const res = await request(socket, {
@@ -104,7 +133,7 @@ async function auditSyncs(socket: string): Promise<number> {
 
 console.log(
   "\nvariant     key       c    req/s   p50 ms  p99 ms  errors  syncs/req  server µs/req  main µs" +
-    "  × raw C_Sign",
+    "  instr/req  × raw C_Sign",
 );
 for (const variant of variants) {
   const daemon = await startDaemon({
@@ -120,7 +149,9 @@ for (const variant of variants) {
         const syncsBefore = await auditSyncs(daemon.socket);
         const cpuBefore = await daemonCpu(daemon.pid);
         const load = { socket: daemon.socket, key: `k-${type}`, concurrency: c, seconds };
+        const counting = await countInstructions(daemon.pid);
         const r = await runLoad(load);
+        const instructions = await counting?.();
         const cpuAfter = await daemonCpu(daemon.pid);
         const perRequest = (s: number) => s * 1e6 / Math.max(1, r.requests);
         const cpu = perRequest(cpuAfter.all - cpuBefore.all);
@@ -138,6 +169,8 @@ for (const variant of variants) {
           syncs.toFixed(3).padStart(9),
           cpu.toFixed(0).padStart(14),
           mainCpu.toFixed(0).padStart(8),
+          (instructions === undefined ? "-" : `${(instructions / r.requests / 1000).toFixed(0)}k`)
+            .padStart(10),
           ` ${ratio.toFixed(2)} ×`,
         ];
         console.log(cells.join(" "));
