@@ -37,7 +37,7 @@ import {
 } from "../../ffi/libc.ts";
 import { DEFAULT_MAX_HEADER_BYTES, type ParsedRequest, RequestReader } from "./parse.ts";
 import { problem } from "./problem.ts";
-import { CONTINUE_BYTES, serializeResponse } from "./response.ts";
+import { CONTINUE_BYTES, serializeResponse, serializeResponseInto } from "./response.ts";
 import { closeUnixListener, openUnixListener, type UnixListenerSocket } from "./socket.ts";
 import type { Handler, HttpRequest, HttpResponse, ListenerEvent } from "./types.ts";
 
@@ -100,6 +100,7 @@ interface Conn {
 
 const MAX_EVENTS = 256;
 const READ_CHUNK = 64 * 1024;
+const OUT_CHUNK = 16 * 1024;
 const DRAIN_LIMIT = 256 * 1024;
 const ACCEPT_BATCH = 64;
 const IDLE_WAIT_CAP_MS = 500;
@@ -131,6 +132,8 @@ export class Listener {
   #ids = { prefix: randomHex8(), next: 0 };
   #readers: RequestReader[] = [];
   #readBuf = new Uint8Array(READ_CHUNK);
+  /** Where responses are serialised; one that cannot be sent at once is copied out of it. */
+  #outBuf = new Uint8Array(OUT_CHUNK);
   #events = new Uint8Array(MAX_EVENTS * EPOLL_EVENT_SIZE);
   #eventView: DataView;
   #ctlBuf = new Uint8Array(EPOLL_EVENT_SIZE);
@@ -519,7 +522,7 @@ export class Listener {
   #respond(conn: Conn, res: HttpResponse, id?: string, headOnly = false): void {
     let bytes: Uint8Array;
     try {
-      bytes = serializeResponse(res, headOnly);
+      bytes = serializeResponseInto(res, headOnly, this.#outBuf);
     } catch (e) {
       bytes = serializeResponse(this.#handlerFailed(id ?? "-", e));
     }
@@ -544,6 +547,11 @@ export class Listener {
       const e = errno();
       if (e === ERRNO.EINTR) continue;
       if (e === ERRNO.EAGAIN) {
+        // The shared output buffer is reused by the next response: keep the rest in one's own.
+        if (out.buffer === this.#outBuf.buffer) {
+          conn.out = out.slice(conn.outAt);
+          conn.outAt = 0;
+        }
         if (!this.#writing.has(conn.fd)) this.#writing.set(conn.fd, conn);
         this.#watch(conn, EPOLL.OUT | EPOLL.ONESHOT);
         return;
