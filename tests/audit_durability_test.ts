@@ -106,6 +106,84 @@ Deno.test("each append resolves only after its group's fdatasync", async () => {
   await log.close();
 });
 
+/**
+ * A sync the test holds open: each call does the real fdatasync, then (while `holding`) waits for
+ * the test to release it. `entered()` resolves when the next held call starts.
+ */
+function heldSync() {
+  const held: (() => void)[] = [];
+  let onEnter: (() => void) | undefined;
+  const seam = {
+    holding: false,
+    calls: 0,
+    sync: async (file: Deno.FsFile) => {
+      seam.calls++;
+      await file.syncData();
+      if (!seam.holding) return;
+      const { promise, resolve } = Promise.withResolvers<void>();
+      held.push(resolve);
+      onEnter?.();
+      await promise;
+    },
+    /** Resolves once a call is held (at once if one already is). */
+    entered: (): Promise<void> => {
+      if (held.length > 0) return Promise.resolve();
+      return new Promise<void>((r) => onEnter = r);
+    },
+    release: () => held.shift()!(),
+  };
+  return seam;
+}
+
+/** Lets every queued microtask and I/O callback run: a broken barrier would resolve in it. */
+const turn = () => new Promise((r) => setTimeout(r, 0));
+
+Deno.test("durable barrier: no append resolves before its group's sync, late lines wait for one next sync", async () => {
+  const base = await softwareAuditKeys({ synchronousMac: true });
+  let macs = 0;
+  const keys = { ...base.keys, mac: (d: Uint8Array) => (macs++, base.keys.mac(d)) };
+  const seam = heldSync();
+  const dir = await Deno.makeTempDir({ prefix: "audit-held-sync-" });
+  const log = await AuditLog.open({ dir, keys, login: {}, retryMs: NEVER, sync: seam.sync });
+  seam.holding = true;
+
+  const settled: string[] = [];
+  const track = (name: string, p: Promise<number>) => p.then(() => settled.push(name));
+  const first = track("a", log.append("sign", "CN=a", { r: "a" }));
+  // If the append resolved without the sync (barrier removed), it would win this race.
+  const winner = await Promise.race([
+    seam.entered().then(() => "sync"),
+    first.then(() => "append"),
+  ]);
+  assert.equal(winner, "sync", "the append resolved without its group's sync being called");
+  await turn();
+  assert.deepEqual(settled, [], "no append may resolve before its group's sync does");
+
+  // Lines appended while the sync runs: all chained (synchronous MAC), none written yet.
+  const macsBefore = macs;
+  const second = ["b1", "b2", "b3", "b4"].map((r) => track(r, log.append("sign", "CN=a", { r })));
+  while (macs < macsBefore + second.length) await turn();
+  await turn();
+  const callsBefore = seam.calls;
+  assert.deepEqual(settled, []);
+
+  seam.release();
+  await first;
+  await seam.entered(); // the late lines' sync, held in turn
+  await turn();
+  assert.deepEqual(settled, ["a"], "the late lines wait for their own sync");
+  assert.equal(seam.calls, callsBefore + 1);
+
+  seam.holding = false;
+  seam.release();
+  await Promise.all(second);
+  assert.deepEqual(settled, ["a", "b1", "b2", "b3", "b4"]);
+  assert.equal(seam.calls, callsBefore + 1, "the four late lines shared one single sync");
+  assert.ok(log.stats().maxGroup >= second.length);
+  await log.close();
+  assert.equal((await verifyDir(dir, base)).ok, true);
+});
+
 Deno.test("bad arguments reject with a clear error and write nothing", async () => {
   const keys = await softwareAuditKeys({ synchronousMac: true });
   const dir = await Deno.makeTempDir({ prefix: "audit-args-" });

@@ -62,6 +62,11 @@ export interface AuditOptions {
   retryMs?: number;
   /** Told when the log stops being writable (with why) and when it is writable again — for the daemon's own log. */
   onHealthChange?: (healthy: boolean, error?: string) => void;
+  /**
+   * Test seam: makes a written group durable (default `file.syncData()`, fdatasync). Only tests
+   * replace it, to hold a sync open and show no append resolves before it; the daemon never does.
+   */
+  sync?: (file: Deno.FsFile) => Promise<void>;
 }
 
 /** Counters for benches and /health. */
@@ -131,6 +136,7 @@ export class AuditLog {
   readonly #every: number;
   readonly #retryMs: number;
   readonly #onHealthChange: AuditOptions["onHealthChange"];
+  readonly #sync: (file: Deno.FsFile) => Promise<void>;
 
   // The chain stage: the last line it finished (not necessarily durable).
   #headSeq: number;
@@ -168,6 +174,7 @@ export class AuditLog {
     this.#every = opts.checkpointEvery ?? DEFAULT_CHECKPOINT_EVERY;
     this.#retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
     this.#onHealthChange = opts.onHealthChange;
+    this.#sync = opts.sync ?? syncData;
     this.#headSeq = this.#durableSeq = seq;
     this.#headMac = this.#durableMac = mac;
   }
@@ -473,7 +480,7 @@ export class AuditLog {
           await this.#prepareFile(group[0]);
           writeAll(this.#file!, bytes);
           this.#stats.syncs++;
-          await this.#file!.syncData();
+          await this.#sync(this.#file!);
           if (this.#file!.statSync().nlink === 0) {
             throw new RemovedError(`${this.#path()} was removed while the daemon was writing it`);
           }
@@ -639,6 +646,9 @@ function checkOptions(opts: AuditOptions): void {
   if (every !== undefined && (!Number.isSafeInteger(every) || every < 1)) {
     throw new RangeError(`audit: checkpointEvery must be a whole number ≥ 1, not ${every}`);
   }
+  if (opts.sync !== undefined && typeof opts.sync !== "function") {
+    throw new TypeError("audit: options.sync must be a function (file) => Promise<void>");
+  }
   const retry = opts.retryMs;
   if (retry !== undefined && (!Number.isFinite(retry) || retry < 1)) {
     throw new RangeError(`audit: retryMs must be ≥ 1, not ${retry}`);
@@ -666,6 +676,11 @@ function writeAll(file: Deno.FsFile, bytes: Uint8Array): void {
     if (n <= 0) throw new Error("write made no progress");
     at += n;
   }
+}
+
+/** The durable barrier of a group: fdatasync (the data and the size, not the mtime). */
+function syncData(file: Deno.FsFile): Promise<void> {
+  return file.syncData();
 }
 
 /** A new file's directory entry is durable only once the directory itself is synced. */
