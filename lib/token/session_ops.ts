@@ -12,6 +12,7 @@
 import {
   type AttributeIn,
   check,
+  CKF,
   CKR,
   type Encoded,
   encodeMechanism,
@@ -27,6 +28,20 @@ export type Handle = number;
 /** UTF-8 bytes of a label. Example: `utf8("svcd")`. */
 export function utf8(text: string): Uint8Array<ArrayBuffer> {
   return new TextEncoder().encode(text);
+}
+
+/**
+ * C_OpenSession on `slot` with `flags` (CKF_SERIAL_SESSION is always added); Pkcs11Error on refusal.
+ * Pair with `mod.fn.C_CloseSession(session)`.
+ * Example: `const s = openSession(mod, token.slotId, CKF.RW_SESSION)`.
+ */
+export function openSession(mod: Pkcs11Module, slot: number, flags = 0): Handle {
+  const out = new BigUint64Array(1);
+  check(
+    "C_OpenSession",
+    mod.fn.C_OpenSession(slot, CKF.SERIAL_SESSION | flags, null, null, new Uint8Array(out.buffer)),
+  );
+  return Number(out[0]);
 }
 
 /** Handles of the objects matching a template (C_FindObjectsInit/C_FindObjects/C_FindObjectsFinal). */
@@ -114,20 +129,15 @@ export async function signOnce(
   data: Uint8Array,
   maxLength: number,
 ): Promise<Uint8Array> {
-  const mech = mechanismBytes(choice);
-  check("C_SignInit", mod.fn.C_SignInit(session, mech.bytes, key));
+  const mech = signInit(mod, session, key, choice);
   const input = dataPointer(data);
-  let sig = new Uint8Array(maxLength);
-  const len = lengthCell(maxLength);
-  const lenBytes = new Uint8Array(len.buffer);
-  let rv = await mod.fn.C_SignAsync(session, input, data.byteLength, sig, lenBytes);
-  if (rv === CKR.BUFFER_TOO_SMALL) {
-    sig = new Uint8Array(Number(len[0]));
-    rv = await mod.fn.C_SignAsync(session, input, data.byteLength, sig, lenBytes);
+  const out = new SignatureOut(maxLength);
+  let rv = await mod.fn.C_SignAsync(session, input, data.byteLength, out.sig, out.lenBytes);
+  if (out.grown(rv)) {
+    rv = await mod.fn.C_SignAsync(session, input, data.byteLength, out.sig, out.lenBytes);
   }
-  check("C_Sign", rv);
   keepAlive(mech);
-  return trimmed(sig, Number(len[0]));
+  return out.result(rv);
 }
 
 /** As signOnce, but synchronous: for quick mechanisms such as HMAC where a thread hop costs more. */
@@ -139,15 +149,53 @@ export function signOnceSync(
   data: Uint8Array,
   maxLength: number,
 ): Uint8Array {
+  signInit(mod, session, key, choice);
+  const input = dataPointer(data);
+  const out = new SignatureOut(maxLength);
+  let rv = mod.fn.C_Sign(session, input, data.byteLength, out.sig, out.lenBytes);
+  if (out.grown(rv)) rv = mod.fn.C_Sign(session, input, data.byteLength, out.sig, out.lenBytes);
+  return out.result(rv);
+}
+
+/** C_SignInit; returns the mechanism encoding, which must stay alive until C_Sign returns. */
+function signInit(
+  mod: Pkcs11Module,
+  session: Handle,
+  key: Handle,
+  choice: MechanismChoice,
+): Encoded {
   const mech = mechanismBytes(choice);
   check("C_SignInit", mod.fn.C_SignInit(session, mech.bytes, key));
-  const sig = new Uint8Array(maxLength);
-  const len = lengthCell(maxLength);
-  check(
-    "C_Sign",
-    mod.fn.C_Sign(session, dataPointer(data), data.byteLength, sig, new Uint8Array(len.buffer)),
-  );
-  return trimmed(sig, Number(len[0]));
+  return mech;
+}
+
+/**
+ * C_Sign's output: a buffer and its CK_ULONG in/out length cell. CKR_BUFFER_TOO_SMALL leaves the
+ * operation active and the needed length in the cell, so one more call with a buffer that size works.
+ */
+class SignatureOut {
+  sig: Uint8Array;
+  readonly #len: BigUint64Array<ArrayBuffer>;
+  readonly lenBytes: Uint8Array;
+
+  constructor(maxLength: number) {
+    this.sig = new Uint8Array(maxLength);
+    this.#len = lengthCell(maxLength);
+    this.lenBytes = new Uint8Array(this.#len.buffer);
+  }
+
+  /** True (with a buffer of the asked-for size) when `rv` says the first one was too small. */
+  grown(rv: number): boolean {
+    if (rv !== CKR.BUFFER_TOO_SMALL) return false;
+    this.sig = new Uint8Array(Number(this.#len[0]));
+    return true;
+  }
+
+  /** The signature, or Pkcs11Error for a failed C_Sign. */
+  result(rv: number): Uint8Array {
+    check("C_Sign", rv);
+    return trimmed(this.sig, Number(this.#len[0]));
+  }
 }
 
 // A mechanism without a parameter is plain bytes (no pointer inside), the same for every call:
