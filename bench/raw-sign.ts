@@ -14,7 +14,7 @@ import { createHash } from "node:crypto";
 import { parseArgs } from "node:util";
 import { CKA, CKF, CKO, encodeMechanism, loadModule, ulongBytes } from "../ffi/pkcs11/mod.ts";
 import { KEY_TYPES, type KeyTypeName, type SigningKey, type Token } from "../lib/token/mod.ts";
-import { findObjects, utf8 } from "../lib/token/session_ops.ts";
+import { findObjects, openSession, utf8 } from "../lib/token/session_ops.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../tests/support/token.ts";
 
 /** Figures for one key. */
@@ -80,19 +80,7 @@ function syncLoop(
   const spec = KEY_TYPES[key.keyType];
   const signing = spec.signing.find((m) => token.offers(m.mechanism, CKF.SIGN))!;
   const data = signing.prehash ? createHash(signing.prehash).update(message).digest() : message;
-  const out = new BigUint64Array(1);
-  if (
-    mod.fn.C_OpenSession(
-      token.slotId,
-      CKF.SERIAL_SESSION,
-      null,
-      null,
-      new Uint8Array(out.buffer),
-    ) !== 0
-  ) {
-    throw new Error("C_OpenSession failed");
-  }
-  const session = Number(out[0]);
+  const session = openSession(mod, token.slotId);
   try {
     const [handle] = findObjects(mod, session, [
       { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },

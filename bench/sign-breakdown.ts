@@ -22,11 +22,11 @@
  */
 import { createHash } from "node:crypto";
 import { parseArgs } from "node:util";
-import { CKA, CKF, CKM, CKO, encodeMechanism, loadModule, ulongBytes } from "../ffi/pkcs11/mod.ts";
+import { CKA, CKM, CKO, encodeMechanism, loadModule, ulongBytes } from "../ffi/pkcs11/mod.ts";
 import { AuditLog } from "../lib/audit/mod.ts";
 import { RequestReader } from "../lib/http/parse.ts";
 import { serializeResponse } from "../lib/http/response.ts";
-import { findObjects, utf8 } from "../lib/token/session_ops.ts";
+import { findObjects, openSession, utf8 } from "../lib/token/session_ops.ts";
 import type { Token } from "../lib/token/mod.ts";
 import { startDaemon, type TestDaemon } from "../tests/support/daemon.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../tests/support/token.ts";
@@ -245,9 +245,7 @@ interface PerOp {
 
 async function measureParts(token: Token, modulePath: string): Promise<void> {
   const mod = loadModule(modulePath);
-  const out = new BigUint64Array(1);
-  mod.fn.C_OpenSession(token.slotId, CKF.SERIAL_SESSION, null, null, new Uint8Array(out.buffer));
-  const s = Number(out[0]);
+  const s = openSession(mod, token.slotId);
   const find = (cls: number, label: string) =>
     findObjects(mod, s, [
       { type: CKA.CLASS, value: ulongBytes(cls) },
@@ -268,11 +266,7 @@ async function measureParts(token: Token, modulePath: string): Promise<void> {
 
   // C_SignInit alone: nothing ends a sign operation but C_Sign, so each call gets a session of
   // its own, opened before and closed after the measured calls.
-  const sessions = Array.from({ length: 2000 }, () => {
-    const h = new BigUint64Array(1);
-    mod.fn.C_OpenSession(token.slotId, CKF.SERIAL_SESSION, null, null, new Uint8Array(h.buffer));
-    return Number(h[0]);
-  });
+  const sessions = Array.from({ length: 2000 }, () => openSession(mod, token.slotId));
   let next = 0;
   const initOnly = (mech: Uint8Array, key: number) => () => {
     if (mod.fn.C_SignInit(sessions[next++ % sessions.length], mech, key) !== 0) {

@@ -6,7 +6,6 @@
 import assert from "node:assert/strict";
 import {
   CKA,
-  CKF,
   CKM,
   CKO,
   CKR,
@@ -15,7 +14,7 @@ import {
   loadModule,
   ulongBytes,
 } from "../ffi/pkcs11/mod.ts";
-import { findObjects, utf8 } from "../lib/token/session_ops.ts";
+import { findObjects, openSession, utf8 } from "../lib/token/session_ops.ts";
 import { verifyIndependently } from "../lib/token/independent_verify.ts";
 import type { SigningKey, Token } from "../lib/token/mod.ts";
 import { makeTestToken, openTestToken, type TestToken, testTokenPin } from "./support/token.ts";
@@ -115,18 +114,7 @@ Deno.test({
     withToken({}, (token, made) => {
       // Through the raw binding: two C_SignInit on one session, as two requests sharing it would do.
       const mod = loadModule(made.modulePath);
-      const out = new BigUint64Array(1);
-      assert.equal(
-        mod.fn.C_OpenSession(
-          token.slotId,
-          CKF.SERIAL_SESSION,
-          null,
-          null,
-          new Uint8Array(out.buffer),
-        ),
-        0,
-      );
-      const session = Number(out[0]);
+      const session = openSession(mod, token.slotId);
       try {
         const [key] = findObjects(mod, session, [
           { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },

@@ -21,6 +21,7 @@ import {
 import { PIN_CREDENTIAL_NAME } from "./credential.ts";
 import { acquireModule, releaseModule } from "./module_state.ts";
 import { generatePin } from "./pin.ts";
+import { openSession } from "./session_ops.ts";
 import { listSlots, Token } from "./token.ts";
 
 /** Where the user PIN goes: an encrypted credential file, or a plain file DIR/svc-pin (tests, demos). */
@@ -141,18 +142,7 @@ function initialiseSlot(
 }
 
 function setUserPin(mod: Pkcs11Module, slot: number, soPin: Uint8Array, userPin: Uint8Array): void {
-  const out = new BigUint64Array(1);
-  check(
-    "C_OpenSession",
-    mod.fn.C_OpenSession(
-      slot,
-      CKF.SERIAL_SESSION | CKF.RW_SESSION,
-      null,
-      null,
-      new Uint8Array(out.buffer),
-    ),
-  );
-  const session = Number(out[0]);
+  const session = openSession(mod, slot, CKF.RW_SESSION);
   try {
     check("C_Login", mod.fn.C_Login(session, CKU.SO, soPin, soPin.byteLength));
     try {

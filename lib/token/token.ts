@@ -58,6 +58,7 @@ import {
   generateKeyPair,
   getAttributes,
   type Handle,
+  openSession,
   signOnce,
   signOnceSync,
   utf8,
@@ -156,17 +157,15 @@ export class Token {
         if (opts.fakeSessionCap !== undefined && opened >= opts.fakeSessionCap) {
           return { rv: CKR.HOST_MEMORY };
         }
-        const out = new BigUint64Array(1);
-        const rv = mod.fn.C_OpenSession(
-          slot,
-          CKF.SERIAL_SESSION,
-          null,
-          null,
-          new Uint8Array(out.buffer),
-        );
-        if (rv !== CKR.OK) return { rv };
+        let handle: Handle;
+        try {
+          handle = openSession(mod, slot);
+        } catch (err) {
+          if (err instanceof Pkcs11Error) return { rv: err.rv };
+          throw err;
+        }
         opened++;
-        return { handle: Number(out[0]) };
+        return { handle };
       },
       close: (handle) => {
         opened--;
@@ -624,18 +623,7 @@ export class Token {
   }
 
   async #withReadWriteSession<T>(fn: (session: Handle) => Promise<T> | T): Promise<T> {
-    const out = new BigUint64Array(1);
-    check(
-      "C_OpenSession",
-      this.#mod.fn.C_OpenSession(
-        this.#slot,
-        CKF.SERIAL_SESSION | CKF.RW_SESSION,
-        null,
-        null,
-        new Uint8Array(out.buffer),
-      ),
-    );
-    const session = Number(out[0]);
+    const session = openSession(this.#mod, this.#slot, CKF.RW_SESSION);
     try {
       return await fn(session);
     } finally {
