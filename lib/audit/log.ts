@@ -26,6 +26,7 @@
  * ```
  */
 import { createHash, type Hash } from "node:crypto";
+import { concat } from "../bytes/mod.ts";
 import {
   auditFileName,
   auditFileNumber,
@@ -475,7 +476,7 @@ export class AuditLog {
         const cut = this.#diskQueue.findIndex((f, i) => i > 0 && f.entry.kind === "opening");
         const group = cut < 0 ? this.#diskQueue : this.#diskQueue.slice(0, cut);
         this.#diskQueue = cut < 0 ? [] : this.#diskQueue.slice(cut);
-        const bytes = concat(group.map((f) => f.bytes));
+        const bytes = concat(group.map((f) => f.bytes), slabBytes);
         try {
           await this.#prepareFile(group[0]);
           writeAll(this.#file!, bytes);
@@ -653,19 +654,6 @@ function checkOptions(opts: AuditOptions): void {
   if (retry !== undefined && (!Number.isFinite(retry) || retry < 1)) {
     throw new RangeError(`audit: retryMs must be ≥ 1, not ${retry}`);
   }
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0];
-  let n = 0;
-  for (const p of parts) n += p.length;
-  const out = slabBytes(n);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
 }
 
 /** A synchronous write: it only copies into the page cache, and saves a thread-pool round trip per group. */

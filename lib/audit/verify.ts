@@ -12,6 +12,7 @@
  * ```
  */
 import { createHash, type Hash } from "node:crypto";
+import { concat } from "../bytes/mod.ts";
 import {
   auditFileNumber,
   checkpointMessage,
@@ -152,7 +153,7 @@ class ChainWalk {
     let offset = 0;
     let tail: Uint8Array = new Uint8Array(0);
     for await (const chunk of readChunks(path)) {
-      const data = concat(tail, chunk);
+      const data = tail.length === 0 ? chunk : concat([tail, chunk]);
       let from = 0;
       for (let nl = data.indexOf(0x0a); nl >= 0; nl = data.indexOf(0x0a, from)) {
         const bytes = data.subarray(from, nl);
@@ -511,14 +512,6 @@ function equal(a: Uint8Array, b: Uint8Array): boolean {
 
 function basename(path: string): string {
   return path.slice(path.lastIndexOf("/") + 1);
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  if (a.length === 0) return b;
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
 }
 
 async function* readChunks(path: string): AsyncGenerator<Uint8Array> {

@@ -14,6 +14,7 @@
  * ```
  */
 import { HTTPParser as NodeHTTPParser, methods as nodeMethods } from "node:_http_common";
+import { concat, latin1 } from "../bytes/mod.ts";
 
 /** The largest request line plus header block accepted, in bytes (the request line included). */
 export const DEFAULT_MAX_HEADER_BYTES = 16 * 1024;
@@ -170,7 +171,7 @@ export class RequestReader {
         method: this.#method,
         target: this.#url,
         headers: pairs(this.#flat),
-        body: concat(this.#bodyParts, this.#bodyBytes),
+        body: concat(this.#bodyParts),
       },
     };
   }
@@ -304,24 +305,4 @@ function pairs(flat: string[]): Array<[string, string]> {
   const out: Array<[string, string]> = new Array(flat.length >> 1);
   for (let i = 0; i < flat.length; i += 2) out[i >> 1] = [flat[i], flat[i + 1]];
   return out;
-}
-
-function concat(parts: Uint8Array[], total: number): Uint8Array {
-  if (parts.length === 1) return parts[0];
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
-}
-
-/** Bytes as a string of one char per byte. @example latin1(new Uint8Array([0xff])) === "\xff" */
-export function latin1(bytes: Uint8Array): string {
-  let s = "";
-  for (let i = 0; i < bytes.length; i += 8192) {
-    s += String.fromCharCode(...bytes.subarray(i, Math.min(i + 8192, bytes.length)));
-  }
-  return s;
 }

@@ -2,7 +2,8 @@
 // reader relies on. If a Deno upgrade changes any of it, these fail loudly: re-check parse.ts.
 import assert from "node:assert/strict";
 import { HTTPParser as NodeHTTPParser, methods } from "node:_http_common";
-import { latin1, RequestReader } from "./parse.ts";
+import { latin1 } from "../bytes/mod.ts";
+import { RequestReader } from "./parse.ts";
 import { bytes } from "./testing.ts";
 
 // deno-lint-ignore no-explicit-any

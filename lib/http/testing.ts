@@ -8,6 +8,7 @@
  * assert.equal(res.status, 200);
  * ```
  */
+import { concat, latin1 } from "../bytes/mod.ts";
 
 /** A response as read off the wire. */
 export interface RawResponse {
@@ -81,13 +82,7 @@ export async function readToEnd(conn: Deno.Conn): Promise<Uint8Array> {
     parts.push(buf.slice(0, n));
     total += n;
   }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concat(parts);
 }
 
 /**
@@ -123,12 +118,6 @@ export function header(res: RawResponse, name: string): string | undefined {
   const found = res.headers.filter(([n]) => n === name);
   if (found.length > 1) throw new Error(`header ${name} appears ${found.length} times`);
   return found[0]?.[1];
-}
-
-function latin1(b: Uint8Array): string {
-  let s = "";
-  for (const x of b) s += String.fromCharCode(x);
-  return s;
 }
 
 /**

@@ -52,24 +52,6 @@ const BOM = "\xEF\xBB\xBF";
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
- * Decodes bytes one char per byte (ISO-8859-1). Not TextDecoder("latin1"): that is windows-1252,
- * which turns 0x80–0x9F into other code points and would break byte-for-byte matching.
- *
- * @example
- * ```ts
- * latin1(new Uint8Array([0x43, 0xc3, 0xbc])); // → "C\xC3\xBC"
- * ```
- */
-export function latin1(bytes: Uint8Array): string {
-  const CHUNK = 8192;
-  let out = "";
-  for (let i = 0; i < bytes.length; i += CHUNK) {
-    out += String.fromCharCode(...bytes.subarray(i, i + CHUNK));
-  }
-  return out;
-}
-
-/**
  * Parses a latin1-decoded policy file.
  *
  * @example

@@ -8,7 +8,8 @@
  * policy.allows("CN=alice,O=Ex", "signing-key"); // → true
  * ```
  */
-import { type Grant, latin1, parsePolicyText, type PolicyProblem } from "./parse.ts";
+import { latin1 } from "../bytes/mod.ts";
+import { type Grant, parsePolicyText, type PolicyProblem } from "./parse.ts";
 
 const MAX_LISTED_ERRORS = 5;
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Policy, PolicyError } from "./policy.ts";
-import { latin1 } from "./parse.ts";
+import { latin1 } from "../bytes/mod.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const bytes = (...b: number[]) => new Uint8Array(b);

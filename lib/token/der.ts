@@ -8,6 +8,7 @@
  * const der = spki([oid("1.3.101.112")], new Uint8Array(32)); // an Ed25519 SPKI
  * ```
  */
+import { concat } from "../bytes/mod.ts";
 
 function length(n: number): Uint8Array {
   if (n < 0x80) return Uint8Array.of(n);
@@ -26,20 +27,9 @@ export function tlv(tag: number, content: Uint8Array): Uint8Array {
   return out;
 }
 
-/** Concatenation of byte strings. Example: `concat(a, b)`. */
-export function concat(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
-}
-
 /** SEQUENCE of the given encodings. Example: `sequence(oid("1.2.3"), nullValue())`. */
 export function sequence(...items: Uint8Array[]): Uint8Array {
-  return tlv(0x30, concat(...items));
+  return tlv(0x30, concat(items));
 }
 
 /** NULL. */
@@ -68,12 +58,12 @@ export function unsignedInteger(bytes: Uint8Array): Uint8Array {
   let start = 0;
   while (start < bytes.length - 1 && bytes[start] === 0) start++;
   const trimmed = bytes.subarray(start);
-  return tlv(0x02, trimmed[0] & 0x80 ? concat(Uint8Array.of(0), trimmed) : trimmed);
+  return tlv(0x02, trimmed[0] & 0x80 ? concat([Uint8Array.of(0), trimmed]) : trimmed);
 }
 
 /** BIT STRING with no unused bits. */
 export function bitString(bytes: Uint8Array): Uint8Array {
-  return tlv(0x03, concat(Uint8Array.of(0), bytes));
+  return tlv(0x03, concat([Uint8Array.of(0), bytes]));
 }
 
 /** SubjectPublicKeyInfo: SEQUENCE { SEQUENCE { algorithm… }, BIT STRING key }. */

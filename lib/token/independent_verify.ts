@@ -11,7 +11,7 @@
  */
 import { createHash } from "node:crypto";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
-import { concat } from "./der.ts";
+import { concat } from "../bytes/mod.ts";
 import { COMPOSITE_MLDSA65_ED25519_LABEL, type KeyTypeName } from "./key_types.ts";
 import type { SigningKey } from "./token.ts";
 
@@ -117,7 +117,7 @@ const ML_DSA_65_SIG = 3309;
 export function compositeMessage(message: Uint8Array, context = new Uint8Array(0)): Uint8Array {
   const label = new TextEncoder().encode(COMPOSITE_MLDSA65_ED25519_LABEL);
   const digest = createHash("sha512").update(message).digest();
-  return concat(COMPOSITE_PREFIX, label, Uint8Array.of(context.length), context, digest);
+  return concat([COMPOSITE_PREFIX, label, Uint8Array.of(context.length), context, digest]);
 }
 
 async function compositeVerify(

@@ -1,0 +1,59 @@
+/**
+ * Byte-string helpers shared by the HTTP, policy, audit and token layers (none of which should
+ * depend on another for them).
+ *
+ * @example
+ * ```ts
+ * import { concat, latin1 } from "../bytes/mod.ts";
+ * latin1(concat([Uint8Array.of(0x43), Uint8Array.of(0xff)])); // → "C\xFF"
+ * ```
+ */
+
+// String.fromCharCode takes its bytes as arguments: chunks keep under the engine's argument limit.
+const CHUNK = 8192;
+
+/**
+ * Decodes bytes one char per byte (ISO-8859-1). Not TextDecoder("latin1"): that is windows-1252,
+ * which turns 0x80–0x9F into other code points and would break byte-for-byte matching.
+ *
+ * @example
+ * ```ts
+ * latin1(new Uint8Array([0x43, 0xc3, 0xbc])); // → "C\xC3\xBC"
+ * ```
+ */
+export function latin1(bytes: Uint8Array): string {
+  let out = "";
+  for (let i = 0; i < bytes.length; i += CHUNK) {
+    out += String.fromCharCode(...bytes.subarray(i, i + CHUNK));
+  }
+  return out;
+}
+
+/**
+ * The parts one after another, in a buffer from `alloc` (default a fresh one). A single part is
+ * returned as it is, not copied: the caller must not rely on owning the result.
+ *
+ * @example
+ * ```ts
+ * concat([Uint8Array.of(1), Uint8Array.of(2, 3)]); // → Uint8Array [1, 2, 3]
+ * ```
+ */
+export function concat<B extends ArrayBufferLike = ArrayBuffer>(
+  parts: readonly Uint8Array<B>[],
+  alloc: (n: number) => Uint8Array<B> = freshBytes as (n: number) => Uint8Array<B>,
+): Uint8Array<B> {
+  if (parts.length === 1) return parts[0];
+  let n = 0;
+  for (const p of parts) n += p.length;
+  const out = alloc(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+function freshBytes(n: number): Uint8Array<ArrayBuffer> {
+  return new Uint8Array(n);
+}
