@@ -109,27 +109,24 @@ Deno.test("a handler response that could split the response becomes a 500", asyn
   });
 });
 
+/**
+ * curl `url` over the socket at `path` as uid/gid 65534 with no groups. The socket and its folder
+ * are opened to every uid first, so that only the listener's uid check can refuse the client.
+ */
+async function curlAsNobody(path: string, url: string): Promise<Deno.CommandOutput> {
+  Deno.chmodSync(path.slice(0, path.lastIndexOf("/")), 0o755);
+  Deno.chmodSync(path, 0o666);
+  const asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+  return await new Deno.Command("setpriv", {
+    args: [...asNobody, "curl", "-sS", "-o", "-", "--unix-socket", path, url],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+}
+
 Deno.test("a client running as another uid is closed without a byte and never served", async () => {
   await withListener({}, async (l, path, seen) => {
-    // Let uid 65534 reach the socket so that the uid check, not file modes, refuses it.
-    Deno.chmodSync(path.slice(0, path.lastIndexOf("/")), 0o755);
-    Deno.chmodSync(path, 0o666);
-    const out = await new Deno.Command("setpriv", {
-      args: [
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "curl",
-        "-sS",
-        "-o",
-        "-",
-        "--unix-socket",
-        path,
-        "http://svcd/health",
-      ],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
+    const out = await curlAsNobody(path, "http://svcd/health");
     assert.equal(out.stdout.length, 0, "not one byte to a foreign uid");
     // 52 empty reply, 56 reset, 7 closed before curl's connect check: all mean "closed, no byte".
     assert.ok(
@@ -146,22 +143,7 @@ Deno.test("a client running as another uid is closed without a byte and never se
 
 Deno.test("proxyUid null serves any uid", async () => {
   await withListener({ proxyUid: null }, async (l, path, seen) => {
-    Deno.chmodSync(path.slice(0, path.lastIndexOf("/")), 0o755);
-    Deno.chmodSync(path, 0o666);
-    const out = await new Deno.Command("setpriv", {
-      args: [
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "curl",
-        "-sS",
-        "--unix-socket",
-        path,
-        "http://svcd/x",
-      ],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
+    const out = await curlAsNobody(path, "http://svcd/x");
     assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
     assert.equal(seen.length, 1);
     assert.equal(seen[0].peer.uid, 65534);
