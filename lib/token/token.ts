@@ -96,24 +96,29 @@ export interface SigningKey {
  * What the token and module say about themselves. Counts are null where the module withholds them.
  * A type alias (not an interface) so it is assignable to Record<string, unknown>.
  */
-export type TokenInfo = {
-  label: string;
-  manufacturerId: string;
-  model: string;
-  serialNumber: string;
-  flags: number;
-  maxSessionCount: number | null;
-  sessionCount: number | null;
-  hardwareVersion: string;
-  firmwareVersion: string;
-  /** The PKCS#11 version the module reports in C_GetInfo. */
-  cryptokiVersion: string;
-  /** The version stored in the function table svcd calls through. */
-  functionTableVersion: string;
-  libraryDescription: string;
-  libraryVersion: string;
-  slotId: number;
-};
+export type TokenInfo =
+  & Pick<
+    CkTokenInfo,
+    | "label"
+    | "manufacturerId"
+    | "model"
+    | "serialNumber"
+    | "flags"
+    | "maxSessionCount"
+    | "sessionCount"
+  >
+  & {
+    /** CK_TOKEN_INFO's versions as "major.minor". */
+    hardwareVersion: string;
+    firmwareVersion: string;
+    /** The PKCS#11 version the module reports in C_GetInfo. */
+    cryptokiVersion: string;
+    /** The version stored in the function table svcd calls through. */
+    functionTableVersion: string;
+    libraryDescription: string;
+    libraryVersion: string;
+    slotId: number;
+  };
 
 interface KeyInternals {
   handle: Handle;
