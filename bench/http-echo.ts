@@ -1,7 +1,7 @@
 /**
  * Requests/s and latency of the connection layer alone: a Listener whose handler echoes the body,
  * driven over its UNIX socket at concurrency 1, 16 and 64, one connection per request. The load
- * generator (bench/http-load.ts) runs as a separate Deno process, as the proxy would; both share
+ * generator (bench/load.ts) runs as a separate Deno process, as the proxy would; both share
  * this machine's cores. Each level runs `--runs` times and the run with the median req/s is shown
  * with the range, because on a shared 2-core machine single runs vary by up to 2×.
  *
@@ -14,6 +14,7 @@
 import { cpuUsage } from "node:process";
 import { parseArgs } from "node:util";
 import { Listener } from "../lib/http/mod.ts";
+import type { LoadResult } from "./load.ts";
 
 const { values } = parseArgs({
   options: {
@@ -40,7 +41,7 @@ const listener = Listener.open({
 });
 const serving = listener.serve();
 const deno = Deno.execPath();
-const loadScript = new URL("./http-load.ts", import.meta.url).pathname;
+const loadScript = new URL("./load.ts", import.meta.url).pathname;
 
 console.log(
   `http-echo: Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} cores, workers=${values.workers}`,
@@ -49,22 +50,20 @@ console.log("load generator: separate Deno process, Deno.connect per request, 32
 console.log("server µs/req = this process's CPU time (user+sys) over the level / requests served");
 console.log("    c   req/s   p50 ms   p99 ms  errors   server µs/req   req/s range over runs");
 
-interface LoadResult {
-  rps: number;
-  p50Ms: number;
-  p99Ms: number;
-  errors: number;
-}
-
 async function runLoad(c: number): Promise<LoadResult> {
   const out = await new Deno.Command(deno, {
-    args: ["run", "-A", loadScript, "--path", path, "--c", String(c), "--seconds", values.seconds],
+    args: [
+      ...["run", "-A", loadScript, "--socket", path, "--path", "/echo"],
+      ...["--concurrency", String(c), "--seconds", values.seconds, "--warmup", "0.5"],
+    ],
     stdout: "piped",
     stderr: "inherit",
   }).output();
   if (!out.success) throw new Error(`load generator failed at c=${c}`);
   return JSON.parse(new TextDecoder().decode(out.stdout).trim().split("\n").pop()!);
 }
+
+const rps = (r: LoadResult) => Math.round(r.perSecond).toString();
 
 try {
   for (const c of levels) {
@@ -74,14 +73,14 @@ try {
     for (let i = 0; i < Number(values.runs); i++) runs.push(await runLoad(c));
     const cpu = cpuUsage(cpu0);
     const perRequest = (cpu.user + cpu.system) / (listener.stats().served - served0);
-    runs.sort((a, b) => a.rps - b.rps);
+    runs.sort((a, b) => a.perSecond - b.perSecond);
     const r = runs[runs.length >> 1];
     const errors = runs.reduce((n, x) => n + x.errors, 0);
     console.log(
-      `${String(c).padStart(5)} ${String(r.rps).padStart(7)} ${r.p50Ms.toFixed(3).padStart(8)} ` +
-        `${r.p99Ms.toFixed(3).padStart(8)} ${String(errors).padStart(7)} ` +
+      `${String(c).padStart(5)} ${rps(r).padStart(7)} ${r.p50ms.toFixed(3).padStart(8)} ` +
+        `${r.p99ms.toFixed(3).padStart(8)} ${String(errors).padStart(7)} ` +
         `${perRequest.toFixed(1).padStart(15)}   ` +
-        `${runs[0].rps}–${runs[runs.length - 1].rps}`,
+        `${rps(runs[0])}–${rps(runs[runs.length - 1])}`,
     );
   }
   console.log(`listener stats: ${JSON.stringify(listener.stats())}`);
