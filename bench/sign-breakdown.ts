@@ -85,6 +85,11 @@ function perfWorks(): boolean {
   }
 }
 
+/** `perf stat` arguments: user and kernel instructions of each thread of `pid`, as CSV. */
+function instructionsPerThread(pid: number): string[] {
+  return ["stat", "--per-thread", "-x", ",", "-e", "instructions:u,instructions:k", "-p", `${pid}`];
+}
+
 /** Runs `perf` against `pid` while `work` runs; returns perf's stderr. */
 async function perfDuring(args: string[], work: () => Promise<void>): Promise<string> {
   const perf = new Deno.Command("perf", { args, stdout: "null", stderr: "piped" }).spawn();
@@ -136,16 +141,7 @@ async function measureDaemon(daemon: TestDaemon, withPerf: boolean): Promise<voi
   };
   const perThread = withPerf
     ? parsePerThread(
-      await perfDuring([
-        "stat",
-        "--per-thread",
-        "-x",
-        ",",
-        "-e",
-        "instructions:u,instructions:k",
-        "-p",
-        String(daemon.pid),
-      ], run),
+      await perfDuring(instructionsPerThread(daemon.pid), run),
       daemon.pid,
     )
     : (await run(), undefined);
@@ -219,16 +215,7 @@ function libraryRole(dso: string): string {
 async function perOp(n: number, op: () => unknown, warm = Math.min(2000, n)): Promise<PerOp> {
   for (let i = 0; i < warm; i++) await op();
   const text = await perfDuring(
-    [
-      "stat",
-      "--per-thread",
-      "-x",
-      ",",
-      "-e",
-      "instructions:u,instructions:k",
-      "-p",
-      String(Deno.pid),
-    ],
+    instructionsPerThread(Deno.pid),
     async () => {
       for (let i = 0; i < n; i++) await op();
     },
