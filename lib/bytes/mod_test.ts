@@ -1,0 +1,24 @@
+import assert from "node:assert/strict";
+import { concat, latin1 } from "./mod.ts";
+
+Deno.test("concat joins the parts in order, into the buffer alloc gives", () => {
+  const parts = [Uint8Array.of(1, 2), new Uint8Array(0), Uint8Array.of(3)];
+  assert.deepEqual(concat(parts), Uint8Array.of(1, 2, 3));
+  assert.deepEqual(concat([]), new Uint8Array(0));
+  const arena = new Uint8Array(8);
+  const out = concat(parts, (n) => arena.subarray(2, 2 + n));
+  assert.equal(out.buffer, arena.buffer);
+  assert.deepEqual(arena, Uint8Array.of(0, 0, 1, 2, 3, 0, 0, 0));
+});
+
+Deno.test("concat of one part returns that part, not a copy", () => {
+  const only = Uint8Array.of(7, 8);
+  assert.equal(concat([only]), only);
+});
+
+Deno.test("latin1 keeps more than one chunk of bytes, one char each", () => {
+  const bytes = Uint8Array.from({ length: 20_000 }, (_, i) => i % 256);
+  const s = latin1(bytes);
+  assert.equal(s.length, bytes.length);
+  for (let i = 0; i < bytes.length; i += 997) assert.equal(s.charCodeAt(i), bytes[i]);
+});
