@@ -171,11 +171,12 @@ export function formatVersion(v: CkVersion): string {
   return `${v.major}.${v.minor}`;
 }
 
-const latin1 = new TextDecoder("latin1");
+// CK_UTF8CHAR fields: UTF-8, as padText writes them (a label cut mid-character shows U+FFFD).
+const utf8 = new TextDecoder("utf-8");
 
 /** A blank-padded fixed-width text field, trailing blanks (and NULs) removed. */
 export function readPaddedText(buf: Uint8Array, offset: number, width: number): string {
-  return latin1.decode(buf.subarray(offset, offset + width)).replace(/[ \0]+$/, "");
+  return utf8.decode(buf.subarray(offset, offset + width)).replace(/[ \0]+$/, "");
 }
 
 /** A blank-padded fixed-width field for writing (e.g. the 32-byte token label of C_InitToken). */

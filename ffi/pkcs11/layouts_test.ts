@@ -158,6 +158,12 @@ Deno.test("CK_TOKEN_INFO decoding: blank-padded text, CK_ULONGs from 96, version
   assert.throws(() => padText("x".repeat(33), 32), /longer than 32 bytes/);
 });
 
+Deno.test("CK_UTF8CHAR text fields read back as written (UTF-8, not latin1)", () => {
+  const b = new Uint8Array(SIZE.CK_TOKEN_INFO);
+  b.set(padText("clé-ключ", 32), 0);
+  assert.equal(decodeTokenInfo(b).label, "clé-ключ");
+});
+
 Deno.test("post-quantum and composite constants; CKR names in errors", () => {
   assert.equal(CKK.ML_DSA, 0x4a);
   assert.equal(CKM.ML_DSA, 0x1d);
