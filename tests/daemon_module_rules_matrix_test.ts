@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { makeTestToken, type TestToken } from "./support/token.ts";
-import { startDaemon } from "./support/daemon.ts";
+import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { selectedModuleName } from "./support/modules.ts";
 
@@ -92,35 +92,43 @@ Deno.test({
   },
 });
 
+/** A daemon on a fresh svcmod token with one key, and `pullOut()` — svcmod's test hook: a file
+ * named `removed` in the token directory makes every call answer CKR_DEVICE_REMOVED. */
+async function withPullableToken(
+  fn: (daemon: TestDaemon, pullOut: () => Promise<void>) => Promise<void>,
+): Promise<void> {
+  const token = await makeTestToken({ keys: { k: "ec-p256" } });
+  const daemon = await startDaemon({ token, policy: `${ALICE}\tk\n` });
+  try {
+    await fn(daemon, () => Deno.writeTextFile(`${token.module.tokenDir!}/removed`, ""));
+  } finally {
+    await daemon.stop();
+    await token.cleanup();
+  }
+}
+
 Deno.test({
   name: "module rules: a token pulled out answers 503 and the daemon exits non-zero for a restart",
   ignore: !onSvcmod,
   sanitizeResources: false,
   sanitizeOps: false,
-  fn: async () => {
-    const token = await makeTestToken({ keys: { k: "ec-p256" } });
-    const daemon = await startDaemon({ token, policy: `${ALICE}\tk\n` });
-    const sign = () =>
-      request(daemon.socket, {
-        method: "POST",
-        path: "/sign",
-        headers: [["X-SVC-Client-Subject", ALICE], ["X-SVC-Key", "k"]],
-        body: "m",
-      });
-    try {
+  fn: () =>
+    withPullableToken(async (daemon, pullOut) => {
+      const sign = () =>
+        request(daemon.socket, {
+          method: "POST",
+          path: "/sign",
+          headers: [["X-SVC-Client-Subject", ALICE], ["X-SVC-Key", "k"]],
+          body: "m",
+        });
       assert.equal((await sign()).status, 200);
-      // svcmod's test hook: a file named `removed` in the token directory pulls the token out.
-      await Deno.writeTextFile(`${token.module.tokenDir!}/removed`, "");
+      await pullOut();
       const dead = await sign();
       assert.equal(dead.status, 503, dead.text());
       assert.match(dead.text(), /token is unusable/);
       assert.equal((await daemon.status).code, 75);
       assert.match(daemon.stderr(), /CKR_DEVICE_REMOVED/);
-    } finally {
-      await daemon.stop();
-      await token.cleanup();
-    }
-  },
+    }),
 });
 
 Deno.test({
@@ -128,17 +136,11 @@ Deno.test({
   ignore: !onSvcmod,
   sanitizeResources: false,
   sanitizeOps: false,
-  fn: async () => {
-    const token = await makeTestToken({ keys: { k: "ec-p256" } });
-    const daemon = await startDaemon({ token, policy: `${ALICE}\tk\n` });
-    try {
-      await Deno.writeTextFile(`${token.module.tokenDir!}/removed`, "");
+  fn: () =>
+    withPullableToken(async (daemon, pullOut) => {
+      await pullOut();
       daemon.signal("SIGHUP"); // the policy_reload line needs the token's MAC
       assert.equal((await daemon.status).code, 75);
       assert.match(daemon.stderr(), /stopping: token is dead: .*CKR_DEVICE_REMOVED/);
-    } finally {
-      await daemon.stop();
-      await token.cleanup();
-    }
-  },
+    }),
 });
