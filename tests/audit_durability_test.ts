@@ -484,3 +484,127 @@ Deno.test({
     }
   },
 });
+
+/** Names of the audit files in `dir`, in order. */
+const filesOf = (dir: string) => listAuditFiles(dir);
+
+/** The whole directory names only the removed file; the rest verifies with no torn tail. */
+async function assertOnlyTheRemovedFileIsDoubted(dir: string, keys: SoftwareAuditKeys) {
+  const whole = await verifyDir(dir, keys);
+  assert.equal(whole.ok, false);
+  assert.match(whole.problem!.message, /audit\.log\.000001, which is missing/);
+  assert.equal(whole.problem!.line, 1, "doubted at the reopening line, nowhere else");
+  const rest = await verifyDir(dir, keys, false);
+  assert.equal(rest.ok, true, JSON.stringify(rest.problem));
+  assert.equal(rest.torn, undefined);
+}
+
+Deno.test("a removed file whose replacement cannot be synced: one replacement, cut back and retried in it", async () => {
+  const keys = await softwareAuditKeys({ synchronousMac: true });
+  let failSyncs = 0;
+  const sync = (file: Deno.FsFile) =>
+    failSyncs-- > 0 ? Promise.reject(new Error("EIO (test)")) : file.syncData();
+  const dir = await Deno.makeTempDir({ prefix: "audit-removed-sync-" });
+  const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, retryMs: NEVER, sync });
+  const durable = await log.append("sign", "CN=a", { request_id: "before" });
+  await Deno.remove(`${dir}/audit.log.000001`);
+  await assert.rejects(log.append("sign", "CN=a", { request_id: "x" }), /was removed/);
+  failSyncs = 3;
+  for (let i = 0; i < 3; i++) {
+    assert.equal(await log.retry(), false);
+    assert.match(log.lastError!, /EIO \(test\)/);
+  }
+  assert.deepEqual(await filesOf(dir), ["audit.log.000002"], "one replacement per removal");
+  // Each failed attempt wrote a whole line that was never durable: it is cut back, not kept.
+  assert.equal(await log.retry(), true);
+  await log.append("sign", "CN=a", { request_id: "after" });
+  await log.close();
+  assert.deepEqual(await filesOf(dir), ["audit.log.000002"]);
+  const lines = await linesOf(dir);
+  assert.deepEqual(lines.map((l) => l.request_id ?? l.event), [
+    "audit_reopened",
+    "after",
+    "shutdown",
+    "checkpoint",
+  ]);
+  assert.equal(lines[0].file, "audit.log.000002");
+  assert.equal(lines[0].prev_file, "audit.log.000001", "chains to the removed file, not itself");
+  assert.ok((lines[0].prev_size as number) > 0);
+  assert.equal(lines[0].seq, durable + 1);
+  assert.equal(lines[0].refused, 1);
+  await assertOnlyTheRemovedFileIsDoubted(dir, keys);
+});
+
+Deno.test("a removed file whose replacement is re-removed before its opening is durable: the next one chains past it", async () => {
+  const keys = await softwareAuditKeys({ synchronousMac: true });
+  let failSyncs = 0;
+  const sync = (file: Deno.FsFile) =>
+    failSyncs-- > 0 ? Promise.reject(new Error("EIO (test)")) : file.syncData();
+  const dir = await Deno.makeTempDir({ prefix: "audit-removed-twice-" });
+  const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, retryMs: NEVER, sync });
+  await log.append("sign", "CN=a", { request_id: "before" });
+  const size = (await Deno.stat(`${dir}/audit.log.000001`)).size;
+  await Deno.remove(`${dir}/audit.log.000001`);
+  await assert.rejects(log.append("sign", "CN=a"), /was removed/);
+  failSyncs = 1;
+  assert.equal(await log.retry(), false);
+  await Deno.remove(`${dir}/audit.log.000002`);
+  assert.equal(await log.retry(), false, "the write went into a removed file");
+  assert.match(log.lastError!, /was removed/);
+  assert.equal(await log.retry(), true);
+  await log.close();
+  assert.deepEqual(await filesOf(dir), ["audit.log.000003"]);
+  const first = (await linesOf(dir))[0];
+  assert.equal(first.event, "audit_reopened");
+  assert.equal(first.prev_file, "audit.log.000001", "the last durable line is still in file 1");
+  assert.equal(first.prev_size, size);
+});
+
+Deno.test({
+  name: "a removed file on a full disk: retries never open more than one replacement",
+  ignore: !tmpfsAvailable,
+  fn: async () => {
+    const fs = (await smallTmpfs())!;
+    try {
+      const keys = await softwareAuditKeys({ synchronousMac: true });
+      const dir = `${fs.path}/audit`;
+      await Deno.mkdir(dir);
+      const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, retryMs: NEVER });
+      const durable = await log.append("sign", "CN=a", { request_id: "before" });
+      // Held open here, the removed file keeps its pages when the log closes it: the disk stays full.
+      const path = `${dir}/audit.log.000001`;
+      const held = await Deno.open(path, { read: true });
+      try {
+        await Deno.remove(path);
+        const filler = await fill(fs.path);
+        // A short line fits the removed file's last page: written and synced, then found unlinked.
+        await assert.rejects(log.append("sign", "CN=a", { request_id: "x" }), /was removed/);
+        for (let i = 0; i < 4; i++) {
+          assert.equal(await log.retry(), false);
+          assert.match(log.lastError!, /space/i);
+        }
+        assert.deepEqual(await filesOf(dir), ["audit.log.000002"], "one replacement per removal");
+        await Deno.remove(filler);
+      } finally {
+        held.close();
+      }
+      assert.equal(await log.retry(), true);
+      assert.equal(log.fileName, "audit.log.000002");
+      await log.append("sign", "CN=a", { request_id: "after" });
+      await log.close();
+      assert.deepEqual(await filesOf(dir), ["audit.log.000002"]);
+      const lines = await linesOf(dir);
+      assert.deepEqual(lines.map((l) => l.request_id ?? l.event), [
+        "audit_reopened",
+        "after",
+        "shutdown",
+        "checkpoint",
+      ]);
+      assert.equal(lines[0].prev_file, "audit.log.000001");
+      assert.equal(lines[0].seq, durable + 1);
+      await assertOnlyTheRemovedFileIsDoubted(dir, keys);
+    } finally {
+      await fs.unmount();
+    }
+  },
+});

@@ -16,7 +16,8 @@
  * dropped, are rewritten, never trusted) and writes an `audit_resumed` line naming the error and the
  * number of refused lines; when that line is durable the log is healthy again. A removed file is not
  * written again: recovery opens the next file with an `audit_reopened` line chained to the last
- * durable line (verify then reports the missing file, as it should).
+ * durable line (verify then reports the missing file, as it should); one new file per removal, in
+ * which a failed attempt is cut back and retried like in any other file.
  *
  * @example
  * ```ts
@@ -108,8 +109,13 @@ interface Outage {
   error: string;
   refused: number;
   resumeQueued: boolean;
-  /** The file was unlinked: recovery continues in a new file. */
+  /** The file was unlinked and no replacement exists yet: recovery creates one. */
   removed: boolean;
+  /**
+   * The opening line of the replacement file, chosen once per removal and written again (into the
+   * same file, cut back to empty) until it is durable: a failed attempt never costs another file.
+   */
+  reopening?: Record<string, unknown> & { file: string };
 }
 
 const DEFAULT_CHECKPOINT_EVERY = 1000;
@@ -365,14 +371,15 @@ export class AuditLog {
     outage.resumeQueued = true;
     const fields = { error: outage.error, refused: outage.refused };
     let done: Promise<number>;
-    if (outage.removed) {
-      const name = this.#reopenName();
-      const opening = {
-        file: name,
-        prev_file: this.#fileName ?? null,
-        prev_size: this.#durableSize,
-      };
-      done = this.#pushInternal("audit_reopened", { ...opening, ...fields }, "opening", name);
+    if (outage.removed) this.#chooseReplacement(outage);
+    if (outage.reopening) {
+      const opening = outage.reopening;
+      done = this.#pushInternal(
+        "audit_reopened",
+        { ...opening, ...fields },
+        "opening",
+        opening.file,
+      );
     } else {
       done = this.#pushInternal("audit_resumed", fields, "resume");
     }
@@ -386,6 +393,18 @@ export class AuditLog {
     file?: string,
   ): Promise<number> {
     return this.#push(kind, memberHead(event, "svcd"), memberTail(new Date(), fields), file);
+  }
+
+  /**
+   * Names the next file and what it chains to: the file of the last durable line, which is still
+   * the one before an earlier replacement if that one was removed before its opening was durable.
+   */
+  #chooseReplacement(outage: Outage): void {
+    outage.reopening = {
+      file: this.#reopenName(),
+      prev_file: outage.reopening ? outage.reopening.prev_file : this.#fileName ?? null,
+      prev_size: outage.reopening ? outage.reopening.prev_size : this.#durableSize,
+    };
   }
 
   #reopenName(): string {
@@ -514,12 +533,16 @@ export class AuditLog {
       this.#durableSize = 0;
       this.#hash = createHash("sha256");
       this.#needsRepair = false;
+      // The replacement exists from here on: a failure below is repaired and retried in it.
+      if (this.#outage) this.#outage.removed = false;
       await syncDirectory(this.#dir);
       return;
     }
     if (this.#needsRepair) {
       await this.#file!.truncate(this.#durableSize);
       await this.#file!.seek(this.#durableSize, Deno.SeekMode.Start);
+      // The opening is written again when the directory sync after creating the file failed.
+      if (first.entry.kind === "opening") await syncDirectory(this.#dir);
       this.#needsRepair = false;
     }
   }
