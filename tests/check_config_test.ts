@@ -114,6 +114,14 @@ Deno.test({
         },
       );
 
+      await t.step("a file in the socket's place that is not a socket is named", async () => {
+        await Deno.writeTextFile(`${dir}/auth.sock`, "not a socket");
+        const r = await checkConfig(token, dir, []);
+        assert.equal(r.code, 1);
+        assert.match(r.text, /auth\.sock exists and is not a socket/);
+        await Deno.remove(`${dir}/auth.sock`);
+      });
+
       await t.step("a bad option value exits 2 naming the option", async () => {
         const r = await checkConfig(token, dir, ["--max-body", "1k"]);
         assert.equal(r.code, 2);

@@ -71,12 +71,28 @@ export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
       "--public-socket, --revocation-db and --ocsp-label are not supported by this version yet; remove them",
     );
   }
+  checkSocketPath(config.socket);
   const policy = await loadPolicy(config.policy);
   for (const warning of policy.current.warnings) log(`policy: ${warning}`);
   await ensureDir(config.auditDir, "--audit-dir");
   await ensureDir(config.stateDir, "--state-dir");
   budgetTuning(config);
   return policy;
+}
+
+/** A file in the socket's place that is not a socket is never replaced: say so before start-up. */
+function checkSocketPath(path: string): void {
+  let info: Deno.FileInfo;
+  try {
+    info = Deno.lstatSync(path);
+  } catch {
+    return; // absent: the listener creates it
+  }
+  if (!info.isSocket) {
+    throw new StartupError(
+      `--socket ${path} exists and is not a socket; move it away or choose another path`,
+    );
+  }
 }
 
 async function loadPolicy(path: string): Promise<PolicyFile> {
@@ -240,55 +256,61 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   const audit = await (parts.openAudit ?? openAudit)(config, token, (err) => onTokenDead(err));
 
   let exitCode = 0;
+  let listener: Listener | undefined;
   let stopping: Promise<void> | undefined;
   const stop = (code: number, why: string) => {
     if (stopping) return stopping;
     exitCode = code;
     log(`stopping: ${why}`);
     stopping = (async () => {
-      await listener.close(code === EXIT_TOKEN_DEAD ? DEAD_TOKEN_GRACE_MS : STOP_GRACE_MS);
-      await audit.close().catch((err) => log(`audit close: ${(err as Error).message}`));
-      budget.close();
-      token.close();
+      await listener?.close(code === EXIT_TOKEN_DEAD ? DEAD_TOKEN_GRACE_MS : STOP_GRACE_MS);
+      await releaseToken(token, audit, budget);
     })();
     return stopping;
   };
 
-  const listener = Listener.open({
-    path: config.socket,
-    proxyUid: config.proxyUid,
-    queueDepth: config.queueDepth,
-    maxBodyBytes: config.maxBody,
-    workers: config.workers,
-    log: (event) => log(`listener: ${JSON.stringify(event)}`),
-    handler: authenticatedHandler({
-      token,
-      policy: () => policy.current,
-      audit,
-      budget,
-      cap: ConcurrencyCap.forWorkers(config.workers),
-      publicSocket: config.publicSocket,
-      isTokenDead,
-      onTokenDead: (err) => onTokenDead(err),
-      log,
-      startedAt: Date.now(),
-    }),
-  });
-  onTokenDead = (err) => void stop(EXIT_TOKEN_DEAD, `token is dead: ${(err as Error).message}`);
-  await audit.append("listener_start", "svcd", {
-    listener: "authenticated",
-    socket: config.socket,
-  });
+  // Signals are ours before the socket exists: a reload or stop at any moment after start-up
+  // is handled, never the default action that would kill the process without a shutdown line.
   const onHup = () => void reloadPolicy(policy, audit);
   const onTerm = () => void stop(0, "signal");
   Deno.addSignalListener("SIGHUP", onHup);
   Deno.addSignalListener("SIGTERM", onTerm);
   Deno.addSignalListener("SIGINT", onTerm);
-  // Announced only once signals are handled: a service manager may reload right after.
-  log(`listening on ${config.socket} (proxy uid ${config.proxyUid}, ${config.workers} workers)`);
   try {
+    listener = Listener.open({
+      path: config.socket,
+      proxyUid: config.proxyUid,
+      queueDepth: config.queueDepth,
+      maxBodyBytes: config.maxBody,
+      workers: config.workers,
+      log: (event) => log(`listener: ${JSON.stringify(event)}`),
+      handler: authenticatedHandler({
+        token,
+        policy: () => policy.current,
+        audit,
+        budget,
+        cap: ConcurrencyCap.forWorkers(config.workers),
+        publicSocket: config.publicSocket,
+        isTokenDead,
+        onTokenDead: (err) => onTokenDead(err),
+        log,
+        startedAt: Date.now(),
+      }),
+    });
+    onTokenDead = (err) => void stop(EXIT_TOKEN_DEAD, `token is dead: ${(err as Error).message}`);
+    await audit.append("listener_start", "svcd", {
+      listener: "authenticated",
+      socket: config.socket,
+    });
+    log(`listening on ${config.socket} (proxy uid ${config.proxyUid}, ${config.workers} workers)`);
     await listener.serve();
     await stop(exitCode, "listener ended");
+  } catch (err) {
+    await stop(
+      isTokenDead(err) ? EXIT_TOKEN_DEAD : 1,
+      `start-up failed: ${(err as Error).message}`,
+    );
+    if (exitCode !== EXIT_TOKEN_DEAD) throw err;
   } finally {
     Deno.removeSignalListener("SIGHUP", onHup);
     Deno.removeSignalListener("SIGTERM", onTerm);
@@ -296,6 +318,21 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   }
   log(`stopped (exit ${exitCode})`);
   return exitCode;
+}
+
+/** How long a stop waits for signatures still running in the module before finalising it. */
+const TOKEN_DRAIN_MS = 5_000;
+
+/**
+ * The token is finalised only when no operation is running in it (spec §7 rule 6: a session is used
+ * by one operation at a time); the audit log's last lines still need it, so it closes first.
+ */
+async function releaseToken(token: Token, audit: Audit, budget: Budget): Promise<void> {
+  const idle = await token.whenIdle(TOKEN_DRAIN_MS);
+  await audit.close().catch((err) => log(`audit close: ${(err as Error).message}`));
+  budget.close();
+  if (idle) token.close();
+  else log("a module operation is still running; the module is left to the process exit");
 }
 
 async function reloadPolicy(policy: PolicyFile, audit: Audit): Promise<void> {

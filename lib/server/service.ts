@@ -310,10 +310,23 @@ async function healthRoute(
   });
 }
 
-/** Live token state: C_GetTokenInfo and a pooled session's login state; a dead token stops us. */
+/**
+ * Live token state: C_GetTokenInfo and a pooled session's login state; a dead token stops us. When
+ * every session is lent out the session check is skipped rather than queued behind the signers
+ * (/health must answer under load): those busy sessions would themselves report a lost login.
+ */
 async function tokenHealth(deps: ServiceDeps): Promise<Record<string, unknown>> {
   try {
     const info = deps.token.info();
+    const pool = deps.token.poolStats();
+    if (pool.size > 0 && pool.inUse >= pool.cap) {
+      return {
+        present: true,
+        logged_in: true,
+        label: info.label,
+        session_check: "skipped: all busy",
+      };
+    }
     return { present: true, logged_in: await deps.token.loggedIn(), label: info.label };
   } catch (err) {
     if (deps.isTokenDead(err)) deps.onTokenDead(err);
@@ -334,7 +347,15 @@ async function tokenRoute(
   if (!knownToPolicy(subject, deps)) return FORBIDDEN;
   const keys = [];
   for (const label of deps.policy().labelsFor(subject)) {
-    const key = await keyByHeaderLabel(label, deps);
+    let key: RouteKey | undefined;
+    try {
+      key = await keyByHeaderLabel(label, deps);
+    } catch (err) {
+      // One unusable key (a type or mechanism the module does not offer) does not hide the others.
+      if (deps.isTokenDead(err)) throw err;
+      keys.push({ label: utf8FromLatin1(label) ?? label, error: (err as Error).message });
+      continue;
+    }
     if (!key) continue;
     keys.push({
       label: key.label,

@@ -133,11 +133,42 @@ Deno.test("service: the concurrency cap answers 429 Retry-After 1 and is not a r
   assert.equal(recorded, 0);
 });
 
-Deno.test("service: the sign line is written before the signature is released", async () => {
+Deno.test("service: the answer waits until the sign line is durable", async () => {
   const { deps, calls } = fakes();
-  const r = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "k"]], "abc"));
-  assert.equal(r.status, 200);
+  let durable!: () => void;
+  deps.audit.append = (event, actor) => {
+    calls.push(`audit ${event} ${actor}`);
+    return new Promise((resolve) => (durable = () => resolve(1)));
+  };
+  let answered = false;
+  const pending = authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "k"]], "abc"))
+    .then((r) => (answered = true, r));
+  while (!calls.includes("audit sign CN=a")) await new Promise((r) => setTimeout(r, 0));
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(answered, false, "the signature left before its audit line was durable");
+  durable();
+  assert.equal((await pending).status, 200);
   assert.deepEqual(calls.slice(-2), ["token.sign", "audit sign CN=a"]);
+});
+
+Deno.test("service: /health under a fully busy pool answers without queueing behind signers", async () => {
+  const { deps, calls } = fakes();
+  deps.token.poolStats = () => ({ size: 4, inUse: 4, waiting: 9, cap: 4 });
+  const r = await authenticatedHandler(deps)(req("/health", [A], "", "GET"));
+  assert.equal(r.status, 200);
+  assert.ok(!calls.includes("token.loggedIn"));
+});
+
+Deno.test("service: /token lists the usable keys when one granted key is unusable", async () => {
+  const { deps } = fakes();
+  const key = deps.token.key;
+  deps.token.key = (label) =>
+    label === "ghost" ? Promise.reject(new Error("mechanism not offered")) : key(label);
+  const r = await authenticatedHandler(deps)(req("/token", [A], "", "GET"));
+  assert.equal(r.status, 200);
+  const body = JSON.parse(new TextDecoder().decode(r.body as Uint8Array));
+  assert.deepEqual(body.keys.map((k: { label: string }) => k.label), ["k", "ghost"]);
+  assert.match(body.keys[1].error, /mechanism not offered/);
 });
 
 Deno.test("service: a failed audit write withholds the signature (503)", async () => {

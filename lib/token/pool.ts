@@ -52,6 +52,7 @@ export class SessionPool {
   #idle: Handle[] = [];
   #all = new Set<Handle>();
   #waiters: ((handle: Handle) => void)[] = [];
+  #idleWaiters: (() => void)[] = [];
   #cap: number;
   #closed = false;
   // Instrumentation, independent of the free list: which sessions have an operation in progress.
@@ -138,6 +139,33 @@ export class SessionPool {
     const next = this.#waiters.shift();
     if (next) next(session);
     else this.#idle.push(session);
+    this.#notifyIfIdle();
+  }
+
+  /**
+   * Resolves true once no session is lent out, or false after `timeoutMs` — for a stop that must
+   * not close sessions under a running operation.
+   * @example if (await pool.whenIdle(5000)) pool.close();
+   */
+  whenIdle(timeoutMs: number): Promise<boolean> {
+    if (this.#all.size === this.#idle.length) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.#idleWaiters = this.#idleWaiters.filter((w) => w !== done);
+        resolve(false);
+      }, timeoutMs);
+      this.#idleWaiters.push(done);
+    });
+  }
+
+  #notifyIfIdle(): void {
+    if (this.#idleWaiters.length > 0 && this.#all.size === this.#idle.length) {
+      for (const w of this.#idleWaiters.splice(0)) w();
+    }
   }
 
   /** Figures for /health and tests. */
@@ -166,6 +194,7 @@ export class SessionPool {
   #discard(session: Handle): void {
     this.#all.delete(session);
     this.#backend.close(session);
+    this.#notifyIfIdle();
     // A waiter may now be served by a fresh session.
     const next = this.#waiters.shift();
     if (next) this.acquire().then(next, () => this.#waiters.unshift(next));

@@ -123,3 +123,27 @@ Deno.test("pool instrumentation counts an operation that overlaps another on one
   await Promise.all([held, second]);
   assert.equal(pool.useStats().overlaps, 1);
 });
+
+Deno.test("pool.whenIdle waits for lent-out sessions (a stop never closes one under an operation)", async () => {
+  const pool = new SessionPool(fakeBackend(10));
+  assert.equal(await pool.whenIdle(1000), true);
+  const g = gate();
+  const running = pool.use(() => g.done);
+  let idle: boolean | undefined;
+  const waiting = pool.whenIdle(60_000).then((v) => (idle = v));
+  await Promise.resolve();
+  assert.equal(idle, undefined, "resolved while an operation still held its session");
+  g.release();
+  await running;
+  await waiting;
+  assert.equal(idle, true);
+});
+
+Deno.test("pool.whenIdle gives up after its timeout and reports it", async () => {
+  const pool = new SessionPool(fakeBackend(10));
+  const g = gate();
+  const running = pool.use(() => g.done);
+  assert.equal(await pool.whenIdle(10), false);
+  g.release();
+  await running;
+});

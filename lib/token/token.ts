@@ -377,6 +377,14 @@ export class Token {
     }, { discardOn: isTokenDead });
   }
 
+  /**
+   * Resolves true once no pooled session is in use, false after `timeoutMs`.
+   * @example if (await token.whenIdle(5000)) token.close();
+   */
+  whenIdle(timeoutMs: number): Promise<boolean> {
+    return this.#pool.whenIdle(timeoutMs);
+  }
+
   /** Pool figures: sessions open, lent out, callers waiting, and the cap in force. */
   poolStats(): PoolStats {
     return this.#pool.stats();
