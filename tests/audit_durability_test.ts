@@ -499,6 +499,21 @@ async function assertOnlyTheRemovedFileIsDoubted(dir: string, keys: SoftwareAudi
   assert.equal(rest.torn, undefined);
 }
 
+/** After a recovered removal: one more line, a clean close, and all of it in the one replacement. */
+async function finishInTheReplacement(log: AuditLog, dir: string) {
+  await log.append("sign", "CN=a", { request_id: "after" });
+  await log.close();
+  assert.deepEqual(await filesOf(dir), ["audit.log.000002"]);
+  const lines = await linesOf(dir);
+  assert.deepEqual(lines.map((l) => l.request_id ?? l.event), [
+    "audit_reopened",
+    "after",
+    "shutdown",
+    "checkpoint",
+  ]);
+  return lines;
+}
+
 Deno.test("a removed file whose replacement cannot be synced: one replacement, cut back and retried in it", async () => {
   const keys = await softwareAuditKeys({ synchronousMac: true });
   let failSyncs = 0;
@@ -517,16 +532,7 @@ Deno.test("a removed file whose replacement cannot be synced: one replacement, c
   assert.deepEqual(await filesOf(dir), ["audit.log.000002"], "one replacement per removal");
   // Each failed attempt wrote a whole line that was never durable: it is cut back, not kept.
   assert.equal(await log.retry(), true);
-  await log.append("sign", "CN=a", { request_id: "after" });
-  await log.close();
-  assert.deepEqual(await filesOf(dir), ["audit.log.000002"]);
-  const lines = await linesOf(dir);
-  assert.deepEqual(lines.map((l) => l.request_id ?? l.event), [
-    "audit_reopened",
-    "after",
-    "shutdown",
-    "checkpoint",
-  ]);
+  const lines = await finishInTheReplacement(log, dir);
   assert.equal(lines[0].file, "audit.log.000002");
   assert.equal(lines[0].prev_file, "audit.log.000001", "chains to the removed file, not itself");
   assert.ok((lines[0].prev_size as number) > 0);
@@ -590,16 +596,7 @@ Deno.test({
       }
       assert.equal(await log.retry(), true);
       assert.equal(log.fileName, "audit.log.000002");
-      await log.append("sign", "CN=a", { request_id: "after" });
-      await log.close();
-      assert.deepEqual(await filesOf(dir), ["audit.log.000002"]);
-      const lines = await linesOf(dir);
-      assert.deepEqual(lines.map((l) => l.request_id ?? l.event), [
-        "audit_reopened",
-        "after",
-        "shutdown",
-        "checkpoint",
-      ]);
+      const lines = await finishInTheReplacement(log, dir);
       assert.equal(lines[0].prev_file, "audit.log.000001");
       assert.equal(lines[0].seq, durable + 1);
       await assertOnlyTheRemovedFileIsDoubted(dir, keys);
