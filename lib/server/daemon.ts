@@ -311,11 +311,10 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
       `start-up failed: ${(err as Error).message}`,
     );
     if (exitCode !== EXIT_TOKEN_DEAD) throw err;
-  } finally {
-    Deno.removeSignalListener("SIGHUP", onHup);
-    Deno.removeSignalListener("SIGTERM", onTerm);
-    Deno.removeSignalListener("SIGINT", onTerm);
   }
+  // The signal listeners stay until the process exits: a second SIGTERM while the stop finishes
+  // (an impatient operator, a service manager) must not fall back to the default action and kill
+  // the process with exit 143 after its work is done.
   log(`stopped (exit ${exitCode})`);
   return exitCode;
 }
