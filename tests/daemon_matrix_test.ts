@@ -294,6 +294,34 @@ Deno.test({
       );
 
       await t.step(
+        "two requests in one write: 400, no signature, no audit line (never a merge)",
+        async () => {
+          const before = (await readAuditLines(daemon.auditDir)).length;
+          const cases = [
+            // The report's request: alone the first would be signed over "AAA".
+            `POST /sign? HTTP/1.1\r\nHost: svcd\r\nX-SVC-Client-Subject: ${ALICE}\r\n` +
+            `X-SVC-Key: k-ec\r\nContent-Length: 3\r\n\r\nAAA` +
+            `POST /zzz HTTP/1.1\r\nHost: other\r\nContent-Length: 3\r\n\r\nBBB`,
+            // The second request's key would have been used when the first had none.
+            `POST /sign HTTP/1.1\r\nHost: svcd\r\nX-SVC-Client-Subject: ${ALICE}\r\n` +
+            `Content-Length: 3\r\n\r\nAAA` +
+            `POST /sign HTTP/1.1\r\nHost: svcd\r\nX-SVC-Key: k-ed\r\nContent-Length: 3\r\n\r\nBBB`,
+            // HTTP/1.0 with keep-alive.
+            `POST /sign HTTP/1.0\r\nHost: svcd\r\nConnection: keep-alive\r\n` +
+            `X-SVC-Client-Subject: ${ALICE}\r\nX-SVC-Key: k-ec\r\nContent-Length: 3\r\n\r\nAAA` +
+            `GET /health HTTP/1.0\r\nHost: svcd\r\n\r\n`,
+          ];
+          for (const raw of cases) {
+            const res = parseResponse(await rawExchange(sock, te.encode(raw)));
+            assertProblem(res, 400);
+            assert.match(res.text(), /One request per connection/);
+          }
+          const after = await readAuditLines(daemon.auditDir);
+          assert.deepEqual(after.slice(before).filter((l) => l.event === "sign"), []);
+        },
+      );
+
+      await t.step(
         "a policy reload with a broken file keeps the old grants; a good one applies",
         async () => {
           await Deno.writeTextFile(daemon.policyPath, `${ALICE}\n`); // no TAB: does not parse

@@ -42,6 +42,7 @@ export interface ReaderLimits {
 
 // deno-lint-ignore no-explicit-any
 const HTTPParser = NodeHTTPParser as any;
+const K_MESSAGE_BEGIN: number = HTTPParser.kOnMessageBegin;
 const K_HEADERS: number = HTTPParser.kOnHeaders;
 const K_HEADERS_COMPLETE: number = HTTPParser.kOnHeadersComplete;
 const K_BODY: number = HTTPParser.kOnBody;
@@ -62,6 +63,7 @@ export class RequestReader {
   // deno-lint-ignore no-explicit-any
   #parser: any = new HTTPParser();
   #headerBytes = 0;
+  #begun = false;
   #lineChecked = false;
   #firstLine = "";
   #headersDone = false;
@@ -87,6 +89,7 @@ export class RequestReader {
     // The parser's own header cap stays above ours so that ours (exact, documented) decides.
     this.#parser.initialize(REQUEST, {}, this.#limits.maxHeaderBytes * 2);
     this.#headerBytes = 0;
+    this.#begun = false;
     this.#lineChecked = false;
     this.#firstLine = "";
     this.#headersDone = false;
@@ -123,7 +126,7 @@ export class RequestReader {
    */
   feed(bytes: Uint8Array): ReadStep {
     if (this.#failure) return this.#failure;
-    if (this.#complete) return { kind: "more" };
+    if (this.#complete) return bytes.length === 0 ? { kind: "more" } : this.#fail(pipelined());
     let chunk = bytes;
     if (!this.#headersDone) {
       const room = this.#limits.maxHeaderBytes - this.#headerBytes;
@@ -193,14 +196,27 @@ export class RequestReader {
     );
   }
 
+  /** The first refusal stands: callbacks that run after it (the rest of a chunk) cannot replace it. */
   #fail(step: ReadStep): ReadStep {
-    this.#failure = step;
-    return step;
+    this.#failure ??= step;
+    return this.#failure;
   }
 
   #install(): void {
     const p = this.#parser;
+    // llhttp goes on parsing after the first message (keep-alive), feeding the next message's
+    // target, headers and body to the same callbacks: without this, two requests in one read were
+    // merged into one and a signature covered bytes no client sent as one message. The parser
+    // fires this on the first byte of every message, so a second one is a pipelined request.
+    p[K_MESSAGE_BEGIN] = () => {
+      if (!this.#begun) {
+        this.#begun = true;
+        return;
+      }
+      this.#fail(pipelined());
+    };
     p[K_HEADERS] = (headers: string[], url: string) => {
+      if (this.#failure) return;
       if (this.#headersDone) {
         this.#fail(
           refuse(400, "Trailers are not accepted", "send no trailer fields after a chunked body"),
@@ -220,6 +236,7 @@ export class RequestReader {
       _message: unknown,
       upgrade: boolean,
     ) => {
+      if (this.#failure) return 1;
       if (headers) { for (const item of headers) this.#flat.push(item); }
       if (url) this.#url += url;
       this.#headersDone = true;
@@ -287,6 +304,14 @@ export class RequestReader {
 
 function refuse(status: 400 | 413 | 417, title: string, detail: string): ReadStep {
   return { kind: "refuse", status, title, detail };
+}
+
+function pipelined(): ReadStep {
+  return refuse(
+    400,
+    "One request per connection",
+    "bytes followed the end of the request; send each request on its own connection",
+  );
 }
 
 function tooLarge(max: number): ReadStep {

@@ -123,3 +123,49 @@ Deno.test("latin1 maps each byte to one char", () => {
   assert.equal(s.length, 256);
   for (let i = 0; i < 256; i++) assert.equal(s.charCodeAt(i), i);
 });
+
+Deno.test("a request followed by a second one in the same bytes is refused, never merged", () => {
+  const first = "POST /sign? HTTP/1.1\r\nHost: svcd\r\nX-SVC-Client-Subject: CN=fuzz\r\n" +
+    "X-SVC-Key: k1\r\nContent-Length: 3\r\n\r\nAAA";
+  const seconds = [
+    "POST /zzz HTTP/1.1\r\nHost: other\r\nContent-Length: 3\r\n\r\nBBB",
+    "GET /x HTTP/1.1\r\nHost: other\r\n\r\n",
+    "P", // the first byte of a next request is enough
+    "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nBPOST /b HTTP/1.1\r\n",
+  ];
+  for (const second of seconds) {
+    for (const split of [0, 1, first.length]) {
+      // In one feed, and with the second request arriving in a later feed of the same reader.
+      const whole = first + second;
+      const reader = new RequestReader({ maxHeaderBytes: 16384, maxBodyBytes: 1024 });
+      let step = reader.feed(bytes(whole.slice(0, whole.length - split)));
+      if (split > 0) step = reader.feed(bytes(whole.slice(whole.length - split)));
+      assert.equal(step.kind, "refuse", `${JSON.stringify(second)} split ${split}`);
+      if (step.kind === "refuse") {
+        assert.equal(step.status, 400);
+        assert.equal(step.title, "One request per connection");
+      }
+    }
+  }
+});
+
+Deno.test("HTTP/1.0 with keep-alive does not merge a second request either", () => {
+  const reader = new RequestReader({ maxHeaderBytes: 16384, maxBodyBytes: 1024 });
+  const step = reader.feed(bytes(
+    "POST /sign HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nA" +
+      "POST /sign HTTP/1.0\r\nHost: a\r\nContent-Length: 1\r\n\r\nB",
+  ));
+  assert.equal(step.kind, "refuse");
+});
+
+Deno.test("one complete request alone is still read as it was sent", () => {
+  const reader = new RequestReader({ maxHeaderBytes: 16384, maxBodyBytes: 1024 });
+  const step = reader.feed(
+    bytes("POST /sign HTTP/1.1\r\nHost: a\r\nX-SVC-Key: k\r\nContent-Length: 3\r\n\r\nAAA"),
+  );
+  assert.equal(step.kind, "done");
+  if (step.kind !== "done") return;
+  assert.equal(step.request.target, "/sign");
+  assert.equal(latin1(step.request.body), "AAA");
+  assert.equal(step.request.headers.length, 3);
+});
