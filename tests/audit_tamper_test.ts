@@ -316,7 +316,8 @@ Deno.test("torn final line of the newest file: reported as torn, everything befo
   assert.match(whole.files[2].notes.join(";"), /MAC is valid but its newline is missing/);
 });
 
-Deno.test("a torn tail left by a crash in an earlier file is accepted when the next file continues from it", async () => {
+/** A log of two files where the daemon was killed in the middle of a write to the first. */
+async function crashedBetweenFiles(): Promise<{ keys: SoftwareAuditKeys; dir: string }> {
   const keys = await softwareAuditKeys({ synchronousMac: true });
   const dir = await Deno.makeTempDir({ prefix: "audit-torn-earlier-" });
   const first = await AuditLog.open({ dir, keys: keys.keys, login: {} });
@@ -330,11 +331,53 @@ Deno.test("a torn tail left by a crash in an earlier file is accepted when the n
   const second = await AuditLog.open({ dir, keys: keys.keys, login: {} });
   await second.append("sign", "CN=a", { request_id: "2" });
   await second.close();
+  return { keys, dir };
+}
+
+Deno.test("a torn tail left by a crash in an earlier file is accepted: the next file recorded it (prev_torn)", async () => {
+  const { keys, dir } = await crashedBetweenFiles();
   const r = await verifyDir(dir, keys);
   assert.equal(r.ok, true, JSON.stringify(r.problem));
   assert.match(r.files[0].notes.join(";"), /torn final line 3/);
   const opening = JSON.parse((await readLines(`${dir}/audit.log.000002`))[0]);
   assert.equal(opening.prev_size, (await Deno.stat(`${dir}/audit.log.000001`)).size - 20);
+  assert.equal(opening.prev_torn, 20);
+});
+
+Deno.test("tamper: a partial line added to an earlier file is located (exit 1), not taken for a torn tail", async () => {
+  const { keys, dir } = await copyOfSample();
+  const path = `${dir}/audit.log.000001`;
+  const lines = await readLines(path);
+  await Deno.writeTextFile(path, `{"event":"sign","actor":"CN=x"`, { append: true });
+  assertProblem(
+    await verifyDir(dir, keys),
+    "audit.log.000001",
+    lines.length + 1,
+    /partial line of 30 byte\(s\).*audit\.log\.000002 line 1 records 0 .*added after it was closed/,
+  );
+  const pem = `${dir}/../audit-sign-${crypto.randomUUID()}.pem`;
+  await Deno.writeTextFile(pem, keys.publicKeyPem);
+  const cli = await runCommand(
+    DENO,
+    ["run", "-A", MAIN, "audit", "verify", "--public-key", pem, "--dir", dir],
+    { env: { NO_COLOR: "1" } },
+  );
+  await Deno.remove(pem);
+  assert.equal(cli.code, 1, cli.text);
+  assert.match(
+    cli.text,
+    new RegExp(`^FAILED: audit\\.log\\.000001 line ${lines.length + 1}: `, "m"),
+  );
+});
+
+Deno.test("tamper: a crash's torn tail in an earlier file changed in length or removed is located", async () => {
+  const { keys, dir } = await crashedBetweenFiles();
+  const path = `${dir}/audit.log.000001`;
+  const bytes = await Deno.readFile(path);
+  await Deno.writeFile(path, new TextEncoder().encode("or"), { append: true });
+  assertProblem(await verifyDir(dir, keys), "audit.log.000001", 3, /22 byte.*records 20/);
+  await Deno.writeFile(path, bytes.subarray(0, bytes.length - 20));
+  assertProblem(await verifyDir(dir, keys), "audit.log.000001", 3, /cut or removed/);
 });
 
 Deno.test("svcd audit verify --public-key: exit 0 on the untouched log, 1 naming file and line when tampered", async () => {

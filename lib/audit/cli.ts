@@ -1,6 +1,7 @@
 /**
  * `svcd audit verify`: checks the audit chain and prints one summary line per file; exit 0 only
- * when everything holds (a torn final line is reported, not failed), 1 at the first problem (its
+ * when everything holds (a torn final line is reported, not failed, unless a later file shows it
+ * was added after the file was closed), 1 at the first problem (its
  * file, line and what is wrong), 2 for a usage, credential or token error.
  *
  * @example
@@ -25,8 +26,9 @@ const USAGE =
 
 Checks every audit.log.NNNNNN in DIR (default ${DEFAULT_AUDIT_DIR}), oldest first, or the FILEs
 given: seq continuity, the MAC chain, the links between files and the signed checkpoints. Prints
-one line per file; exit 0 when all holds (a torn final line from a crash is reported, not failed),
-1 at the first problem (file, line, what is wrong), 2 for a usage, credential or token error.
+one line per file; exit 0 when all holds (a torn final line from a crash is reported, not failed;
+in an earlier file it must be the one the next file recorded), 1 at the first problem (file, line,
+what is wrong), 2 for a usage, credential or token error.
 
   --dir DIR          audit directory; the oldest file must start the chain
   FILE…              check these files only (the link into the first one is not checked)

@@ -17,6 +17,8 @@ export interface ChainTail {
   prevFile: string | null;
   /** Bytes of `prevFile` up to and including its last newline (a torn tail after it is left alone). */
   prevSize: number | null;
+  /** Bytes of `prevFile` after `prevSize` (a line torn by a crash); null in an empty directory. */
+  prevTorn: number | null;
   /** Seq of the last complete line in the newest file that has one; 0 when none. */
   seq: number;
   /** MAC of that line; 32 zero bytes when none. */
@@ -62,15 +64,22 @@ export async function findChainTail(dir: string): Promise<ChainTail> {
     );
   }
   if (names.length === 0) {
-    return { nextNumber: 1, prevFile: null, prevSize: null, seq: 0, mac: ZERO_MAC };
+    return {
+      nextNumber: 1,
+      prevFile: null,
+      prevSize: null,
+      prevTorn: null,
+      seq: 0,
+      mac: ZERO_MAC,
+    };
   }
   const newest = names[names.length - 1];
   const nextNumber = auditFileNumber(newest)! + 1;
   auditFileName(nextNumber); // throws a clear error past 999999
-  let prevSize: number | null = null;
+  let prev: { prevSize: number; prevTorn: number } | undefined;
   for (let i = names.length - 1; i >= 0; i--) {
     const last = await readLastLine(`${dir}/${names[i]}`);
-    if (prevSize === null) prevSize = last.completeSize;
+    prev ??= { prevSize: last.completeSize, prevTorn: last.size - last.completeSize };
     if (last.line === undefined) continue; // an empty file, or only a torn line: look further back
     const head = parseHead(last.line);
     if (typeof head === "string") {
@@ -81,9 +90,9 @@ export async function findChainTail(dir: string): Promise<ChainTail> {
           `(${head}); run 'svcd audit verify --dir ${dir}' and have the log examined`,
       );
     }
-    return { nextNumber, prevFile: newest, prevSize, ...head };
+    return { nextNumber, prevFile: newest, ...prev, ...head };
   }
-  return { nextNumber, prevFile: newest, prevSize, seq: 0, mac: ZERO_MAC };
+  return { nextNumber, prevFile: newest, ...prev!, seq: 0, mac: ZERO_MAC };
 }
 
 function parseHead(line: Uint8Array): { seq: number; mac: Uint8Array } | string {
@@ -100,10 +109,13 @@ function parseHead(line: Uint8Array): { seq: number; mac: Uint8Array } | string 
   return { seq, mac: parts.mac };
 }
 
-/** The last `\n`-terminated line of a file (without the `\n`) and the size through that `\n`. */
+/**
+ * The last `\n`-terminated line of a file (without the `\n`), the size through that `\n` and the
+ * whole size.
+ */
 export async function readLastLine(
   path: string,
-): Promise<{ line?: Uint8Array; completeSize: number }> {
+): Promise<{ line?: Uint8Array; completeSize: number; size: number }> {
   using file = await Deno.open(path, { read: true });
   const size = (await file.stat()).size;
   let window = Math.min(size, 64 * 1024);
@@ -111,12 +123,12 @@ export async function readLastLine(
     const start = size - window;
     const buf = await readAt(file, start, window);
     const lastNl = buf.lastIndexOf(0x0a);
-    if (lastNl < 0 && start === 0) return { completeSize: 0 };
+    if (lastNl < 0 && start === 0) return { completeSize: 0, size };
     if (lastNl >= 0) {
       // lastIndexOf with a negative start would search from the end: guard the first byte.
       const prevNl = lastNl > 0 ? buf.lastIndexOf(0x0a, lastNl - 1) : -1;
       if (prevNl >= 0 || start === 0) {
-        return { line: buf.slice(prevNl + 1, lastNl), completeSize: start + lastNl + 1 };
+        return { line: buf.slice(prevNl + 1, lastNl), completeSize: start + lastNl + 1, size };
       }
     }
     window = Math.min(size, window * 4);

@@ -29,7 +29,12 @@ export const RESERVED_MEMBERS: ReadonlySet<string> = new Set([
 ]);
 
 /** Members of the first line of a file (login_ok / audit_reopened) that link it to the file before. */
-export const OPENING_MEMBERS: ReadonlySet<string> = new Set(["file", "prev_file", "prev_size"]);
+export const OPENING_MEMBERS: ReadonlySet<string> = new Set([
+  "file",
+  "prev_file",
+  "prev_size",
+  "prev_torn",
+]);
 
 /** Events that may open a file: the module opening, or a new file after the old one was removed. */
 export const OPENING_EVENTS: ReadonlySet<string> = new Set(["login_ok", "audit_reopened"]);

@@ -204,6 +204,7 @@ export class AuditLog {
       file: name,
       prev_file: tail.prevFile,
       prev_size: tail.prevSize,
+      prev_torn: tail.prevTorn,
       ...opts.login,
     };
     try {

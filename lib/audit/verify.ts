@@ -3,7 +3,10 @@
  * `prev` links, the MACs (when given the MAC key), the links between files, and every checkpoint
  * (its claim against the file's bytes and, given the public key, its Ed25519 signature). It stops at
  * the first problem and names its file and line. A partial last line (a write cut by a crash) is a
- * torn tail: reported, not part of the chain, and nothing before it is doubted.
+ * torn tail: reported, not part of the chain, and nothing before it is doubted. In a file that a
+ * later file continues, the torn tail must be exactly the one the later file's opening line recorded
+ * (`prev_torn`): any other partial line there was added after the file was closed, which is
+ * tampering.
  *
  * @example
  * ```ts
@@ -129,12 +132,22 @@ export async function verifyAuditFiles(opts: VerifyOptions): Promise<VerifyResul
   return { ok: true, files: reports, torn };
 }
 
+/** What the next file's opening line must agree with about the file before it. */
+interface PreviousFile {
+  name: string;
+  /** Bytes through the last `\n`. */
+  completeSize: number;
+  lines: number;
+  /** Bytes after the last `\n`. */
+  torn: number;
+}
+
 /** The state carried from line to line and file to file. */
 class ChainWalk {
   #opts: VerifyOptions;
   #seq = 0;
   #mac: Uint8Array = ZERO_MAC;
-  #previous: { name: string; completeSize: number; lines: number } | undefined;
+  #previous: PreviousFile | undefined;
   #macs: MacWindow;
   /** Seqs of this file's lines (checkpoints aside) that no checkpoint covers yet. */
   #unsigned: number[] = [];
@@ -173,7 +186,7 @@ class ChainWalk {
           : "no complete line (a start that failed before its first line was durable)",
       );
     }
-    this.#linkCheckedBy(name, offset, lineNo);
+    this.#linkCheckedBy(name, offset, lineNo, tail.length);
     if (this.#unsigned.length > 0) {
       const n = this.#unsigned.length;
       report.notes.push(`${n} line(s) after the last checkpoint are covered by the MAC chain only`);
@@ -184,8 +197,8 @@ class ChainWalk {
   }
 
   /** The next file must say where this one ended; remember what it must say. */
-  #linkCheckedBy(name: string, completeSize: number, lines: number): void {
-    this.#previous = { name, completeSize, lines };
+  #linkCheckedBy(name: string, completeSize: number, lines: number, torn: number): void {
+    this.#previous = { name, completeSize, lines, torn };
   }
 
   async #line(
@@ -298,6 +311,25 @@ class ChainWalk {
           `records that it ended at byte ${prevSize}: lines were added after it was closed`,
       });
     }
+    this.#tornAsRecorded(before, file, line.prev_torn);
+  }
+
+  /**
+   * An earlier file's partial last line must be the one a crash left there, which the next file's
+   * opening recorded (`prev_torn`, absent = 0): the writer never adds to a file it has left.
+   */
+  #tornAsRecorded(before: PreviousFile, file: string, recorded: unknown): void {
+    const expected = typeof recorded === "number" ? recorded : 0;
+    if (before.torn === expected) return;
+    throw new Found({
+      file: before.name,
+      line: before.lines + 1,
+      message: before.torn > expected
+        ? `the file ends with a partial line of ${before.torn} byte(s), but ${file} line 1 ` +
+          `records ${expected} byte(s) after its last complete line: bytes were added after it was closed`
+        : `the file ends with ${before.torn} byte(s) after its last complete line, but ${file} ` +
+          `line 1 records ${expected}: the partial line a crash left was cut or removed`,
+    });
   }
 
   /** Checks a checkpoint's claim against the file; returns what is wrong, if anything. */
