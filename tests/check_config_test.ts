@@ -98,7 +98,7 @@ Deno.test({
 
       await t.step("refusal budget options are checked and named by their flags", async () => {
         const r = await checkConfig(token, dir, ["--refusal-base-delay", "600"]);
-        assert.equal(r.code, 1);
+        assert.equal(r.code, 2, "an option mistake is a usage error");
         assert.match(r.text, /--refusal-max-delay must be a whole number from 600/);
       });
 

@@ -11,7 +11,7 @@
  * ```
  */
 import { parseArgs } from "node:util";
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/cli.ts";
+import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
 import { Token } from "../token/mod.ts";
 import { auditFileNumber } from "./format.ts";
 import { listAuditFiles } from "./files.ts";

@@ -26,13 +26,14 @@ export async function runServeCommand(
     await checkConfig(config);
     checkStateFile(config);
     log("check: options, open-file limit, policy, folders and refusal state are fine");
-    const pin = Token.readPinCredential(config.credentialsDir);
+    const pin = Token.readPinCredential(config.token.credentialsDir);
     const pinLength = pin.length;
     pin.fill(0);
     // No login here: every failed login counts toward the five-failure lockout of the role.
     log(`check: credential svc-pin present (${pinLength} bytes); no login attempted`);
-    const token = Token.open({ modulePath: config.module, tokenLabel: config.token });
-    log(`check: token '${config.token}' found through ${config.module}`);
+    const { modulePath, tokenLabel } = config.token;
+    const token = Token.open({ modulePath, tokenLabel });
+    log(`check: token '${tokenLabel}' found through ${modulePath}`);
     token.close();
     console.log("configuration OK");
     return 0;

@@ -1,68 +1,111 @@
 /**
- * The daemon's configuration: one typed structure, parsed from the command line through one table of
+ * The daemon's configuration: nested typed structures, one per library, each in the shape that
+ * library's `open` already takes. Built and validated here and nowhere else, from one table of
  * option specifications, so `svcd serve --help`, `--check-config` and the parser cannot disagree.
  *
  * @example
  * ```ts
- * const config = parseServeArgs(["--socket", "/run/svcd/auth.sock", "--proxy-uid", "33", "--policy", "p"]);
+ * const config = parseServeArgs(["--socket", "/run/svcd/auth.sock", "--proxy-uid", "33"]);
+ * config.listener.path; // "/run/svcd/auth.sock"
+ * config.token.tokenLabel; // "svcd"
  * ```
  */
 import { parseArgs } from "node:util";
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/cli.ts";
+import type { ListenerOptions } from "../http/listener.ts";
+import type { AuditOptions } from "../audit/log.ts";
+import type { TokenOptions } from "../token/token.ts";
+import { type BudgetTuning, resolveBudgetTuning, TuningError } from "../throttle/options.ts";
+import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
 
-/** Everything `svcd serve` needs, with defaults applied. */
-export interface ServeConfig {
-  socket: string;
-  proxyUid: number;
-  policy: string;
-  module: string;
-  token: string;
-  credentialsDir: string | undefined;
-  workers: number;
-  queueDepth: number;
-  maxBody: number;
-  maxSessions: number;
-  auditDir: string;
-  stateDir: string;
-  checkpointEvery: number;
-  refusalThreshold: number | undefined;
-  refusalRefillSeconds: number | undefined;
-  refusalBaseDelaySeconds: number | undefined;
-  refusalMaxDelaySeconds: number | undefined;
-  publicSocket: string | undefined;
+/** The authenticated listener: what `Listener.open` takes besides its handler and log. */
+export type ListenerConfig =
+  & Required<Pick<ListenerOptions, "path" | "queueDepth" | "maxBodyBytes" | "workers">>
+  & { proxyUid: number };
+
+/** The token: what `Token.open` takes, and where the PIN credential is (`Token.readPinCredential`). */
+export type TokenConfig =
+  & Required<Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions">>
+  & { credentialsDir: string | undefined };
+
+/** The audit log: what `AuditLog.open` takes besides its keys and hooks. */
+export type AuditConfig = Required<Pick<AuditOptions, "dir" | "checkpointEvery">>;
+
+/** The refusal budget: what `RefusalBudget.open` takes, tuning resolved and checked. */
+export type ThrottleConfig = BudgetTuning & { stateDir: string };
+
+/** The policy file (`PolicyFile.load`). */
+export interface PolicyConfig {
+  path: string;
+}
+
+/** The public listener (certificates, OCSP); parsed, not served by this version yet. */
+export interface PublicConfig {
+  socket: string | undefined;
   revocationDb: string | undefined;
   ocspLabel: string | undefined;
 }
 
-/** A command-line mistake: the message says which option and what to do. */
-export class ConfigError extends Error {
-  override name = "ConfigError";
+/** Everything `svcd serve` needs, with defaults applied and every value checked. */
+export interface ServeConfig {
+  listener: ListenerConfig;
+  token: TokenConfig;
+  audit: AuditConfig;
+  throttle: ThrottleConfig;
+  policy: PolicyConfig;
+  /** Undefined unless one of its options was given. */
+  public: PublicConfig | undefined;
 }
 
-type Kind = "path" | "text" | "count";
-interface OptionSpec {
+/**
+ * A command-line mistake: the message says which option and what to do; `option` names it
+ * (without the dashes) when one option is to blame.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   parseServeArgs(["--workers", "0"]);
+ * } catch (err) {
+ *   if (err instanceof ConfigError) console.error(err.option, err.message); // "workers" …
+ * }
+ * ```
+ */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+  constructor(readonly option: string | undefined, message: string) {
+    super(message);
+  }
+}
+
+/** One option of `svcd serve`: name, type, default, bounds and help. */
+export interface OptionSpec {
   flag: string;
-  key: keyof ServeConfig;
-  kind: Kind;
+  kind: "path" | "text" | "count";
   help: string;
   fallback?: string | number;
   required?: boolean;
   min?: number;
   max?: number;
+  /** False for an option this version parses but refuses: `--help` does not offer it. */
+  advertised?: boolean;
 }
 
-/** The options of `svcd serve`, as data: name, type, default, bounds and help. */
+/**
+ * The options of `svcd serve`, as data.
+ *
+ * @example
+ * ```ts
+ * SERVE_OPTIONS.find((o) => o.flag === "workers")?.fallback; // 16
+ * ```
+ */
 export const SERVE_OPTIONS: readonly OptionSpec[] = [
   {
     flag: "socket",
-    key: "socket",
     kind: "path",
     fallback: "/run/svcd/auth.sock",
     help: "authenticated UNIX socket",
   },
   {
     flag: "proxy-uid",
-    key: "proxyUid",
     kind: "count",
     required: true,
     min: 0,
@@ -71,16 +114,14 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "policy",
-    key: "policy",
     kind: "path",
     fallback: "/etc/svcd/policy",
     help: "policy file: subject<TAB>key label per line; re-read on SIGHUP",
   },
-  { flag: "module", key: "module", kind: "path", fallback: DEFAULT_MODULE, help: "PKCS#11 module" },
-  { flag: "token", key: "token", kind: "text", fallback: DEFAULT_TOKEN_LABEL, help: "token label" },
+  { flag: "module", kind: "path", fallback: DEFAULT_MODULE, help: "PKCS#11 module" },
+  { flag: "token", kind: "text", fallback: DEFAULT_TOKEN_LABEL, help: "token label" },
   {
     flag: "workers",
-    key: "workers",
     kind: "count",
     fallback: 16,
     min: 1,
@@ -89,7 +130,6 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "queue-depth",
-    key: "queueDepth",
     kind: "count",
     fallback: 256,
     min: 1,
@@ -98,7 +138,6 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "max-body",
-    key: "maxBody",
     kind: "count",
     fallback: 1 << 20,
     min: 1,
@@ -107,7 +146,6 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "max-sessions",
-    key: "maxSessions",
     kind: "count",
     fallback: 127,
     min: 1,
@@ -116,21 +154,18 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "audit-dir",
-    key: "auditDir",
     kind: "path",
     fallback: "/var/log/svcd",
     help: "folder of audit.log.NNNNNN files",
   },
   {
     flag: "state-dir",
-    key: "stateDir",
     kind: "path",
     fallback: "/var/lib/svcd",
     help: "folder of persistent state (refusal counts)",
   },
   {
     flag: "checkpoint-every",
-    key: "checkpointEvery",
     kind: "count",
     fallback: 1000,
     min: 1,
@@ -139,7 +174,6 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "refusal-threshold",
-    key: "refusalThreshold",
     kind: "count",
     min: 1,
     max: 1e6,
@@ -147,7 +181,6 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "refusal-refill",
-    key: "refusalRefillSeconds",
     kind: "count",
     min: 1,
     max: 86400,
@@ -155,7 +188,6 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "refusal-base-delay",
-    key: "refusalBaseDelaySeconds",
     kind: "count",
     min: 1,
     max: 86400,
@@ -163,7 +195,6 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "refusal-max-delay",
-    key: "refusalMaxDelaySeconds",
     kind: "count",
     min: 1,
     max: 86400,
@@ -171,25 +202,34 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "public-socket",
-    key: "publicSocket",
     kind: "path",
+    advertised: false,
     help: "public UNIX socket (certificates, OCSP)",
   },
   {
     flag: "revocation-db",
-    key: "revocationDb",
     kind: "path",
+    advertised: false,
     help: "revocation database for /ocsp",
   },
-  { flag: "ocsp-label", key: "ocspLabel", kind: "text", help: "label of the OCSP signing key" },
+  { flag: "ocsp-label", kind: "text", advertised: false, help: "label of the OCSP signing key" },
 ];
+
+/** The option that sets each refusal-budget field (maxEntries has none). */
+const BUDGET_FLAGS: Readonly<Record<keyof BudgetTuning, string | undefined>> = {
+  threshold: "refusal-threshold",
+  refillSeconds: "refusal-refill",
+  baseDelaySeconds: "refusal-base-delay",
+  maxDelaySeconds: "refusal-max-delay",
+  maxEntries: undefined,
+};
 
 /**
  * Parses `svcd serve` arguments into a {@link ServeConfig}; throws {@link ConfigError}.
  *
  * @example
  * ```ts
- * parseServeArgs(["--proxy-uid", "33"]).workers; // 16
+ * parseServeArgs(["--proxy-uid", "33"]).listener.workers; // 16
  * ```
  */
 export function parseServeArgs(
@@ -203,35 +243,117 @@ export function parseServeArgs(
   try {
     ({ values } = parseArgs({ args, options, strict: true, allowPositionals: false }));
   } catch (err) {
-    throw new ConfigError(`${(err as Error).message}; see 'svcd serve --help'`);
+    // node:util names the option only inside its message ("Option '--workers' argument is …").
+    const message = (err as Error).message;
+    const option = /'--([a-z-]+)/.exec(message)?.[1];
+    throw new ConfigError(option, `${message}; see 'svcd serve --help'`);
   }
-  const config: Record<string, unknown> = { credentialsDir: env.get("CREDENTIALS_DIRECTORY") };
-  for (const spec of SERVE_OPTIONS) {
-    config[spec.key] = readOption(spec, values[spec.flag] as string | undefined);
+  const given = new OptionValues(values);
+  const publicSocket = given.maybeText("public-socket");
+  const revocationDb = given.maybeText("revocation-db");
+  const ocspLabel = given.maybeText("ocsp-label");
+  return {
+    listener: {
+      path: given.text("socket"),
+      proxyUid: given.count("proxy-uid"),
+      queueDepth: given.count("queue-depth"),
+      maxBodyBytes: given.count("max-body"),
+      workers: given.count("workers"),
+    },
+    token: {
+      modulePath: given.text("module"),
+      tokenLabel: given.text("token"),
+      maxSessions: given.count("max-sessions"),
+      credentialsDir: env.get("CREDENTIALS_DIRECTORY"),
+    },
+    audit: { dir: given.text("audit-dir"), checkpointEvery: given.count("checkpoint-every") },
+    throttle: { stateDir: given.text("state-dir"), ...budgetTuning(given) },
+    policy: { path: given.text("policy") },
+    public: publicSocket ?? revocationDb ?? ocspLabel
+      ? { socket: publicSocket, revocationDb, ocspLabel }
+      : undefined,
+  };
+}
+
+/** The budget's tuning from its options, checked as a whole; a bad value is named by its option. */
+function budgetTuning(given: OptionValues): BudgetTuning {
+  try {
+    return resolveBudgetTuning({
+      threshold: given.maybeCount("refusal-threshold"),
+      refillSeconds: given.maybeCount("refusal-refill"),
+      baseDelaySeconds: given.maybeCount("refusal-base-delay"),
+      maxDelaySeconds: given.maybeCount("refusal-max-delay"),
+    });
+  } catch (err) {
+    if (!(err instanceof TuningError)) throw err;
+    const flag = BUDGET_FLAGS[err.field];
+    if (flag === undefined) throw err;
+    throw new ConfigError(flag, `--${flag} ${err.requirement}`);
   }
-  return config as unknown as ServeConfig;
+}
+
+/** The raw option strings, read through their specifications (defaults, bounds, messages). */
+class OptionValues {
+  constructor(private readonly raw: Record<string, string | boolean | undefined>) {}
+
+  text(flag: string): string {
+    const value = this.read(flag);
+    if (typeof value !== "string") throw new Error(`option table: --${flag} is not text`);
+    return value;
+  }
+
+  maybeText(flag: string): string | undefined {
+    const value = this.read(flag);
+    return typeof value === "string" ? value : undefined;
+  }
+
+  count(flag: string): number {
+    const value = this.read(flag);
+    if (typeof value !== "number") throw new Error(`option table: --${flag} has no default`);
+    return value;
+  }
+
+  maybeCount(flag: string): number | undefined {
+    const value = this.read(flag);
+    return typeof value === "number" ? value : undefined;
+  }
+
+  private read(flag: string): string | number | undefined {
+    const spec = SERVE_OPTIONS.find((o) => o.flag === flag);
+    if (!spec) throw new Error(`option table: no --${flag}`);
+    const raw = this.raw[flag];
+    return readOption(spec, typeof raw === "string" ? raw : undefined);
+  }
 }
 
 function readOption(spec: OptionSpec, raw: string | undefined): string | number | undefined {
   if (raw === undefined) {
-    if (spec.required) throw new ConfigError(`--${spec.flag} is required: ${spec.help}`);
+    if (spec.required) throw new ConfigError(spec.flag, `--${spec.flag} is required: ${spec.help}`);
     return spec.fallback;
   }
-  if (raw === "") throw new ConfigError(`--${spec.flag} is empty: give ${spec.help}`);
+  if (raw === "") throw new ConfigError(spec.flag, `--${spec.flag} is empty: give ${spec.help}`);
   if (spec.kind !== "count") return raw;
   const n = /^[0-9]{1,10}$/.test(raw) ? Number(raw) : NaN;
   const min = spec.min ?? 0, max = spec.max ?? Number.MAX_SAFE_INTEGER;
   if (!Number.isSafeInteger(n) || n < min || n > max) {
     throw new ConfigError(
+      spec.flag,
       `--${spec.flag} must be a whole number from ${min} to ${max} (got '${raw}')`,
     );
   }
   return n;
 }
 
-/** The help text of `svcd serve`, generated from {@link SERVE_OPTIONS}. */
+/**
+ * The help text of `svcd serve`, generated from the advertised {@link SERVE_OPTIONS}.
+ *
+ * @example
+ * ```ts
+ * console.log(serveHelp());
+ * ```
+ */
 export function serveHelp(): string {
-  const lines = SERVE_OPTIONS.map((o) => {
+  const lines = SERVE_OPTIONS.filter((o) => o.advertised !== false).map((o) => {
     const dflt = o.required
       ? " (required)"
       : o.fallback !== undefined

@@ -6,21 +6,60 @@ const env = { get: (_: string) => undefined };
 
 Deno.test("config: defaults from the spec (queue depth 256, session cap 127)", () => {
   const c = parseServeArgs(["--proxy-uid", "33"], env);
-  assert.equal(c.queueDepth, 256);
-  assert.equal(c.maxSessions, 127);
-  assert.equal(c.maxBody, 1 << 20);
-  assert.equal(c.proxyUid, 33);
+  assert.equal(c.listener.queueDepth, 256);
+  assert.equal(c.token.maxSessions, 127);
+  assert.equal(c.listener.maxBodyBytes, 1 << 20);
+  assert.equal(c.listener.proxyUid, 33);
+});
+
+Deno.test("config: each option lands in the structure its library takes", () => {
+  const c = parseServeArgs([
+    "--proxy-uid=7",
+    "--socket=/s",
+    "--policy=/p",
+    "--module=/m.so",
+    "--token=t",
+    "--workers=3",
+    "--queue-depth=9",
+    "--max-body=100",
+    "--max-sessions=5",
+    "--audit-dir=/a",
+    "--state-dir=/st",
+    "--checkpoint-every=50",
+    "--refusal-threshold=4",
+  ], env);
+  assert.deepEqual(c.listener, {
+    path: "/s",
+    proxyUid: 7,
+    queueDepth: 9,
+    maxBodyBytes: 100,
+    workers: 3,
+  });
+  assert.deepEqual(c.token, {
+    modulePath: "/m.so",
+    tokenLabel: "t",
+    maxSessions: 5,
+    credentialsDir: undefined,
+  });
+  assert.deepEqual(c.audit, { dir: "/a", checkpointEvery: 50 });
+  assert.deepEqual(c.policy, { path: "/p" });
+  assert.equal(c.throttle.stateDir, "/st");
+  assert.equal(c.throttle.threshold, 4);
+  assert.equal(c.throttle.refillSeconds, 60, "unset tuning takes lib/throttle's default");
+  assert.equal(c.public, undefined);
 });
 
 Deno.test("config: --proxy-uid is required and numbers are checked with a message naming the option", () => {
   assert.throws(
     () => parseServeArgs([], env),
-    (e) => e instanceof ConfigError && /--proxy-uid is required/.test(e.message),
+    (e) =>
+      e instanceof ConfigError && e.option === "proxy-uid" &&
+      /--proxy-uid is required/.test(e.message),
   );
   for (const bad of ["-1", "1.5", "x", "0x10", "99999999999"]) {
     assert.throws(
       () => parseServeArgs(["--proxy-uid", "33", "--workers", bad], env),
-      (e) => e instanceof ConfigError && /--workers/.test(e.message),
+      (e) => e instanceof ConfigError && e.option === "workers" && /--workers/.test(e.message),
     );
   }
   assert.throws(() => parseServeArgs(["--proxy-uid", "33", "--bogus"], env), ConfigError);
@@ -30,23 +69,79 @@ Deno.test("config: --proxy-uid is required and numbers are checked with a messag
   );
 });
 
+Deno.test("config: refusal-budget values are checked together and named by their option", () => {
+  assert.throws(
+    () => parseServeArgs(["--proxy-uid", "33", "--refusal-base-delay", "600"], env),
+    (e) =>
+      e instanceof ConfigError && e.option === "refusal-max-delay" &&
+      /^--refusal-max-delay must be a whole number from 600 to 86400, got 300$/.test(e.message),
+  );
+  const c = parseServeArgs(
+    ["--proxy-uid", "33", "--refusal-base-delay", "600", "--refusal-max-delay", "900"],
+    env,
+  );
+  assert.equal(c.throttle.baseDelaySeconds, 600);
+  assert.equal(c.throttle.maxDelaySeconds, 900);
+});
+
 Deno.test("config: CREDENTIALS_DIRECTORY comes from the environment", () => {
   const c = parseServeArgs(["--proxy-uid", "0"], {
     get: (n) => n === "CREDENTIALS_DIRECTORY" ? "/run/c" : undefined,
   });
-  assert.equal(c.credentialsDir, "/run/c");
+  assert.equal(c.token.credentialsDir, "/run/c");
 });
 
-Deno.test("config: help lists every option", () => {
+Deno.test("config: help lists every option that works, and none that this version refuses", () => {
   const help = serveHelp();
-  for (const o of SERVE_OPTIONS) assert.ok(help.includes(`--${o.flag}`), o.flag);
+  for (const o of SERVE_OPTIONS.filter((o) => o.advertised !== false)) {
+    assert.ok(help.includes(`--${o.flag}`), o.flag);
+  }
+  for (const refused of ["public-socket", "revocation-db", "ocsp-label"]) {
+    assert.ok(!help.includes(`--${refused}`), `--help advertises --${refused}`);
+  }
+});
+
+Deno.test("config: the public listener's options are parsed into their own part, absent when not given", () => {
+  const c = parseServeArgs(["--proxy-uid", "33", "--ocsp-label", "ocsp"], env);
+  assert.deepEqual(c.public, { socket: undefined, revocationDb: undefined, ocspLabel: "ocsp" });
+  const all = parseServeArgs(
+    ["--proxy-uid=33", "--public-socket=/p.sock", "--revocation-db=/r.db", "--ocsp-label=o"],
+    env,
+  );
+  assert.deepEqual(all.public, { socket: "/p.sock", revocationDb: "/r.db", ocspLabel: "o" });
 });
 
 Deno.test("config: the open-file limit check names the number to change", () => {
   const c = parseServeArgs(["--proxy-uid", "33"], env);
   checkFileLimit(c, { soft: 4096, hard: 4096 });
   assert.throws(
-    () => checkFileLimit({ ...c, queueDepth: 5000 }, { soft: 4096, hard: 4096 }),
+    () =>
+      checkFileLimit({ ...c, listener: { ...c.listener, queueDepth: 5000 } }, {
+        soft: 4096,
+        hard: 4096,
+      }),
     (e) => e instanceof StartupError && /lower --queue-depth or raise LimitNOFILE/.test(e.message),
   );
+});
+
+Deno.test({
+  name: "config: the daemon's options load neither the token CLI nor its crypto libraries",
+  permissions: { run: true, read: true, env: true },
+  fn: async () => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["info", "--json", new URL("./config.ts", import.meta.url).pathname],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    const graph = JSON.parse(new TextDecoder().decode(out.stdout)) as {
+      modules: { specifier: string }[];
+    };
+    const loaded = graph.modules.map((m) => m.specifier);
+    assert.ok(loaded.some((s) => s.endsWith("/lib/token/defaults.ts")), loaded.join("\n"));
+    for (const s of loaded) {
+      assert.ok(!s.endsWith("/lib/token/cli.ts"), `config.ts loads ${s}`);
+      assert.ok(!s.startsWith("npm:"), `config.ts loads ${s}`);
+    }
+  },
 });

@@ -9,16 +9,10 @@
  */
 import { Listener, nofileLimit } from "../http/mod.ts";
 import { PolicyFile } from "../policy/mod.ts";
-import {
-  type BudgetTuning,
-  ConcurrencyCap,
-  RefusalBudget,
-  resolveBudgetTuning,
-  STATE_FILE_NAME,
-} from "../throttle/mod.ts";
+import { ConcurrencyCap, RefusalBudget, STATE_FILE_NAME } from "../throttle/mod.ts";
 import { isTokenDead, Token } from "../token/mod.ts";
 import { auditKeysFromToken, AuditLog } from "../audit/mod.ts";
-import type { ServeConfig } from "./config.ts";
+import type { ServeConfig, TokenConfig } from "./config.ts";
 import { authenticatedHandler } from "./service.ts";
 
 /** A start-up failure: the message says what was wrong and what to do; exit code 1. */
@@ -53,12 +47,14 @@ export function log(message: string): void {
  * ```
  */
 export function checkFileLimit(config: ServeConfig, limit: { soft: number; hard: number }): void {
-  const listeners = config.publicSocket ? 2 : 1;
-  const needed = listeners * (config.queueDepth + config.workers) + config.maxSessions + FD_SLACK;
+  const listeners = config.public?.socket ? 2 : 1;
+  const { queueDepth, workers } = config.listener;
+  const { maxSessions } = config.token;
+  const needed = listeners * (queueDepth + workers) + maxSessions + FD_SLACK;
   if (needed <= limit.soft) return;
   throw new StartupError(
-    `open-file limit ${limit.soft} is too small: --queue-depth ${config.queueDepth} × ${listeners} ` +
-      `listener(s) + --workers ${config.workers} + --max-sessions ${config.maxSessions} + ${FD_SLACK} ` +
+    `open-file limit ${limit.soft} is too small: --queue-depth ${queueDepth} × ${listeners} ` +
+      `listener(s) + --workers ${workers} + --max-sessions ${maxSessions} + ${FD_SLACK} ` +
       `needs ${needed}; lower --queue-depth or raise LimitNOFILE= in the unit (hard limit ${limit.hard})`,
   );
 }
@@ -66,17 +62,16 @@ export function checkFileLimit(config: ServeConfig, limit: { soft: number; hard:
 /** Start-up checks shared by `serve` and `--check-config`; returns the loaded policy. */
 export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
   checkFileLimit(config, nofileLimit());
-  if (config.publicSocket || config.revocationDb || config.ocspLabel) {
+  if (config.public) {
     throw new StartupError(
       "--public-socket, --revocation-db and --ocsp-label are not supported by this version yet; remove them",
     );
   }
-  checkSocketPath(config.socket);
-  const policy = await loadPolicy(config.policy);
+  checkSocketPath(config.listener.path);
+  const policy = await loadPolicy(config.policy.path);
   for (const warning of policy.current.warnings) log(`policy: ${warning}`);
-  await ensureDir(config.auditDir, "--audit-dir");
-  await ensureDir(config.stateDir, "--state-dir");
-  budgetTuning(config);
+  await ensureDir(config.audit.dir, "--audit-dir");
+  await ensureDir(config.throttle.stateDir, "--state-dir");
   return policy;
 }
 
@@ -112,15 +107,11 @@ async function ensureDir(path: string, option: string): Promise<void> {
 }
 
 /** Reads the PIN, opens the module and logs in once; the PIN buffer is zeroized by login. */
-async function openToken(config: ServeConfig): Promise<Token> {
+async function openToken(config: TokenConfig): Promise<Token> {
   const pin = Token.readPinCredential(config.credentialsDir);
   let token: Token;
   try {
-    token = Token.open({
-      modulePath: config.module,
-      tokenLabel: config.token,
-      maxSessions: config.maxSessions,
-    });
+    token = Token.open(config);
   } catch (err) {
     pin.fill(0);
     throw err;
@@ -130,7 +121,7 @@ async function openToken(config: ServeConfig): Promise<Token> {
   } catch (err) {
     token.close();
     throw new StartupError(
-      `login to token '${config.token}' failed: ${(err as Error).message}; ` +
+      `login to token '${config.tokenLabel}' failed: ${(err as Error).message}; ` +
         "the daemon does not retry (a role locks after five failures): check the credential svc-pin",
     );
   }
@@ -155,34 +146,8 @@ export interface DaemonParts {
   ) => Promise<Audit>;
 }
 
-/** The refusal-budget fields the command line sets, by the option that sets them. */
-const BUDGET_FLAGS: Partial<Record<keyof BudgetTuning, string>> = {
-  threshold: "--refusal-threshold",
-  refillSeconds: "--refusal-refill",
-  baseDelaySeconds: "--refusal-base-delay",
-  maxDelaySeconds: "--refusal-max-delay",
-};
-
-/** The budget's tuning from the options, checked; a bad value is named by its option. */
-function budgetTuning(config: ServeConfig): BudgetTuning {
-  try {
-    return resolveBudgetTuning({
-      threshold: config.refusalThreshold,
-      refillSeconds: config.refusalRefillSeconds,
-      baseDelaySeconds: config.refusalBaseDelaySeconds,
-      maxDelaySeconds: config.refusalMaxDelaySeconds,
-    });
-  } catch (err) {
-    let message = (err as Error).message;
-    for (const [field, flag] of Object.entries(BUDGET_FLAGS)) {
-      message = message.replaceAll(field, flag);
-    }
-    throw new StartupError(message);
-  }
-}
-
 function openBudget(config: ServeConfig): Budget {
-  return RefusalBudget.open({ stateDir: config.stateDir, ...budgetTuning(config) });
+  return RefusalBudget.open(config.throttle);
 }
 
 /**
@@ -190,18 +155,18 @@ function openBudget(config: ServeConfig): Budget {
  * a corrupt one; a file a running daemon holds is reported, not failed.
  */
 export function checkStateFile(config: ServeConfig): void {
-  const tuning = budgetTuning(config);
+  const { stateDir } = config.throttle;
   try {
-    Deno.statSync(`${config.stateDir}/${STATE_FILE_NAME}`);
+    Deno.statSync(`${stateDir}/${STATE_FILE_NAME}`);
   } catch {
     return; // `serve` creates it
   }
   try {
-    RefusalBudget.open({ stateDir: config.stateDir, ...tuning }).close();
+    RefusalBudget.open(config.throttle).close();
   } catch (err) {
     if (/locked|busy/i.test((err as Error).message)) {
       log(
-        `check: ${config.stateDir}/${STATE_FILE_NAME} is in use (a running daemon?); not checked`,
+        `check: ${stateDir}/${STATE_FILE_NAME} is in use (a running daemon?); not checked`,
       );
       return;
     }
@@ -223,13 +188,12 @@ function openAudit(
       throw err;
     });
   return AuditLog.open({
-    dir: config.auditDir,
+    ...config.audit,
     keys: {
       mac: (data) => watch(keys.mac(data)),
       signCheckpoint: (data) => watch(keys.signCheckpoint(data)),
     },
-    checkpointEvery: config.checkpointEvery,
-    login: { token: config.token, module: config.module },
+    login: { token: config.token.tokenLabel, module: config.token.modulePath },
     onHealthChange: (healthy, error) =>
       log(
         healthy
@@ -250,8 +214,8 @@ function openAudit(
 export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): Promise<number> {
   const policy = await checkConfig(config);
   const budget = (parts.openBudget ?? openBudget)(config);
-  const token = await openToken(config);
-  log(`logged in to token '${config.token}' through ${config.module}`);
+  const token = await openToken(config.token);
+  log(`logged in to token '${config.token.tokenLabel}' through ${config.token.modulePath}`);
   let onTokenDead = (_err: unknown) => {}; // until the listener exists, a failure throws instead
   const audit = await (parts.openAudit ?? openAudit)(config, token, (err) => onTokenDead(err));
 
@@ -278,19 +242,15 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   Deno.addSignalListener("SIGINT", onTerm);
   try {
     listener = Listener.open({
-      path: config.socket,
-      proxyUid: config.proxyUid,
-      queueDepth: config.queueDepth,
-      maxBodyBytes: config.maxBody,
-      workers: config.workers,
+      ...config.listener,
       log: (event) => log(`listener: ${JSON.stringify(event)}`),
       handler: authenticatedHandler({
         token,
         policy: () => policy.current,
         audit,
         budget,
-        cap: ConcurrencyCap.forWorkers(config.workers),
-        publicSocket: config.publicSocket,
+        cap: ConcurrencyCap.forWorkers(config.listener.workers),
+        publicSocket: config.public?.socket,
         isTokenDead,
         onTokenDead: (err) => onTokenDead(err),
         log,
@@ -300,9 +260,10 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
     onTokenDead = (err) => void stop(EXIT_TOKEN_DEAD, `token is dead: ${(err as Error).message}`);
     await audit.append("listener_start", "svcd", {
       listener: "authenticated",
-      socket: config.socket,
+      socket: config.listener.path,
     });
-    log(`listening on ${config.socket} (proxy uid ${config.proxyUid}, ${config.workers} workers)`);
+    const { path, proxyUid, workers } = config.listener;
+    log(`listening on ${path} (proxy uid ${proxyUid}, ${workers} workers)`);
     await listener.serve();
     await stop(exitCode, "listener ended");
   } catch (err) {

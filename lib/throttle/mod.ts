@@ -16,5 +16,5 @@ export {
   type RefusalRecord,
 } from "./budget.ts";
 export { ConcurrencyCap } from "./concurrency.ts";
-export { budgetDefaults, type BudgetTuning, resolveBudgetTuning } from "./options.ts";
+export { budgetDefaults, type BudgetTuning, resolveBudgetTuning, TuningError } from "./options.ts";
 export { STATE_FILE_NAME, StateError } from "./store.ts";

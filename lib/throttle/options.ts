@@ -50,8 +50,8 @@ export function budgetDefaults(): BudgetTuning {
 }
 
 /**
- * Fills unset (or undefined) fields with defaults and checks the result; throws RangeError naming the
- * field and the accepted range.
+ * Fills unset (or undefined) fields with defaults and checks the result; throws {@link TuningError}
+ * naming the field and the accepted range.
  *
  * @example
  * ```ts
@@ -72,10 +72,37 @@ export function resolveBudgetTuning(overrides: Partial<BudgetTuning>): BudgetTun
   return t;
 }
 
-function requireInteger(name: string, value: number, min: number, max: number): void {
+/**
+ * A tuning value out of range: names the field, so a caller that set it from an option can name
+ * the option instead.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   resolveBudgetTuning({ baseDelaySeconds: 600 });
+ * } catch (err) {
+ *   if (err instanceof TuningError) console.error(`${err.field}: ${err.requirement}`);
+ * }
+ * ```
+ */
+export class TuningError extends RangeError {
+  override name = "TuningError";
+  constructor(
+    readonly field: keyof BudgetTuning,
+    /** What the value must be and what it was, e.g. "must be a whole number from 1 to 10, got 0". */
+    readonly requirement: string,
+  ) {
+    super(`refusal budget: ${field} ${requirement}`);
+  }
+}
+
+function requireInteger(
+  name: keyof BudgetTuning,
+  value: number,
+  min: number,
+  max: number,
+): void {
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new RangeError(
-      `refusal budget: ${name} must be a whole number from ${min} to ${max}, got ${value}`,
-    );
+    throw new TuningError(name, `must be a whole number from ${min} to ${max}, got ${value}`);
   }
 }

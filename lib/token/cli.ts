@@ -14,11 +14,7 @@ import { isKeyTypeName, KEY_TYPE_NAMES, type KeyTypeName } from "./key_types.ts"
 import { AUDIT_MAC_LABEL, initToken } from "./provision.ts";
 import { fingerprint, type SigningKey, Token } from "./token.ts";
 import { pem } from "./der.ts";
-
-/** Debian's SoftHSM2 module: the default for --module. */
-export const DEFAULT_MODULE = "/usr/lib/softhsm/libsofthsm2.so";
-/** Default token label (--token). */
-export const DEFAULT_TOKEN_LABEL = "svcd";
+import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
 
 const USAGE = `usage: svcd token <command> [options]
 
