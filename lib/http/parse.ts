@@ -6,6 +6,8 @@
  * size limits. `node:_http_common` is not a documented API: parse_test.ts pins its behaviour.
  *
  * Chunked bodies are accepted and reassembled (HTTP/1.1 only; `Transfer-Encoding: chunked` exactly).
+ * An HTTP/1.1 request must carry exactly one `Host` (any value; none in HTTP/1.0 is accepted), two are
+ * refused in any version (RFC 9112 §3.2).
  *
  * @example
  * ```ts
@@ -272,14 +274,18 @@ export class RequestReader {
     }
     let expect: string | null = null;
     let transferEncoding: string | null = null;
+    let hosts = 0;
     for (let i = 0; i < this.#flat.length; i += 2) {
       const name = this.#flat[i].toLowerCase();
-      if (name === "content-length") this.#contentLength = Number(this.#flat[i + 1].trim());
+      if (name === "host") hosts++;
+      else if (name === "content-length") this.#contentLength = Number(this.#flat[i + 1].trim());
       else if (name === "transfer-encoding") {
         if (transferEncoding !== null) return badTransferEncoding("more than one");
         transferEncoding = this.#flat[i + 1];
       } else if (name === "expect") expect = this.#flat[i + 1];
     }
+    const hostFailure = checkHostCount(hosts, minor);
+    if (hostFailure) return hostFailure;
     if (transferEncoding !== null) {
       if (minor === 0) return badTransferEncoding("HTTP/1.0 with");
       if (transferEncoding.trim().toLowerCase() !== "chunked") {
@@ -312,6 +318,20 @@ function pipelined(): ReadStep {
     "One request per connection",
     "bytes followed the end of the request; send each request on its own connection",
   );
+}
+
+/**
+ * RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host field, any request at most one. An
+ * HTTP/1.0 request without one is served (HTTP/1.0 had no Host; nginx sends it in both anyway).
+ */
+function checkHostCount(hosts: number, minor: number): ReadStep | null {
+  if (hosts > 1) {
+    return refuse(400, "More than one Host", `the request has ${hosts} Host fields; send one`);
+  }
+  if (hosts === 0 && minor === 1) {
+    return refuse(400, "Host is missing", "an HTTP/1.1 request must have a Host field");
+  }
+  return null;
 }
 
 function tooLarge(max: number): ReadStep {

@@ -69,13 +69,15 @@ Deno.test("HTTPParser still has the leniencies the reader closes itself", () => 
 Deno.test("HTTPParser still hands header values one char per byte and >32 headers in batches", () => {
   const reader = new RequestReader({ maxHeaderBytes: 16384, maxBodyBytes: 1024 });
   let head = "GET /p HTTP/1.1\r\nX-Bytes: \x80\xa0\xc3\xa9\xff\r\n";
-  for (let i = 0; i < 100; i++) head += `H${i}: v${i}\r\n`;
+  for (let i = 0; i < 99; i++) head += `H${i}: v${i}\r\n`;
+  head += "Host: svcd\r\n";
   const step = reader.feed(bytes(head + "\r\n"));
   assert.equal(step.kind, "done");
   if (step.kind !== "done") return;
   assert.equal(step.request.headers.length, 101);
   assert.deepEqual(step.request.headers[0], ["X-Bytes", "\x80\xa0\xc3\xa9\xff"]);
-  assert.deepEqual(step.request.headers[100], ["H99", "v99"]);
+  assert.deepEqual(step.request.headers[99], ["H98", "v98"]);
+  assert.deepEqual(step.request.headers[100], ["Host", "svcd"]);
   assert.equal(step.request.target, "/p");
 });
 
@@ -93,8 +95,8 @@ Deno.test("the reader assembles a request fed one byte at a time", () => {
 Deno.test("the header limit is exact: the head may use all of it, not one byte more", () => {
   const limit = 1024;
   const make = (size: number) => {
-    const base = "GET / HTTP/1.1\r\nX: \r\n\r\n";
-    return "GET / HTTP/1.1\r\nX: " + "a".repeat(size - base.length) + "\r\n\r\n";
+    const base = "GET / HTTP/1.1\r\nHost: s\r\nX: \r\n\r\n";
+    return "GET / HTTP/1.1\r\nHost: s\r\nX: " + "a".repeat(size - base.length) + "\r\n\r\n";
   };
   assert.equal(make(limit).length, limit);
   const ok = new RequestReader({ maxHeaderBytes: limit, maxBodyBytes: 10 }).feed(
@@ -115,6 +117,27 @@ Deno.test("a reset reader serves the next request cleanly", () => {
   const step = reader.feed(bytes("GET /again HTTP/1.0\r\n\r\n"));
   assert.equal(step.kind, "done");
   if (step.kind === "done") assert.equal(step.request.target, "/again");
+});
+
+Deno.test("Host: exactly one in HTTP/1.1, at most one in HTTP/1.0 (RFC 9112 §3.2)", () => {
+  const read = (head: string) =>
+    new RequestReader({ maxHeaderBytes: 16384, maxBodyBytes: 1024 }).feed(bytes(head + "\r\n"));
+  const refused = (head: string, title: RegExp) => {
+    const step = read(head);
+    assert.equal(step.kind, "refuse", head);
+    if (step.kind === "refuse") {
+      assert.equal(step.status, 400);
+      assert.match(step.title, title);
+    }
+  };
+  refused("GET /health HTTP/1.1\r\n", /Host is missing/);
+  refused("GET /health HTTP/1.1\r\nHost: a\r\nHost: a\r\n", /More than one Host/);
+  refused("GET /health HTTP/1.1\r\nHost: a\r\nhOST: b\r\n", /More than one Host/);
+  refused("GET /health HTTP/1.0\r\nHost: a\r\nHost: b\r\n", /More than one Host/);
+  refused("POST /sign HTTP/1.1\r\nX-Host: a\r\nContent-Length: 0\r\n", /Host is missing/);
+  assert.equal(read("GET /health HTTP/1.1\r\nHost: svcd\r\n").kind, "done");
+  assert.equal(read("GET /health HTTP/1.1\r\nHost:\r\n").kind, "done", "empty Host is allowed");
+  assert.equal(read("GET /health HTTP/1.0\r\n").kind, "done", "HTTP/1.0 without Host");
 });
 
 Deno.test("latin1 maps each byte to one char", () => {

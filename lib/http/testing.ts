@@ -20,7 +20,7 @@ export interface RawResponse {
   raw: Uint8Array;
 }
 
-/** Bytes of a latin1 string (one byte per char). @example bytes("GET / HTTP/1.1\r\n\r\n") */
+/** Bytes of a latin1 string (one byte per char). @example bytes("GET / HTTP/1.1\r\nHost: svcd\r\n\r\n") */
 export function bytes(s: string): Uint8Array {
   return Uint8Array.from(s, (c) => c.charCodeAt(0));
 }
@@ -28,7 +28,7 @@ export function bytes(s: string): Uint8Array {
 /**
  * Connect, send `request` (string = latin1), half-close only if asked, and read until the server
  * closes. Returns every byte received (empty when the server closed without a byte).
- * @example const raw = await exchange(path, "GET / HTTP/1.1\r\n\r\n");
+ * @example const raw = await exchange(path, "GET / HTTP/1.1\r\nHost: svcd\r\n\r\n");
  */
 export async function exchange(
   path: string,
@@ -56,7 +56,7 @@ export async function exchange(
 
 /**
  * Write all of `data` to a connection.
- * @example await writeAll(conn, bytes("GET / HTTP/1.1\r\n"));
+ * @example await writeAll(conn, bytes("GET / HTTP/1.1\r\nHost: svcd\r\n"));
  */
 export async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
   for (let at = 0; at < data.length;) at += await conn.write(data.subarray(at));

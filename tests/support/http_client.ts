@@ -61,7 +61,7 @@ export function encodeRequest(req: ClientRequest): Uint8Array {
  *
  * @example
  * ```ts
- * const raw = await rawExchange(sock, new TextEncoder().encode("GET / HTTP/1.1\r\n\r\n"));
+ * const raw = await rawExchange(sock, new TextEncoder().encode("GET / HTTP/1.1\r\nHost: svcd\r\n\r\n"));
  * ```
  */
 export async function rawExchange(socket: string, bytes: Uint8Array): Promise<Uint8Array> {
