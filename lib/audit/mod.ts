@@ -10,7 +10,12 @@
  */
 export { AuditLog, AuditUnavailableError } from "./log.ts";
 export type { AuditKeys, AuditOptions, AuditStats } from "./log.ts";
-export { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL, auditKeysFromToken } from "./token_keys.ts";
+export {
+  AUDIT_MAC_LABEL,
+  AUDIT_SIGN_LABEL,
+  auditKeysFromToken,
+  DAEMON_KEY_LABELS,
+} from "./token_keys.ts";
 export type { AuditToken } from "./token_keys.ts";
 export { parseLine, verifyAuditFiles } from "./verify.ts";
 export type { FileReport, Problem, VerifyOptions, VerifyResult } from "./verify.ts";

@@ -18,6 +18,7 @@
  * ```
  */
 import { Policy, PolicyError } from "./policy.ts";
+import type { ParseOptions } from "./parse.ts";
 
 /** Result of a reload: the new policy, or why the old one stays. */
 export type ReloadResult = { ok: true; policy: Policy } | { ok: false; error: string };
@@ -34,21 +35,26 @@ export class PolicyFile {
   #policy: Policy;
   #reloading: Promise<unknown> = Promise.resolve();
 
-  private constructor(readonly path: string, policy: Policy) {
+  private constructor(
+    readonly path: string,
+    policy: Policy,
+    private readonly options: ParseOptions,
+  ) {
     this.#policy = policy;
   }
 
   /**
    * Reads and parses the file; throws PolicyError (unreadable file: line 0) so start-up fails.
+   * `options` (e.g. reserved labels) apply to every reload as well.
    *
    * @example
    * ```ts
-   * const file = await PolicyFile.load("/etc/svcd/policy");
+   * const file = await PolicyFile.load("/etc/svcd/policy", { reservedLabels: new Set(["svc-audit"]) });
    * ```
    */
-  static async load(path: string): Promise<PolicyFile> {
+  static async load(path: string, options: ParseOptions = {}): Promise<PolicyFile> {
     const bytes = await readPolicyBytes(path);
-    return new PolicyFile(path, Policy.parse(bytes, path));
+    return new PolicyFile(path, Policy.parse(bytes, path, options), options);
   }
 
   /** The policy in force. */
@@ -87,7 +93,7 @@ export class PolicyFile {
       };
     }
     try {
-      this.#policy = Policy.parse(bytes, this.path);
+      this.#policy = Policy.parse(bytes, this.path, this.options);
       return { ok: true, policy: this.#policy };
     } catch (e) {
       if (!(e instanceof PolicyError)) throw e;

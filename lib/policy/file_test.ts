@@ -117,3 +117,27 @@ Deno.test("concurrent reloads both complete and the last result is the policy in
     assert.equal(file.current, b.policy);
   });
 });
+
+Deno.test("a grant of a reserved label is refused at load and at reload, naming file and line", async () => {
+  const reservedLabels = new Set(["svc-audit", "svc-audit-sign"]);
+  await withPolicy(`${ALICE}\tk1\n${BOB}\tsvc-audit-sign\n`, async (path) => {
+    const e = await PolicyFile.load(path, { reservedLabels }).then(
+      () => assert.fail("a policy granting an audit key was accepted"),
+      (err) => err as PolicyError,
+    );
+    assert.ok(e instanceof PolicyError);
+    assert.equal(e.line, 2);
+    assert.match(e.message, /line 2: label 'svc-audit-sign' is reserved .*remove this line/);
+    // Without the option the same file parses: the refusal comes from the reserved set.
+    assert.equal((await PolicyFile.load(path)).current.allows(BOB, "svc-audit-sign"), true);
+
+    await Deno.writeTextFile(path, `${ALICE}\tk1\n`);
+    const file = await PolicyFile.load(path, { reservedLabels });
+    await Deno.writeTextFile(path, `${ALICE}\tk1\n${ALICE}\tsvc-audit\n`);
+    const r = await file.reload();
+    assert.ok(!r.ok);
+    assert.match(r.error, /label 'svc-audit' is reserved.*keeping the policy in force/s);
+    assert.equal(file.current.allows(ALICE, "svc-audit"), false);
+    assert.equal(file.current.allows(ALICE, "k1"), true);
+  });
+});

@@ -19,6 +19,8 @@
  *   a file saved as Latin-1 does not match a proxy sending UTF-8.
  * - A duplicate pair is harmless and warned about, naming both lines.
  * - A file without a grant is valid and warned about: it refuses every request.
+ * - A grant of a reserved label (the daemon's own keys, e.g. the audit keys) is an error: a client
+ *   that could sign with the audit key could forge the checkpoints `svcd audit verify` trusts.
  *
  * @example
  * ```ts
@@ -41,6 +43,11 @@ export interface PolicyProblem {
   message: string;
 }
 
+/** Options of the parser: labels no grant may name (the daemon's own keys). */
+export interface ParseOptions {
+  reservedLabels?: ReadonlySet<string>;
+}
+
 /** What the parser found: grants in file order, warnings (already prefixed "FILE line N: "), errors. */
 export interface ParsedPolicy {
   grants: Grant[];
@@ -59,7 +66,11 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
  * parsePolicyText("# nobody yet\n", "policy").warnings; // → ["policy: grants nothing; …"]
  * ```
  */
-export function parsePolicyText(text: string, source: string): ParsedPolicy {
+export function parsePolicyText(
+  text: string,
+  source: string,
+  opts: ParseOptions = {},
+): ParsedPolicy {
   const out: ParsedPolicy = { grants: [], warnings: [], errors: [] };
   const warn = (line: number, message: string) =>
     out.warnings.push(`${source} line ${line}: ${message}`);
@@ -79,6 +90,10 @@ export function parsePolicyText(text: string, source: string): ParsedPolicy {
     if (result === undefined) return;
     if ("error" in result) {
       out.errors.push({ line, message: result.error });
+      return;
+    }
+    if (opts.reservedLabels?.has(result.label)) {
+      out.errors.push({ line, message: reservedLabel(result.label) });
       return;
     }
     const grant = { ...result, line };
@@ -124,6 +139,11 @@ function parseLine(raw: string): LineResult {
   if (subject === "") return { error: EMPTY_SUBJECT };
   if (label === "") return { error: EMPTY_LABEL };
   return { subject, label };
+}
+
+function reservedLabel(label: string): string {
+  return `label '${label}' is reserved for the daemon's own use (audit log keys) and can never be ` +
+    `granted to a client; remove this line`;
 }
 
 const EMPTY_SUBJECT = "empty subject before the TAB; write the certificate subject the proxy sends";

@@ -9,7 +9,7 @@
  * ```
  */
 import { latin1 } from "../bytes/mod.ts";
-import { type Grant, parsePolicyText, type PolicyProblem } from "./parse.ts";
+import { type Grant, type ParseOptions, parsePolicyText, type PolicyProblem } from "./parse.ts";
 
 const MAX_LISTED_ERRORS = 5;
 
@@ -72,15 +72,16 @@ export class Policy {
   }
 
   /**
-   * Parses a policy file's bytes; throws PolicyError naming `source` and the first bad line.
+   * Parses a policy file's bytes; throws PolicyError naming `source` and the first bad line (a grant
+   * of one of `opts.reservedLabels` is such a line).
    *
    * @example
    * ```ts
    * Policy.parse(await Deno.readFile("/etc/svcd/policy"), "/etc/svcd/policy");
    * ```
    */
-  static parse(bytes: Uint8Array, source = "<policy>"): Policy {
-    const parsed = parsePolicyText(latin1(bytes), source);
+  static parse(bytes: Uint8Array, source = "<policy>", opts: ParseOptions = {}): Policy {
+    const parsed = parsePolicyText(latin1(bytes), source, opts);
     if (parsed.errors.length > 0) {
       const first = parsed.errors[0];
       throw new PolicyError(source, first.line, first.message, parsed.errors);

@@ -11,7 +11,7 @@ import { Listener, nofileLimit } from "../http/mod.ts";
 import { PolicyFile } from "../policy/mod.ts";
 import { ConcurrencyCap, RefusalBudget, STATE_FILE_NAME } from "../throttle/mod.ts";
 import { isTokenDead, Token } from "../token/mod.ts";
-import { auditKeysFromToken, AuditLog } from "../audit/mod.ts";
+import { auditKeysFromToken, AuditLog, DAEMON_KEY_LABELS } from "../audit/mod.ts";
 import type { ServeConfig, TokenConfig } from "./config.ts";
 import { authenticatedHandler } from "./service.ts";
 
@@ -92,7 +92,7 @@ function checkSocketPath(path: string): void {
 
 async function loadPolicy(path: string): Promise<PolicyFile> {
   try {
-    return await PolicyFile.load(path);
+    return await PolicyFile.load(path, { reservedLabels: DAEMON_KEY_LABELS });
   } catch (err) {
     throw new StartupError((err as Error).message);
   }

@@ -13,6 +13,7 @@ import { createHash } from "node:crypto";
 import type { HttpRequest, HttpResponse } from "../http/mod.ts";
 import { problem } from "../http/mod.ts";
 import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
+import { DAEMON_KEY_LABELS } from "../audit/token_keys.ts";
 
 /** The signing key as the routes see it (a subset of lib/token's SigningKey). */
 export interface RouteKey {
@@ -199,8 +200,9 @@ async function authorisedKey(
     return problem(400, "Bad Request", "The X-SVC-Key header names the key and is required.");
   }
   // The policy decides before any PKCS#11 call: an unknown subject or an ungranted label never
-  // reaches the token, and a granted label that names no key gets the same bytes.
-  if (!deps.policy().allows(subject, label)) return FORBIDDEN;
+  // reaches the token, and a granted label that names no key gets the same bytes. The daemon's own
+  // keys are never a client's, whatever the policy in force says.
+  if (DAEMON_KEY_LABELS.has(label) || !deps.policy().allows(subject, label)) return FORBIDDEN;
   return await keyByHeaderLabel(label, deps) ?? FORBIDDEN;
 }
 
@@ -347,6 +349,7 @@ async function tokenRoute(
   if (!knownToPolicy(subject, deps)) return FORBIDDEN;
   const keys = [];
   for (const label of deps.policy().labelsFor(subject)) {
+    if (DAEMON_KEY_LABELS.has(label)) continue;
     let key: RouteKey | undefined;
     try {
       key = await keyByHeaderLabel(label, deps);

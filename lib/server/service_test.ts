@@ -244,3 +244,21 @@ Deno.test("service: /health is 503 when the session is no longer logged in", asy
   const r = await authenticatedHandler(deps)(req("/health", [A], "", "GET"));
   assert.equal(r.status, 503);
 });
+
+Deno.test("service: the audit keys are never signed, verified or listed with, whatever the policy grants", async () => {
+  const { deps, calls } = fakes();
+  const audit = ["svc-audit", "svc-audit-sign"];
+  deps.policy = () => ({ allows: () => true, labelsFor: () => ["k", ...audit] });
+  const h = authenticatedHandler(deps);
+  for (const label of audit) {
+    assert.equal(await h(req("/sign", [A, ["X-SVC-Key", label]], "m")), FORBIDDEN);
+    const verify = await h(
+      req("/verify", [A, ["X-SVC-Key", label], ["X-SVC-Signature-Length", "1"]], "mm"),
+    );
+    assert.equal(verify, FORBIDDEN);
+  }
+  const listed = await h(req("/token", [A], "", "GET"));
+  const body = JSON.parse(new TextDecoder().decode(listed.body as Uint8Array));
+  assert.deepEqual(body.keys.map((k: { label: string }) => k.label), ["k"]);
+  assert.deepEqual(calls.filter((c) => c.startsWith("token.")), ["token.key k"]);
+});
