@@ -13,7 +13,7 @@
 /** Address family of UNIX domain sockets. */
 export const AF_UNIX = 1;
 /** socket(2) type flags. @example SOCK.STREAM | SOCK.NONBLOCK */
-export const SOCK = { STREAM: 1, NONBLOCK: 0o4000, CLOEXEC: 0o2000000 } as const;
+export const SOCK = { STREAM: 1, DGRAM: 2, NONBLOCK: 0o4000, CLOEXEC: 0o2000000 } as const;
 /** getsockopt(2) level and option for the peer's credentials. @example SO.PEERCRED */
 export const SO = { SOL_SOCKET: 1, PEERCRED: 17 } as const;
 /** epoll_ctl(2) operations. @example EPOLL_CTL.ADD */
@@ -80,6 +80,7 @@ const SYMBOLS = {
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   send: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize" },
+  sendto: { parameters: ["i32", "buffer", "usize", "i32", "buffer", "u32"], result: "isize" },
   close: { parameters: ["i32"], result: "i32" },
   shutdown: { parameters: ["i32", "i32"], result: "i32" },
   getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
@@ -126,6 +127,35 @@ export function sockaddrUn(path: string): Uint8Array<ArrayBuffer> {
   new DataView(addr.buffer).setUint16(0, AF_UNIX, true);
   addr.set(bytes, 2);
   return addr;
+}
+
+/**
+ * A struct sockaddr_un for raw sun_path bytes, which may start with NUL (the abstract namespace),
+ * and the address length to pass with it (the bytes, not the whole struct, for abstract names).
+ * @example const { addr, len } = sockaddrUnRaw(new TextEncoder().encode("\0name"));
+ */
+export function sockaddrUnRaw(path: Uint8Array): { addr: Uint8Array<ArrayBuffer>; len: number } {
+  if (path.length === 0 || path.length > SUN_PATH_MAX) {
+    throw new Error(
+      `a UNIX socket address must be 1 to ${SUN_PATH_MAX} bytes (got ${path.length})`,
+    );
+  }
+  const addr = new Uint8Array(SOCKADDR_UN_SIZE);
+  new DataView(addr.buffer).setUint16(0, AF_UNIX, true);
+  addr.set(path, 2);
+  return { addr, len: path[0] === 0 ? 2 + path.length : SOCKADDR_UN_SIZE };
+}
+
+/**
+ * sendto(2) of one datagram to a UNIX address, with MSG_NOSIGNAL: bytes sent or -1 with `errno()`.
+ * @example sendDatagram(fd, bytes, sockaddrUnRaw(path))
+ */
+export function sendDatagram(
+  fd: number,
+  buf: Uint8Array,
+  to: { addr: Uint8Array<ArrayBuffer>; len: number },
+): number {
+  return Number(libc().sendto(fd, buf, BigInt(buf.length), MSG_NOSIGNAL, to.addr, to.len));
 }
 
 /** Credentials of a connected UNIX socket's peer (struct ucred). */

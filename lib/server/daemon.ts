@@ -14,6 +14,7 @@ import { isTokenDead, Token } from "../token/mod.ts";
 import { auditKeysFromToken, AuditLog, DAEMON_KEY_LABELS } from "../audit/mod.ts";
 import type { ServeConfig, TokenConfig } from "./config.ts";
 import { authenticatedHandler } from "./service.ts";
+import { ServiceNotifier } from "./notify.ts";
 
 /** A start-up failure: the message says what was wrong and what to do; exit code 1. */
 export class StartupError extends Error {
@@ -219,6 +220,7 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   let onTokenDead = (_err: unknown) => {}; // until the listener exists, a failure throws instead
   const audit = await (parts.openAudit ?? openAudit)(config, token, (err) => onTokenDead(err));
 
+  const notify = ServiceNotifier.fromEnv(log);
   let exitCode = 0;
   let listener: Listener | undefined;
   let stopping: Promise<void> | undefined;
@@ -226,6 +228,7 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
     if (stopping) return stopping;
     exitCode = code;
     log(`stopping: ${why}`);
+    notify.stopping(`stopping: ${why}`);
     stopping = (async () => {
       await listener?.close(code === EXIT_TOKEN_DEAD ? DEAD_TOKEN_GRACE_MS : STOP_GRACE_MS);
       await releaseToken(token, audit, budget);
@@ -264,6 +267,8 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
     });
     const { path, proxyUid, workers } = config.listener;
     log(`listening on ${path} (proxy uid ${proxyUid}, ${workers} workers)`);
+    // Type=notify: `systemctl start` returns once the socket accepts, not when the process exists.
+    notify.ready(`listening on ${path}`);
     await listener.serve();
     await stop(exitCode, "listener ended");
   } catch (err) {
