@@ -1,0 +1,208 @@
+/**
+ * X.509 v3 certificates the CA tool issues, built with pkijs: the self-signed CA, client
+ * certificates for the proxy, and delegated OCSP responders. The TBSCertificate is encoded once
+ * and those exact bytes are handed to the signer (the token key) and kept in the result.
+ *
+ * @example
+ * ```ts
+ * import { buildCertificate, clientExtensions } from "./certificate.ts";
+ * const der = await buildCertificate({ serial, issuer, subject, spki, notBefore, notAfter,
+ *   extensions: clientExtensions(spki, caSpki) }, signer);
+ * ```
+ */
+import { createHash } from "node:crypto";
+import * as asn1js from "asn1js";
+import * as pkijs from "pkijs";
+
+/** Something that signs a TBS with a key: its signature AlgorithmIdentifier (DER) and the value. */
+export interface CertificateSigner {
+  /** DER AlgorithmIdentifier written into `signature` and `signatureAlgorithm`. */
+  algorithm: Uint8Array;
+  /** The signature value as X.509 carries it (ECDSA: DER Ecdsa-Sig-Value). */
+  sign(tbs: Uint8Array): Promise<Uint8Array>;
+}
+
+/** The fields of one certificate. */
+export interface CertificateFields {
+  /** Positive serial number. */
+  serial: bigint;
+  issuer: pkijs.RelativeDistinguishedNames;
+  subject: pkijs.RelativeDistinguishedNames;
+  /** DER SubjectPublicKeyInfo of the subject. */
+  spki: Uint8Array;
+  notBefore: Date;
+  notAfter: Date;
+  extensions: pkijs.Extension[];
+}
+
+const OID = {
+  basicConstraints: "2.5.29.19",
+  keyUsage: "2.5.29.15",
+  extKeyUsage: "2.5.29.37",
+  subjectKeyIdentifier: "2.5.29.14",
+  authorityKeyIdentifier: "2.5.29.35",
+  clientAuth: "1.3.6.1.5.5.7.3.2",
+  ocspSigning: "1.3.6.1.5.5.7.3.9",
+  ocspNoCheck: "1.3.6.1.5.5.7.48.1.5",
+} as const;
+
+/** KeyUsage bit numbers (RFC 5280 §4.2.1.3). */
+const KEY_USAGE = { digitalSignature: 0, keyCertSign: 5, cRLSign: 6 } as const;
+
+const ab = (bytes: Uint8Array): ArrayBuffer => bytes.slice().buffer;
+
+/**
+ * The DER INTEGER content of a positive serial (a leading zero byte when the top bit is set).
+ *
+ * @example
+ * ```ts
+ * serialBytes(0x80n); // → [0x00, 0x80]
+ * ```
+ */
+export function serialBytes(serial: bigint): Uint8Array {
+  if (serial <= 0n) throw new RangeError("a certificate serial number is positive");
+  let hex = serial.toString(16);
+  if (hex.length % 2) hex = "0" + hex;
+  if (parseInt(hex.slice(0, 2), 16) & 0x80) hex = "00" + hex;
+  return Uint8Array.fromHex(hex);
+}
+
+/** RFC 5280 §4.1.2.5: UTCTime through 2049, GeneralizedTime from 2050. */
+function time(date: Date): pkijs.Time {
+  const seconds = new Date(Math.floor(date.getTime() / 1000) * 1000);
+  const type = seconds.getUTCFullYear() < 2050 ? 0 : 1;
+  return new pkijs.Time({ type, value: seconds });
+}
+
+/**
+ * Builds and signs a certificate; returns its DER.
+ *
+ * @example
+ * ```ts
+ * const der = await buildCertificate(fields, signer);
+ * ```
+ */
+export async function buildCertificate(
+  fields: CertificateFields,
+  signer: CertificateSigner,
+): Promise<Uint8Array> {
+  const algorithm = pkijs.AlgorithmIdentifier.fromBER(ab(signer.algorithm));
+  const cert = new pkijs.Certificate({
+    version: 2,
+    serialNumber: new asn1js.Integer({ valueHex: ab(serialBytes(fields.serial)) }),
+    signature: algorithm,
+    signatureAlgorithm: pkijs.AlgorithmIdentifier.fromBER(ab(signer.algorithm)),
+    issuer: fields.issuer,
+    subject: fields.subject,
+    notBefore: time(fields.notBefore),
+    notAfter: time(fields.notAfter),
+    subjectPublicKeyInfo: pkijs.PublicKeyInfo.fromBER(ab(fields.spki)),
+    extensions: fields.extensions,
+  });
+  const tbs = new Uint8Array(cert.encodeTBS().toBER());
+  cert.tbsView = tbs;
+  const signature = await signer.sign(tbs);
+  cert.signatureValue = new asn1js.BitString({ valueHex: ab(signature) });
+  return new Uint8Array(cert.toSchema().toBER());
+}
+
+function extension(extnID: string, critical: boolean, value: asn1js.BaseBlock): pkijs.Extension {
+  return new pkijs.Extension({ extnID, critical, extnValue: value.toBER() });
+}
+
+/** DER named BIT STRING for KeyUsage: trailing zero bits dropped (X.690 §11.2.2). */
+function keyUsage(bits: number[]): asn1js.BitString {
+  const highest = Math.max(...bits);
+  const bytes = new Uint8Array(Math.floor(highest / 8) + 1);
+  for (const bit of bits) bytes[bit >> 3] |= 0x80 >> (bit & 7);
+  return new asn1js.BitString({ valueHex: bytes.buffer, unusedBits: 7 - (highest % 8) });
+}
+
+/**
+ * The key identifier of RFC 5280 §4.2.1.2 method 1: SHA-1 of the subjectPublicKey bits.
+ *
+ * @example
+ * ```ts
+ * keyIdentifier(spkiDer); // 20 bytes
+ * ```
+ */
+export function keyIdentifier(spki: Uint8Array): Uint8Array {
+  const info = pkijs.PublicKeyInfo.fromBER(ab(spki));
+  const bits = new Uint8Array(info.subjectPublicKey.valueBlock.valueHexView);
+  return new Uint8Array(createHash("sha1").update(bits).digest());
+}
+
+function subjectKeyId(spki: Uint8Array): pkijs.Extension {
+  return extension(
+    OID.subjectKeyIdentifier,
+    false,
+    new asn1js.OctetString({ valueHex: ab(keyIdentifier(spki)) }),
+  );
+}
+
+function authorityKeyId(issuerSpki: Uint8Array): pkijs.Extension {
+  const aki = new pkijs.AuthorityKeyIdentifier({
+    keyIdentifier: new asn1js.OctetString({ valueHex: ab(keyIdentifier(issuerSpki)) }),
+  });
+  return extension(OID.authorityKeyIdentifier, false, aki.toSchema());
+}
+
+function endEntity(usage: string, subjectSpki: Uint8Array, issuerSpki: Uint8Array) {
+  return [
+    extension(OID.basicConstraints, true, new pkijs.BasicConstraints({ cA: false }).toSchema()),
+    extension(OID.keyUsage, true, keyUsage([KEY_USAGE.digitalSignature])),
+    extension(OID.extKeyUsage, false, new pkijs.ExtKeyUsage({ keyPurposes: [usage] }).toSchema()),
+    subjectKeyId(subjectSpki),
+    authorityKeyId(issuerSpki),
+  ];
+}
+
+/**
+ * CA extensions: basicConstraints CA (path length 0: it issues end-entity certificates only),
+ * keyUsage keyCertSign + cRLSign + digitalSignature (so it can sign OCSP responses itself).
+ *
+ * @example
+ * ```ts
+ * caExtensions(caSpki);
+ * ```
+ */
+export function caExtensions(spki: Uint8Array): pkijs.Extension[] {
+  const constraints = new pkijs.BasicConstraints({ cA: true, pathLenConstraint: 0 });
+  return [
+    extension(OID.basicConstraints, true, constraints.toSchema()),
+    extension(
+      OID.keyUsage,
+      true,
+      keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyCertSign, KEY_USAGE.cRLSign]),
+    ),
+    subjectKeyId(spki),
+  ];
+}
+
+/**
+ * Client certificate extensions for the proxy's client authentication (EKU clientAuth).
+ *
+ * @example
+ * ```ts
+ * clientExtensions(clientSpki, caSpki);
+ * ```
+ */
+export function clientExtensions(spki: Uint8Array, issuerSpki: Uint8Array): pkijs.Extension[] {
+  return endEntity(OID.clientAuth, spki, issuerSpki);
+}
+
+/**
+ * Delegated OCSP responder extensions: EKU id-kp-OCSPSigning and id-pkix-ocsp-nocheck (RFC 6960
+ * §4.2.2.2.1: clients do not check the responder's own status).
+ *
+ * @example
+ * ```ts
+ * responderExtensions(responderSpki, caSpki);
+ * ```
+ */
+export function responderExtensions(spki: Uint8Array, issuerSpki: Uint8Array): pkijs.Extension[] {
+  return [
+    ...endEntity(OID.ocspSigning, spki, issuerSpki),
+    extension(OID.ocspNoCheck, false, new asn1js.Null()),
+  ];
+}
