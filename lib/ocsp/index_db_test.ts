@@ -1,0 +1,168 @@
+import assert from "node:assert/strict";
+import {
+  formatIndexLine,
+  IndexFileSource,
+  IndexFormatError,
+  parseIndex,
+  parseIndexLine,
+} from "./index_db.ts";
+
+const EXP = Date.UTC(2035, 5, 30, 12, 0, 0);
+const REV = Date.UTC(2026, 0, 2, 3, 4, 5);
+
+Deno.test("index line: formatted as openssl ca writes it and parsed back", () => {
+  const v = formatIndexLine({ status: "V", expires: EXP, serial: "0a1b", subject: "/C=DE/CN=a" });
+  assert.equal(v, "V\t350630120000Z\t\t0A1B\tunknown\t/C=DE/CN=a\n");
+  const r = formatIndexLine({
+    status: "R",
+    expires: EXP,
+    revokedAt: REV,
+    reason: 1,
+    serial: "FF",
+    subject: "/CN=b",
+  });
+  assert.equal(r, "R\t350630120000Z\t260102030405Z,keyCompromise\tFF\tunknown\t/CN=b\n");
+  const [ev, er] = parseIndex(v + r);
+  assert.deepEqual([ev.status, ev.expires, ev.serial, ev.line], ["V", EXP, "0A1B", 1]);
+  assert.deepEqual([er.status, er.revokedAt, er.reason, er.subject], ["R", REV, 1, "/CN=b"]);
+  const far = formatIndexLine({
+    status: "E",
+    expires: Date.UTC(2051, 0, 1),
+    serial: "1",
+    subject: "/CN=c",
+  });
+  assert.equal(far.split("\t")[1], "20510101000000Z");
+  assert.equal(parseIndex(far)[0].expires, Date.UTC(2051, 0, 1));
+  assert.throws(
+    () => formatIndexLine({ status: "V", expires: EXP, serial: "1", subject: "/CN=a\tb" }),
+    /TAB/,
+  );
+});
+
+Deno.test("index reasons: OpenSSL's names without case, with their arguments", () => {
+  const line = (rev: string) => `R\t350630120000Z\t${rev}\t01\tunknown\t/CN=x`;
+  assert.equal(parseIndexLine(line("260102030405Z"), 1).reason, undefined);
+  assert.equal(parseIndexLine(line("260102030405Z,cacompromise"), 1).reason, 2);
+  assert.equal(parseIndexLine(line("260102030405Z,removeFromCRL"), 1).reason, 8);
+  assert.equal(
+    parseIndexLine(line("260102030405Z,holdInstruction,1.2.840.10040.2.2"), 1).reason,
+    6,
+  );
+  assert.equal(parseIndexLine(line("260102030405Z,keyTime,20251231000000Z"), 1).reason, 1);
+  assert.equal(parseIndexLine(line("260102030405Z,CAkeyTime,20251231000000Z"), 1).reason, 2);
+});
+
+Deno.test("index parse: every fault names its line", () => {
+  const good = "V\t350630120000Z\t\t01\tunknown\t/CN=a\n";
+  const cases: [string, RegExp][] = [
+    ["V\t350630120000Z\t\t01\tunknown\n", /line 2: expected 6 TAB-separated fields, found 5/],
+    ["X\t350630120000Z\t\t02\tunknown\t/CN=b\n", /line 2: status must be V, R or E/],
+    ["V\t350631120000Z\t\t02\tunknown\t/CN=b\n", /line 2: expiry 350631120000Z is not a real time/],
+    ["V\t3506301200Z\t\t02\tunknown\t/CN=b\n", /line 2: expiry must be a time/],
+    ["V\t350630120000Z\t\t0a\tunknown\t/CN=b\n", /line 2: serial must be upper-case hex/],
+    ["V\t350630120000Z\t\t0001\tunknown\t/CN=b\n", /line 2: serial 0001 is already on line 1/],
+    [
+      "V\t350630120000Z\t260102030405Z\t02\tunknown\t/CN=b\n",
+      /line 2: status V with a revocation field/,
+    ],
+    ["R\t350630120000Z\t\t02\tunknown\t/CN=b\n", /line 2: revocation time must be a time/],
+    [
+      "R\t350630120000Z\t20260102030405Z\t02\tunknown\t/CN=b\n",
+      /line 2: revocation time must be a time/,
+    ],
+    [
+      "R\t350630120000Z\t260102030405Z,stolen\t02\tunknown\t/CN=b\n",
+      /line 2: unknown revocation reason "stolen"/,
+    ],
+    [
+      "R\t350630120000Z\t260102030405Z,superseded,x\t02\tunknown\t/CN=b\n",
+      /line 2: reason superseded takes no argument/,
+    ],
+    [
+      "R\t350630120000Z\t260102030405Z,keyTime\t02\tunknown\t/CN=b\n",
+      /line 2: reason keyTime needs one argument/,
+    ],
+    ["\n", /line 2: expected 6 TAB-separated fields, found 1/],
+    ["V\t350630120000Z\t\t02\tunknown\t/CN=b", /line 2: the last line has no newline/],
+  ];
+  for (const [second, message] of cases) {
+    assert.throws(
+      () => parseIndex(good + second),
+      (e: unknown) => e instanceof IndexFormatError && message.test(e.message),
+      second,
+    );
+  }
+  assert.equal(parseIndex("# comment\n" + good).length, 1);
+  assert.equal(parseIndex("").length, 0);
+});
+
+async function withDir(fn: (dir: string) => void) {
+  const dir = await Deno.makeTempDir({ prefix: "ocsp-idx-" });
+  try {
+    fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("index source: a same-size rewrite in the same instant is seen on the next query", () =>
+  withDir((dir) => {
+    const path = `${dir}/index.txt`;
+    const v = formatIndexLine({ status: "V", expires: EXP, serial: "01", subject: "/CN=a" });
+    const r = formatIndexLine({
+      status: "R",
+      expires: EXP,
+      revokedAt: REV,
+      serial: "01",
+      subject: "/CN=a",
+    });
+    Deno.writeTextFileSync(path, v);
+    const source = new IndexFileSource(path);
+    const first = source.current()!;
+    assert.equal(first.lookup("1")!.status, "V");
+    // Same inode, same size (revocation field replaces nothing: pad V's line to R's length),
+    // written back at once: mtime (ms) and ctime (s) can be unchanged.
+    const padded = v.replace("/CN=a", "/CN=a" + " ".repeat(r.length - v.length));
+    Deno.writeTextFileSync(path, padded);
+    const second = source.current()!;
+    assert.notEqual(second.version, first.version);
+    const before = Deno.statSync(path);
+    const f = Deno.openSync(path, { write: true });
+    f.writeSync(new TextEncoder().encode(r));
+    f.close();
+    // Put mtime back: only the content (and a ctime Deno reports in whole seconds) differ.
+    Deno.utimeSync(path, before.atime!, before.mtime!);
+    const after = Deno.statSync(path);
+    assert.deepEqual([after.ino, after.size, after.mtime], [before.ino, before.size, before.mtime]);
+    const third = source.current()!;
+    assert.equal(third.lookup("01")!.status, "R");
+    assert.equal(third.lookup("0001")!.revokedAt, REV);
+    // Unchanged: same snapshot, no re-parse.
+    assert.equal(source.current()!.version, third.version);
+  }));
+
+Deno.test("index source: corrupt or missing → unavailable; restored → answers again", () =>
+  withDir((dir) => {
+    const path = `${dir}/index.txt`;
+    const good = formatIndexLine({ status: "V", expires: EXP, serial: "0B", subject: "/CN=a" });
+    const reasons: string[] = [];
+    const source = new IndexFileSource(path, { onUnavailable: (why) => reasons.push(why) });
+    assert.equal(source.current(), null);
+    assert.match(source.lastError!, /cannot stat/);
+    Deno.writeTextFileSync(path, good);
+    assert.equal(source.current()!.lookup("B")!.status, "V");
+    Deno.writeTextFileSync(path, good + "garbage\n");
+    assert.equal(source.current(), null, "never answers from a file that stopped parsing");
+    assert.equal(source.current(), null);
+    assert.match(source.lastError!, /line 2/);
+    Deno.writeTextFileSync(path, good);
+    assert.equal(source.current()!.lookup("B")!.status, "V");
+    Deno.writeFileSync(path, Uint8Array.of(0xff, 0xfe, 0x0a));
+    assert.equal(source.current(), null);
+    assert.match(source.lastError!, /not UTF-8/);
+    Deno.writeTextFileSync(path, good.repeat(1));
+    const small = new IndexFileSource(path, { maxBytes: 10 });
+    assert.equal(small.current(), null);
+    assert.match(small.lastError!, /over 10 bytes/);
+    assert.equal(reasons.length, 3, reasons.join("\n")); // once per change of state
+  }));
