@@ -27,8 +27,14 @@ export class MechanismUnavailableError extends Error {
   }
 }
 
+// CKR_DEVICE_ERROR ("some problem has occurred with the token") and CKR_GENERAL_ERROR ("some
+// horrible, unrecoverable error"; PKCS#11 says to finalize) leave the module in a state nothing in
+// this process can repair: a restart is the only recovery, as for a removed token. A failure that
+// ends only its own operation (CKR_FUNCTION_FAILED and the rest) fails that request alone.
 const DEAD = new Set<number>([
   CKR.DEVICE_REMOVED,
+  CKR.DEVICE_ERROR,
+  CKR.GENERAL_ERROR,
   CKR.TOKEN_NOT_PRESENT,
   CKR.USER_NOT_LOGGED_IN,
   CKR.SESSION_HANDLE_INVALID,

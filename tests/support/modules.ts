@@ -40,13 +40,14 @@ export function selectedModuleName(): TestModuleName {
 
 /**
  * The selected module; with `dir`, writes its config (token directory `dir/tokens`) and returns
- * the variable that selects it in `env`. `secureHeapKb` applies to svcmod only (default 4096).
+ * the variable that selects it in `env`. `secureHeapKb` applies to svcmod only (default 4096);
+ * `name` picks a module regardless of SVCD_TEST_MODULE (a test of svcmod's own test hooks).
  */
 export async function testModule(
   dir?: string,
-  opts: { secureHeapKb?: number } = {},
+  opts: { secureHeapKb?: number; name?: TestModuleName } = {},
 ): Promise<TestModule> {
-  const name = selectedModuleName();
+  const name = opts.name ?? selectedModuleName();
   const path = name === "softhsm" ? SOFTHSM_PATH : SVCMOD_PATH;
   try {
     await Deno.stat(path);

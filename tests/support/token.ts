@@ -11,7 +11,7 @@
  * ```
  */
 import { Token, type TokenOptions } from "../../lib/token/mod.ts";
-import { type TestModule, testModule } from "./modules.ts";
+import { type TestModule, testModule, type TestModuleName } from "./modules.ts";
 import { type CommandResult, runDeno } from "./command.ts";
 
 const CLI = new URL("../../lib/token/cli.ts", import.meta.url).pathname;
@@ -41,6 +41,8 @@ export interface TestTokenOptions {
   tokenLabel?: string;
   /** svcmod only: its secure heap (KiB). */
   secureHeapKb?: number;
+  /** This module whatever SVCD_TEST_MODULE says (tests of svcmod's fault hook). */
+  module?: TestModuleName;
 }
 
 /** Result of one CLI run. */
@@ -68,7 +70,7 @@ export async function makeTestToken(opts: TestTokenOptions = {}): Promise<TestTo
   const dir = await Deno.makeTempDir({ prefix: "svcd-token-" });
   const cleanup = () => Deno.remove(dir, { recursive: true }).catch(() => {});
   try {
-    const module = await testModule(dir, { secureHeapKb: opts.secureHeapKb });
+    const module = await testModule(dir, { secureHeapKb: opts.secureHeapKb, name: opts.module });
     const tokenLabel = opts.tokenLabel ?? "svcd";
     const credentialsDir = `${dir}/credentials`;
     const base = module.env;

@@ -608,7 +608,8 @@ EXPORT CK_RV C_SignInit(CK_SESSION_HANDLE hSession, CK_MECHANISM *pMechanism,
   session_t *s;
   CK_RV rv = session_enter(hSession, &s);
   if (rv != CKR_OK) return rv;
-  rv = op_start(&s->ops->sign, pMechanism, hKey, 1);
+  rv = fault_injected("C_SignInit");
+  if (rv == CKR_OK) rv = op_start(&s->ops->sign, pMechanism, hKey, 1);
   session_leave(s);
   return rv;
 }
@@ -619,11 +620,15 @@ EXPORT CK_RV C_Sign(CK_SESSION_HANDLE hSession, CK_BYTE *pData, CK_ULONG ulDataL
   CK_RV rv = session_enter(hSession, &s);
   if (rv != CKR_OK) return rv;
   op_t *op = &s->ops->sign;
+  CK_RV injected = fault_injected("C_Sign");
   if (!op->active)
     rv = CKR_OPERATION_NOT_INITIALIZED;
   else if (op->updated)
     rv = CKR_OPERATION_ACTIVE; /* a multi-part signature ends with C_SignFinal */
-  else
+  else if (injected != CKR_OK) {
+    op_end(op); /* a failed C_Sign ends the operation, as PKCS#11 says */
+    rv = injected;
+  } else
     rv = sign_out(op, pData, ulDataLen, pSignature, pulSignatureLen);
   session_leave(s);
   return rv;

@@ -166,6 +166,9 @@ CK_RV object_set_attr(object_t *o, CK_ATTRIBUTE_TYPE type, const void *val, CK_U
 CK_RV session_enter(CK_SESSION_HANDLE h, session_t **out);
 void session_leave(session_t *s);
 CK_RV module_ready(void); /* CKR_OK or CKR_CRYPTOKI_NOT_INITIALIZED; takes no lock */
+/* Test hook (p11_main.c): CKR_OK, or the return value the `faults` file in the token directory
+ * injects into this call of `function` (see README.md, "Fault injection"). */
+CK_RV fault_injected(const char *function);
 void op_end(op_t *op);
 
 /* helpers */

@@ -683,6 +683,78 @@ static void load(const char *path) {
   T = it->pFunctionList;
 }
 
+/* ---- fault injection (src/fault.c) ------------------------------------------------------------ */
+
+/* Replaces tokdir/faults atomically (a new inode, so the module always sees the change). */
+static void write_faults(const char *text) {
+  char tmp[300], path[300];
+  snprintf(tmp, sizeof tmp, "%s/faults.tmp", tokdir);
+  snprintf(path, sizeof path, "%s/faults", tokdir);
+  FILE *f = fopen(tmp, "w");
+  fputs(text, f);
+  fclose(f);
+  if (rename(tmp, path) != 0) perror("rename faults");
+}
+
+/* 64 C_SignInit+C_Sign rounds with HMAC key `k`; bit i of the result is set when round i failed. */
+static unsigned long long fault_pattern(CK_SESSION_HANDLE h, CK_OBJECT_HANDLE k) {
+  unsigned long long failed = 0;
+  CK_MECHANISM m = {CKM_SHA256_HMAC, NULL, 0};
+  for (int i = 0; i < 64; i++) {
+    uint8_t mac[32];
+    CK_ULONG n = sizeof mac;
+    CK_RV rv = P11(C_SignInit)(h, &m, k);
+    if (rv == CKR_OK) rv = P11(C_Sign)(h, (CK_BYTE *)"m", 1, mac, &n);
+    if (rv != CKR_OK) failed |= 1ULL << i;
+  }
+  return failed;
+}
+
+static void test_faults(void) {
+  current = "fault injection";
+  fresh_token_dir(NULL);
+  setup_token();
+  CK_SESSION_HANDLE h = open_rw();
+  EXPECT_RV(P11(C_Login)(h, CKU_USER, USER_PIN, LEN(USER_PIN)), CKR_OK);
+  CK_ULONG len = 32;
+  CK_ATTRIBUTE t[] = {attr(CKA_VALUE_LEN, &len, sizeof len), attr(CKA_SIGN, &yes, 1)};
+  CK_MECHANISM gen = {CKM_GENERIC_SECRET_KEY_GEN, NULL, 0};
+  CK_OBJECT_HANDLE k;
+  EXPECT_RV(P11(C_GenerateKey)(h, &gen, t, 2, &k), CKR_OK);
+  CK_MECHANISM m = {CKM_SHA256_HMAC, NULL, 0};
+  uint8_t mac[32];
+  CK_ULONG n = sizeof mac;
+
+  write_faults("# always\nC_SignInit 0x30 1\n");
+  EXPECT_RV(P11(C_SignInit)(h, &m, k), CKR_DEVICE_ERROR);
+  EXPECT_RV(P11(C_Sign)(h, (CK_BYTE *)"m", 1, mac, &n), CKR_OPERATION_NOT_INITIALIZED);
+
+  write_faults("C_Sign 0x5 1\n");
+  EXPECT_RV(P11(C_SignInit)(h, &m, k), CKR_OK);
+  EXPECT_RV(P11(C_Sign)(h, (CK_BYTE *)"m", 1, mac, &n), CKR_GENERAL_ERROR);
+  /* The failed call ended the operation: the session is clean for the next one. */
+  EXPECT_RV(P11(C_Sign)(h, (CK_BYTE *)"m", 1, mac, &n), CKR_OPERATION_NOT_INITIALIZED);
+
+  write_faults("C_Sign 0x6 0\nbogus line\n");
+  EXPECT(fault_pattern(h, k) == 0);
+
+  write_faults("C_Sign 0x6 0.5 7\n");
+  unsigned long long a = fault_pattern(h, k);
+  write_faults("C_Sign 0x6 0.5 8\n");
+  unsigned long long b = fault_pattern(h, k);
+  write_faults("C_Sign 0x6 0.5 7\n");
+  EXPECT(fault_pattern(h, k) == a); /* the same seed draws the same faults */
+  EXPECT(a != 0 && a != ~0ULL && a != b);
+
+  char path[300];
+  snprintf(path, sizeof path, "%s/faults", tokdir);
+  EXPECT(unlink(path) == 0);
+  EXPECT(fault_pattern(h, k) == 0);
+  EXPECT_RV(P11(C_CloseSession)(h), CKR_OK);
+  EXPECT_RV(P11(C_Finalize)(NULL), CKR_OK);
+  remove_token_dir();
+}
+
 int main(int argc, char **argv) {
   self_path = argv[0];
   if (argc >= 4 && strcmp(argv[1], "child") == 0) {
@@ -702,6 +774,7 @@ int main(int argc, char **argv) {
   test_concurrent_calls();
   test_mldsa_keys();
   test_persistence();
+  test_faults();
   if (failures) {
     fprintf(stderr, "p11_test: %d of %d checks failed\n", failures, checks);
     return 1;
