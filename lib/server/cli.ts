@@ -8,7 +8,7 @@
  * ```
  */
 import { ConfigError, parseServeArgs, serveHelp } from "./config.ts";
-import { checkConfig, checkStateFile, log, runDaemon, StartupError } from "./daemon.ts";
+import { checkConfig, checkStateFile, flushLog, log, runDaemon, StartupError } from "./daemon.ts";
 import { CredentialError, Token } from "../token/mod.ts";
 
 /** Runs `serve` (checkOnly false) or `--check-config` (checkOnly true); returns the exit code. */
@@ -46,5 +46,7 @@ export async function runServeCommand(
     }
     console.error(`svcd: ${(err as Error).message}`);
     return 1;
+  } finally {
+    flushLog();
   }
 }

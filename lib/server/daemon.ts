@@ -13,6 +13,7 @@ import { ConcurrencyCap, RefusalBudget, STATE_FILE_NAME } from "../throttle/mod.
 import { isTokenDead, Token } from "../token/mod.ts";
 import { auditKeysFromToken, AuditLog, DAEMON_KEY_LABELS } from "../audit/mod.ts";
 import type { ServeConfig, TokenConfig } from "./config.ts";
+import { DaemonLog, listenerEventText } from "./log.ts";
 import { authenticatedHandler } from "./service.ts";
 import { ServiceNotifier } from "./notify.ts";
 
@@ -33,9 +34,19 @@ const STOP_GRACE_MS = 10_000;
 /** After a dead token, long enough for in-flight requests to send their 503, no more. */
 const DEAD_TOKEN_GRACE_MS = 1_000;
 
-/** Writes one line to the daemon's own log (stderr, read by journald). */
-export function log(message: string): void {
-  console.error(`svcd: ${message}`);
+const daemonLog = new DaemonLog();
+
+/**
+ * Writes one line to the daemon's own log (stderr, read by journald), rate-limited per `kind` and
+ * made safe by lib/server/log.ts; text from a client must already be quoted with `clientText`.
+ */
+export function log(message: string, kind = "daemon"): void {
+  daemonLog.line(kind, message);
+}
+
+/** Writes the counts of suppressed lines still pending (before the process exits). */
+export function flushLog(): void {
+  daemonLog.flush();
 }
 
 /**
@@ -70,7 +81,7 @@ export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
   }
   checkSocketPath(config.listener.path);
   const policy = await loadPolicy(config.policy.path);
-  for (const warning of policy.current.warnings) log(`policy: ${warning}`);
+  for (const warning of policy.current.warnings) log(`policy: ${warning}`, "policy");
   await ensureDir(config.audit.dir, "--audit-dir");
   await ensureDir(config.throttle.stateDir, "--state-dir");
   return policy;
@@ -246,7 +257,7 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   try {
     listener = Listener.open({
       ...config.listener,
-      log: (event) => log(`listener: ${JSON.stringify(event)}`),
+      log: (event) => log(listenerEventText(event), event.kind),
       handler: authenticatedHandler({
         token,
         policy: () => policy.current,
@@ -256,7 +267,7 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
         publicSocket: config.public?.socket,
         isTokenDead,
         onTokenDead: (err) => onTokenDead(err),
-        log,
+        log: (message) => log(message, "request"),
         startedAt: Date.now(),
       }),
     });
@@ -282,6 +293,7 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   // (an impatient operator, a service manager) must not fall back to the default action and kill
   // the process with exit 143 after its work is done.
   log(`stopped (exit ${exitCode})`);
+  flushLog();
   return exitCode;
 }
 
@@ -303,7 +315,7 @@ async function releaseToken(token: Token, audit: Audit, budget: Budget): Promise
 async function reloadPolicy(policy: PolicyFile, audit: Audit): Promise<void> {
   const result = await policy.reload();
   if (result.ok) {
-    for (const warning of result.policy.warnings) log(`policy: ${warning}`);
+    for (const warning of result.policy.warnings) log(`policy: ${warning}`, "policy");
     log(`policy reloaded: ${result.policy.size} grants`);
   } else {
     log(`policy reload failed, the previous policy stays in force: ${result.error}`);

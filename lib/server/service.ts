@@ -14,6 +14,7 @@ import type { HttpRequest, HttpResponse } from "../http/mod.ts";
 import { problem } from "../http/mod.ts";
 import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
 import { DAEMON_KEY_LABELS } from "../audit/token_keys.ts";
+import { clientText } from "./log.ts";
 
 /** The signing key as the routes see it (a subset of lib/token's SigningKey). */
 export interface RouteKey {
@@ -179,7 +180,11 @@ function failure(err: unknown, req: HttpRequest, deps: ServiceDeps): HttpRespons
       ],
     );
   }
-  deps.log(`request ${req.id} ${req.method} ${req.path} failed: ${(err as Error).message}`);
+  deps.log(
+    `request ${req.id} ${clientText(req.method)} ${clientText(req.path)} failed: ${
+      (err as Error).message
+    }`,
+  );
   return problem(500, "Internal Server Error", `Request ${req.id} failed; see the daemon's log.`);
 }
 

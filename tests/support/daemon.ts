@@ -44,8 +44,11 @@ export interface TestDaemon {
   stateDir: string;
   pid: number;
   stderr(): string;
-  /** Waits until the daemon's log contains `text` (or it exits: then throws with the log). */
-  waitForLog(text: string | RegExp): Promise<void>;
+  /**
+   * Waits until the daemon's log contains `text`, or `text(log)` holds (or it exits: then throws
+   * with the log).
+   */
+  waitForLog(text: string | RegExp | ((log: string) => boolean)): Promise<void>;
   signal(sig: Deno.Signal): void;
   /** SIGTERM and wait; returns the exit code. */
   stop(): Promise<number>;
@@ -111,8 +114,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<TestDaemon> {
   status.then(() => {
     exited = true;
   });
-  const waitForLog = async (text: string | RegExp) => {
-    const seen = () => typeof text === "string" ? log.includes(text) : text.test(log);
+  const waitForLog = async (text: string | RegExp | ((log: string) => boolean)) => {
+    const seen = () =>
+      typeof text === "string"
+        ? log.includes(text)
+        : typeof text === "function"
+        ? text(log)
+        : text.test(log);
     while (!seen()) {
       if (exited) {
         await pump;
