@@ -1,0 +1,336 @@
+/**
+ * OCSPRequest (RFC 6960 §4.1) read strictly and bounded, and written (for `svcd ca status`, the
+ * benches and the tests). Choices where the RFC leaves room:
+ *
+ * - A signed request (optionalSignature) is accepted and its signature is not checked: the
+ *   answers are public, so a signature would authorise nothing (openssl ocsp does the same unless
+ *   told otherwise). Its structure must still be well-formed DER.
+ * - Nonce (RFC 9654): extnValue must be exactly one OCTET STRING of 1–128 bytes; anything else
+ *   under the nonce OID is malformedRequest.
+ * - Any other extension is ignored unless marked critical, which is malformedRequest (we cannot
+ *   honour it). The same extension twice is malformedRequest (RFC 5280 §4.2).
+ * - CertID hash algorithms SHA-1/224/256/384/512 with parameters NULL or absent; the hashes must
+ *   have that algorithm's length. Another algorithm parses (the responder cannot match it).
+ * - An explicit version field is refused: v1 is the DEFAULT, which DER omits, and no other
+ *   version exists.
+ *
+ * @example
+ * ```ts
+ * import { encodeOcspRequest, parseOcspRequest } from "./request.ts";
+ * const req = parseOcspRequest(encodeOcspRequest({ certIds: [certId], nonce }));
+ * req.certIds[0].serial; // INTEGER content
+ * ```
+ */
+import { createHash } from "node:crypto";
+import type { CertificateInfo } from "./certificate.ts";
+import {
+  boolean,
+  bytesEqual,
+  ctx,
+  DerError,
+  DerReader,
+  explicit,
+  nullValue,
+  octetString,
+  oid,
+  oidContent,
+  sequence,
+  TAG,
+  tlv,
+} from "./der.ts";
+
+/** Largest request read: 16 KiB (a one-certificate request is under 200 bytes). */
+export const MAX_REQUEST_BYTES = 16 * 1024;
+/** Most single requests in one OCSPRequest. */
+export const MAX_SINGLE_REQUESTS = 64;
+/** Longest serial INTEGER content (RFC 5280 allows 20 octets; some CAs add a sign byte). */
+export const MAX_SERIAL_BYTES = 32;
+/** Nonce length bounds of RFC 9654 §2.1. */
+export const NONCE_MIN = 1;
+/** Example: `nonce.length <= NONCE_MAX`. */
+export const NONCE_MAX = 128;
+
+/** CertID hash algorithms. Example: `"sha256"`. */
+export type HashName = "sha1" | "sha224" | "sha256" | "sha384" | "sha512";
+
+/** OID and output length of each CertID hash. Example: `CERT_ID_HASHES.sha1.length === 20`. */
+export const CERT_ID_HASHES: Readonly<Record<HashName, { oid: string; length: number }>> = {
+  sha1: { oid: "1.3.14.3.2.26", length: 20 },
+  sha224: { oid: "2.16.840.1.101.3.4.2.4", length: 28 },
+  sha256: { oid: "2.16.840.1.101.3.4.2.1", length: 32 },
+  sha384: { oid: "2.16.840.1.101.3.4.2.2", length: 48 },
+  sha512: { oid: "2.16.840.1.101.3.4.2.3", length: 64 },
+};
+const HASH_BY_OID = Object.entries(CERT_ID_HASHES).map(([name, h]) => ({
+  name: name as HashName,
+  oid: oidContent(h.oid),
+  length: h.length,
+}));
+
+/** id-pkix-ocsp-nonce. Example: `oid(OCSP_NONCE_OID)`. */
+export const OCSP_NONCE_OID = "1.3.6.1.5.5.7.48.1.2";
+const NONCE_OID = oidContent(OCSP_NONCE_OID);
+
+/** One CertID as the client sent it. */
+export interface CertId {
+  /** The whole CertID encoding: answered back byte for byte. */
+  der: Uint8Array;
+  /** Its hash algorithm, or null for one we do not support. */
+  hash: HashName | null;
+  issuerNameHash: Uint8Array;
+  issuerKeyHash: Uint8Array;
+  /** serialNumber INTEGER content (two's complement, minimal). */
+  serial: Uint8Array;
+}
+
+/** A parsed OCSPRequest. */
+export interface OcspRequest {
+  certIds: CertId[];
+  /** The nonce's bytes (1–128), or null when the request has none. */
+  nonce: Uint8Array | null;
+  /** Whether optionalSignature was present (it is not checked). */
+  signed: boolean;
+}
+
+/** A request the rules refuse: answered with malformedRequest. */
+export class MalformedRequest extends Error {
+  /** Example: `new MalformedRequest("nonce of 0 bytes")`. */
+  constructor(message: string) {
+    super(message);
+    this.name = "MalformedRequest";
+  }
+}
+
+/**
+ * Parses an OCSPRequest. Throws MalformedRequest (with the reason) on anything the rules refuse.
+ *
+ * @example
+ * ```ts
+ * const { certIds, nonce } = parseOcspRequest(body);
+ * ```
+ */
+export function parseOcspRequest(der: Uint8Array): OcspRequest {
+  if (der.length > MAX_REQUEST_BYTES) {
+    throw new MalformedRequest(`request over ${MAX_REQUEST_BYTES} bytes`);
+  }
+  try {
+    return readRequest(der);
+  } catch (e) {
+    if (e instanceof DerError) throw new MalformedRequest(e.message);
+    throw e;
+  }
+}
+
+function readRequest(der: Uint8Array): OcspRequest {
+  const top = new DerReader(der);
+  const ocspRequest = top.enter(TAG.SEQUENCE, "OCSPRequest");
+  top.finish("OCSPRequest");
+  const tbs = ocspRequest.enter(TAG.SEQUENCE, "TBSRequest");
+  if (tbs.peekTag() === ctx(0)) throw new MalformedRequest("explicit version (v1 is the DEFAULT)");
+  const requestor = tbs.enterOptional(ctx(1));
+  if (requestor) skipOne(requestor);
+  const list = tbs.enter(TAG.SEQUENCE, "requestList");
+  const certIds: CertId[] = [];
+  while (!list.done) {
+    if (certIds.length === MAX_SINGLE_REQUESTS) {
+      throw new MalformedRequest(`more than ${MAX_SINGLE_REQUESTS} single requests`);
+    }
+    const single = list.enter(TAG.SEQUENCE, "Request");
+    certIds.push(readCertId(single));
+    const exts = single.enterOptional(ctx(0));
+    if (exts) {
+      readExtensions(exts);
+      exts.finish();
+    }
+    single.finish("Request field");
+  }
+  if (certIds.length === 0) throw new MalformedRequest("empty requestList");
+  let nonce: Uint8Array | null = null;
+  const exts = tbs.enterOptional(ctx(2));
+  if (exts) {
+    nonce = readExtensions(exts);
+    exts.finish();
+  }
+  tbs.finish("TBSRequest field");
+  const signature = ocspRequest.enterOptional(ctx(0));
+  if (signature) readSignature(signature);
+  ocspRequest.finish("OCSPRequest field");
+  return { certIds, nonce, signed: signature !== null };
+}
+
+function readCertId(single: DerReader): CertId {
+  const t = single.expect(TAG.SEQUENCE, "CertID");
+  const r = new DerReader(single.bytes, t.contentStart, t.end, single.depth + 1);
+  const alg = r.enter(TAG.SEQUENCE, "hashAlgorithm");
+  const algOid = alg.readOid();
+  if (!alg.done) alg.readNull();
+  alg.finish("hashAlgorithm field");
+  const issuerNameHash = r.readOctetString();
+  const issuerKeyHash = r.readOctetString();
+  const serial = r.readIntegerBytes(MAX_SERIAL_BYTES);
+  r.finish("CertID field");
+  const known = HASH_BY_OID.find((h) => bytesEqual(h.oid, algOid));
+  if (known && (issuerNameHash.length !== known.length || issuerKeyHash.length !== known.length)) {
+    throw new MalformedRequest(`CertID hashes are not ${known.name} lengths`);
+  }
+  return { der: single.raw(t), hash: known?.name ?? null, issuerNameHash, issuerKeyHash, serial };
+}
+
+// Returns the nonce when present; refuses duplicates, critical unknowns and bad nonces.
+function readExtensions(r: DerReader): Uint8Array | null {
+  const list = r.enter(TAG.SEQUENCE, "Extensions");
+  const seen: Uint8Array[] = [];
+  let nonce: Uint8Array | null = null;
+  if (list.done) throw new MalformedRequest("empty Extensions");
+  while (!list.done) {
+    const ext = list.enter(TAG.SEQUENCE, "Extension");
+    const id = ext.readOid();
+    let critical = false;
+    if (ext.peekTag() === TAG.BOOLEAN) {
+      critical = ext.readBoolean();
+      if (!critical) {
+        throw new MalformedRequest("critical FALSE written out (DER omits the DEFAULT)");
+      }
+    }
+    const value = ext.readOctetString();
+    ext.finish("Extension field");
+    if (seen.some((s) => bytesEqual(s, id))) {
+      throw new MalformedRequest("an extension appears twice");
+    }
+    seen.push(id);
+    if (bytesEqual(id, NONCE_OID)) nonce = readNonce(value);
+    else if (critical) throw new MalformedRequest("unsupported critical extension");
+  }
+  return nonce;
+}
+
+function readNonce(extnValue: Uint8Array): Uint8Array {
+  const r = new DerReader(extnValue);
+  const nonce = r.readOctetString();
+  r.finish("nonce");
+  if (nonce.length < NONCE_MIN || nonce.length > NONCE_MAX) {
+    throw new MalformedRequest(`nonce of ${nonce.length} bytes (RFC 9654: 1–128)`);
+  }
+  return nonce;
+}
+
+function readSignature(r: DerReader): void {
+  const sig = r.enter(TAG.SEQUENCE, "Signature");
+  r.finish();
+  sig.expect(TAG.SEQUENCE, "signatureAlgorithm");
+  sig.readBitStringBytes();
+  const certs = sig.enterOptional(ctx(0));
+  if (certs) {
+    const list = certs.enter(TAG.SEQUENCE, "certs");
+    certs.finish();
+    while (!list.done) list.expect(TAG.SEQUENCE, "Certificate");
+  }
+  sig.finish("Signature field");
+}
+
+function skipOne(r: DerReader): void {
+  r.next();
+  r.finish();
+}
+
+/**
+ * The hex the index uses for a serial INTEGER's content, or null for a negative serial (which no
+ * index line can hold).
+ *
+ * @example
+ * ```ts
+ * serialHex(Uint8Array.of(0x00, 0x98)) === "98";
+ * ```
+ */
+export function serialHex(serial: Uint8Array): string | null {
+  if (serial[0] & 0x80) return null;
+  let s = "";
+  for (const b of serial) s += HEX[b];
+  return s.replace(/^(00)+(?=.)/, "").toUpperCase();
+}
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+
+/** What one CertID is made of, for the encoder. */
+export interface CertIdFields {
+  hash: HashName;
+  issuerNameHash: Uint8Array;
+  issuerKeyHash: Uint8Array;
+  /** INTEGER content (two's complement). */
+  serial: Uint8Array;
+  /** Write the hash AlgorithmIdentifier's parameters as NULL (OpenSSL's habit; default true). */
+  nullParameters?: boolean;
+}
+
+/**
+ * A CertID (DER) for a certificate with `serial` issued by `issuer`.
+ *
+ * @example
+ * ```ts
+ * const id = certIdFor(ca, Uint8Array.of(0x1a), "sha256");
+ * ```
+ */
+export function certIdFor(
+  issuer: CertificateInfo,
+  serial: Uint8Array,
+  hash: HashName = "sha1",
+): Uint8Array {
+  return encodeCertId({
+    hash,
+    issuerNameHash: createHash(hash).update(issuer.subject).digest(),
+    issuerKeyHash: createHash(hash).update(issuer.publicKey).digest(),
+    serial,
+  });
+}
+
+/**
+ * Encodes one CertID.
+ *
+ * @example
+ * ```ts
+ * encodeCertId({ hash: "sha1", issuerNameHash, issuerKeyHash, serial: Uint8Array.of(1) });
+ * ```
+ */
+export function encodeCertId(f: CertIdFields): Uint8Array {
+  const alg = f.nullParameters === false
+    ? sequence(oid(CERT_ID_HASHES[f.hash].oid))
+    : sequence(oid(CERT_ID_HASHES[f.hash].oid), nullValue());
+  return sequence(
+    alg,
+    octetString(f.issuerNameHash),
+    octetString(f.issuerKeyHash),
+    tlv(TAG.INTEGER, f.serial),
+  );
+}
+
+/**
+ * Encodes an unsigned OCSPRequest over CertIDs (DER, from certIdFor/encodeCertId) and an
+ * optional nonce.
+ *
+ * @example
+ * ```ts
+ * const body = encodeOcspRequest({ certIds: [certIdFor(ca, serial)], nonce: crypto.getRandomValues(new Uint8Array(16)) });
+ * ```
+ */
+export function encodeOcspRequest(
+  opts: { certIds: Uint8Array[]; nonce?: Uint8Array | null },
+): Uint8Array {
+  const list = sequence(...opts.certIds.map((id) => sequence(id)));
+  const parts = [list];
+  if (opts.nonce) parts.push(explicit(2, sequence(nonceExtension(opts.nonce))));
+  return sequence(sequence(...parts));
+}
+
+/**
+ * The nonce Extension (DER), as requests and responses carry it.
+ *
+ * @example
+ * ```ts
+ * nonceExtension(Uint8Array.of(1, 2)); // 30 0f 06 09 … 04 04 04 02 01 02
+ * ```
+ */
+export function nonceExtension(nonce: Uint8Array, critical = false): Uint8Array {
+  const parts = [oid(OCSP_NONCE_OID)];
+  if (critical) parts.push(boolean(true));
+  parts.push(octetString(octetString(nonce)));
+  return sequence(...parts);
+}

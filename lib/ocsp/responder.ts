@@ -1,0 +1,264 @@
+/**
+ * The OCSP responder: one method from request bytes to response bytes, the one place that matches
+ * CertIDs and assembles answers (the daemon's POST /ocsp and `svcd ca status` both call it).
+ *
+ * Rules, in the order they apply:
+ * 1. A request that does not parse (./request.ts) → unsigned malformedRequest.
+ * 2. A CertID whose issuer name and key hashes are not our CA's (or use a hash we do not support)
+ *    → unsigned unauthorized for the whole request: we cannot speak for that CA.
+ * 3. The database cannot be loaded → unsigned tryLater (never an answer from an older parse).
+ * 4. Each CertID answered in order: V and E lines → good (E only says it expired; it was not
+ *    revoked), R → revoked with its time and reason, a serial of our CA with no line → unknown
+ *    (RFC 6960 §2.2: the responder does not know the certificate; saying "good" for a serial the
+ *    CA may never have issued would vouch for a forgery, and "revoked" would need RFC 6960 §2.2's
+ *    extended-revocation extension and a CRL reason the database does not have).
+ * 5. Signing fails → unsigned internalError.
+ *
+ * Requests without a nonce are answered from a cache of signed responses keyed by the exact
+ * CertIDs and the database version; the cache is emptied when the database changes, an entry is
+ * re-signed once half its validity has passed (so what is served always has at least half its
+ * validity left), and it holds at most `cacheEntries` responses (oldest dropped first). Concurrent
+ * identical requests share one signature. Nonce requests are signed live.
+ *
+ * @example
+ * ```ts
+ * import { Responder } from "./responder.ts";
+ * const responder = new Responder({ source, issuer: caDer, signer, validitySeconds: 3600 });
+ * const body = await responder.answer(requestBytes);
+ * ```
+ */
+import { createHash } from "node:crypto";
+import { type KeyTypeName, type Signer, spkiAlgorithmIdentifier } from "./algorithms.ts";
+import { type CertificateInfo, parseCertificate } from "./certificate.ts";
+import { bytesEqual } from "./der.ts";
+import type { RevocationSnapshot, RevocationSource } from "./index_db.ts";
+import {
+  CERT_ID_HASHES,
+  type CertId,
+  type HashName,
+  parseOcspRequest,
+  serialHex,
+} from "./request.ts";
+import {
+  type CertStatus,
+  INTERNAL_ERROR,
+  MALFORMED_REQUEST,
+  responderKeyHash,
+  signResponse,
+  type SingleAnswer,
+  TRY_LATER,
+  UNAUTHORIZED,
+} from "./response.ts";
+import { latin1 } from "../bytes/mod.ts";
+
+export type { Signer };
+
+/** nextUpdate − thisUpdate when none is given: one hour. */
+export const DEFAULT_VALIDITY_SECONDS = 3600;
+/** Signed responses kept for requests without a nonce, when none is given. */
+export const DEFAULT_CACHE_ENTRIES = 4096;
+
+/** What a Responder is built from. */
+export interface ResponderOptions {
+  /** The revocation database, checked on every answer. */
+  source: RevocationSource;
+  /** The CA certificate (DER) whose certificates this responder answers for. */
+  issuer: Uint8Array;
+  /** The key that signs: the CA's own, or the delegated responder's. */
+  signer: Signer;
+  /** A delegated responder certificate (DER) issued by `issuer`; carried in `certs`. */
+  responderCertificate?: Uint8Array;
+  /** nextUpdate − thisUpdate, seconds (default DEFAULT_VALIDITY_SECONDS). */
+  validitySeconds?: number;
+  /** Current time in ms (default Date.now). */
+  clock?: () => number;
+  /** Most cached responses (default DEFAULT_CACHE_ENTRIES); 0 disables the cache. */
+  cacheEntries?: number;
+  /** Told when signing fails (the answer is then internalError). */
+  onSignError?: (error: unknown) => void;
+}
+
+interface CacheEntry {
+  response: Promise<Uint8Array>;
+  /** After this time (ms) the entry is re-signed. */
+  freshUntil: number;
+}
+
+/**
+ * Answers OCSP requests for one CA.
+ *
+ * @example
+ * ```ts
+ * const responder = new Responder({ source: new IndexFileSource(path), issuer, signer });
+ * await responder.answer(body); // a DER OCSPResponse, never a throw
+ * ```
+ */
+export class Responder {
+  readonly #source: RevocationSource;
+  readonly #signer: Signer;
+  readonly #issuerHashes: Record<HashName, { name: Uint8Array; key: Uint8Array }>;
+  readonly #keyHash: Uint8Array;
+  readonly #certs: Uint8Array[];
+  readonly #validityMs: number;
+  readonly #clock: () => number;
+  readonly #cacheEntries: number;
+  readonly #onSignError?: (error: unknown) => void;
+  readonly #cache = new Map<string, CacheEntry>();
+  #cacheVersion = -1;
+  #signatures = 0;
+
+  /** Throws when the certificates do not parse or do not fit the signer. */
+  constructor(opts: ResponderOptions) {
+    const issuer = parseCertificate(opts.issuer);
+    let signingCert: CertificateInfo = issuer;
+    if (opts.responderCertificate) {
+      signingCert = parseCertificate(opts.responderCertificate);
+      if (!bytesEqual(signingCert.issuer, issuer.subject)) {
+        throw new Error("the responder certificate was not issued by the CA certificate");
+      }
+    }
+    checkKeyType(signingCert, opts.signer.keyType);
+    this.#source = opts.source;
+    this.#signer = opts.signer;
+    this.#issuerHashes = issuerHashes(issuer);
+    this.#keyHash = responderKeyHash(signingCert);
+    this.#certs = opts.responderCertificate ? [signingCert.der] : [];
+    const validity = opts.validitySeconds ?? DEFAULT_VALIDITY_SECONDS;
+    if (!Number.isSafeInteger(validity) || validity < 1) {
+      throw new RangeError(`validity must be a whole number of seconds ≥ 1, not ${validity}`);
+    }
+    this.#validityMs = validity * 1000;
+    this.#clock = opts.clock ?? Date.now;
+    this.#cacheEntries = opts.cacheEntries ?? DEFAULT_CACHE_ENTRIES;
+    this.#onSignError = opts.onSignError;
+  }
+
+  /** Signatures made so far (cache misses and nonce requests). Example: `responder.signatures`. */
+  get signatures(): number {
+    return this.#signatures;
+  }
+
+  /** The DER OCSPResponse for a DER OCSPRequest; never throws. Example: `await responder.answer(body)`. */
+  async answer(requestDer: Uint8Array): Promise<Uint8Array> {
+    let certIds: CertId[], nonce: Uint8Array | null;
+    try {
+      ({ certIds, nonce } = parseOcspRequest(requestDer));
+    } catch {
+      return MALFORMED_REQUEST;
+    }
+    if (!certIds.every((id) => this.#isOurs(id))) return UNAUTHORIZED;
+    let snapshot: RevocationSnapshot | null;
+    try {
+      snapshot = this.#source.current();
+    } catch {
+      snapshot = null;
+    }
+    if (!snapshot) return TRY_LATER;
+    if (nonce || this.#cacheEntries === 0) return await this.#sign(certIds, snapshot, nonce);
+    return await this.#cached(certIds, snapshot);
+  }
+
+  #isOurs(id: CertId): boolean {
+    if (!id.hash) return false;
+    const h = this.#issuerHashes[id.hash];
+    return bytesEqual(h.name, id.issuerNameHash) && bytesEqual(h.key, id.issuerKeyHash);
+  }
+
+  async #cached(certIds: CertId[], snapshot: RevocationSnapshot): Promise<Uint8Array> {
+    if (snapshot.version !== this.#cacheVersion) {
+      this.#cache.clear();
+      this.#cacheVersion = snapshot.version;
+    }
+    const key = certIds.length === 1
+      ? latin1(certIds[0].der)
+      : certIds.map((c) => latin1(c.der)).join("\n");
+    const now = this.#clock();
+    const hit = this.#cache.get(key);
+    if (hit && now < hit.freshUntil) return await hit.response;
+    if (hit) this.#cache.delete(key);
+    const response = this.#sign(certIds, snapshot, null, now);
+    const entry = { response, freshUntil: now + this.#validityMs / 2 };
+    while (this.#cache.size >= this.#cacheEntries) {
+      this.#cache.delete(this.#cache.keys().next().value!);
+    }
+    this.#cache.set(key, entry);
+    const body = await response;
+    // A failed signature is not kept: the next request tries again.
+    if (body === INTERNAL_ERROR && this.#cache.get(key) === entry) this.#cache.delete(key);
+    return body;
+  }
+
+  async #sign(
+    certIds: CertId[],
+    snapshot: RevocationSnapshot,
+    nonce: Uint8Array | null,
+    now = this.#clock(),
+  ): Promise<Uint8Array> {
+    const nextUpdate = now + this.#validityMs;
+    const answers: SingleAnswer[] = certIds.map((id) => ({
+      certId: id.der,
+      certStatus: statusOf(snapshot, id.serial),
+      thisUpdate: now,
+      nextUpdate,
+    }));
+    try {
+      this.#signatures++;
+      return await signResponse(this.#signer, {
+        responderKeyHash: this.#keyHash,
+        producedAt: now,
+        answers,
+        nonce,
+        certs: this.#certs,
+      });
+    } catch (e) {
+      this.#onSignError?.(e);
+      return INTERNAL_ERROR;
+    }
+  }
+}
+
+/**
+ * The status the database gives a serial (INTEGER content) of our CA.
+ *
+ * @example
+ * ```ts
+ * statusOf(source.current()!, Uint8Array.of(0x1a)); // { status: "good" }
+ * ```
+ */
+export function statusOf(snapshot: RevocationSnapshot, serial: Uint8Array): CertStatus {
+  const hex = serialHex(serial);
+  const entry = hex === null ? undefined : snapshot.lookup(hex);
+  if (!entry) return { status: "unknown" };
+  if (entry.status !== "R") return { status: "good" };
+  return entry.reason === undefined
+    ? { status: "revoked", revokedAt: entry.revokedAt! }
+    : { status: "revoked", revokedAt: entry.revokedAt!, reason: entry.reason };
+}
+
+/**
+ * The CA's name and key hashes under every CertID hash algorithm.
+ *
+ * @example
+ * ```ts
+ * issuerHashes(parseCertificate(caDer)).sha256.key; // SHA-256 of the CA's key bits
+ * ```
+ */
+export function issuerHashes(
+  issuer: CertificateInfo,
+): Record<HashName, { name: Uint8Array; key: Uint8Array }> {
+  const out = {} as Record<HashName, { name: Uint8Array; key: Uint8Array }>;
+  for (const hash of Object.keys(CERT_ID_HASHES) as HashName[]) {
+    out[hash] = {
+      name: createHash(hash).update(issuer.subject).digest(),
+      key: createHash(hash).update(issuer.publicKey).digest(),
+    };
+  }
+  return out;
+}
+
+// A signer whose key type is not the certificate's would make responses nobody can verify.
+function checkKeyType(cert: CertificateInfo, keyType: KeyTypeName): void {
+  if (!bytesEqual(cert.spkiAlgorithm, spkiAlgorithmIdentifier(keyType))) {
+    throw new Error(`the responder certificate's key is not a ${keyType} key`);
+  }
+}

@@ -1,0 +1,332 @@
+/**
+ * OCSPResponse (RFC 6960 §4.2): the unsigned status-only answers as constants, the assembly of a
+ * signed BasicOCSPResponse, and a strict reader of responses (for `svcd ca status` and tests).
+ *
+ * What a successful response carries: responderID byKey (SHA-1 of the responder's key bits),
+ * producedAt, one SingleResponse per CertID in request order with the CertID echoed byte for byte,
+ * thisUpdate and nextUpdate always, the nonce echoed when the request had one, and the delegated
+ * responder's certificate in `certs` when one signs.
+ *
+ * @example
+ * ```ts
+ * import { MALFORMED_REQUEST, signResponse } from "./response.ts";
+ * MALFORMED_REQUEST; // 30 03 0a 01 01
+ * const der = await signResponse(signer, { responderKeyHash, producedAt, answers, nonce });
+ * ```
+ */
+import { createHash } from "node:crypto";
+import { signatureFields, type Signer } from "./algorithms.ts";
+import type { CertificateInfo } from "./certificate.ts";
+import {
+  bytesEqual,
+  concat,
+  ctx,
+  ctxPrimitive,
+  DerReader,
+  enumerated,
+  explicit,
+  generalizedTime,
+  octetString,
+  oid,
+  oidContent,
+  sequence,
+  TAG,
+  tlv,
+} from "./der.ts";
+import { nonceExtension, OCSP_NONCE_OID } from "./request.ts";
+
+/** OCSPResponseStatus values. Example: `OCSP_STATUS.tryLater === 3`. */
+export const OCSP_STATUS = {
+  successful: 0,
+  malformedRequest: 1,
+  internalError: 2,
+  tryLater: 3,
+  sigRequired: 5,
+  unauthorized: 6,
+} as const;
+
+/** Name of an OCSPResponseStatus. Example: `"unauthorized"`. */
+export type OcspStatusName = keyof typeof OCSP_STATUS;
+
+// Shared constants: callers send them as they are and must not write into them.
+function unsigned(status: number): Uint8Array {
+  return sequence(enumerated(status));
+}
+
+/** Unsigned malformedRequest: `30 03 0a 01 01`. Example: `body = MALFORMED_REQUEST`. */
+export const MALFORMED_REQUEST: Uint8Array = unsigned(OCSP_STATUS.malformedRequest);
+/** Unsigned internalError: `30 03 0a 01 02`. Example: `body = INTERNAL_ERROR`. */
+export const INTERNAL_ERROR: Uint8Array = unsigned(OCSP_STATUS.internalError);
+/** Unsigned tryLater: `30 03 0a 01 03`. Example: `body = TRY_LATER`. */
+export const TRY_LATER: Uint8Array = unsigned(OCSP_STATUS.tryLater);
+/** Unsigned unauthorized: `30 03 0a 01 06`. Example: `body = UNAUTHORIZED`. */
+export const UNAUTHORIZED: Uint8Array = unsigned(OCSP_STATUS.unauthorized);
+
+/** id-pkix-ocsp-basic. Example: `oid(OCSP_BASIC_OID)`. */
+export const OCSP_BASIC_OID = "1.3.6.1.5.5.7.48.1.1";
+
+/** The status of one certificate. */
+export type CertStatus =
+  | { status: "good" }
+  | { status: "revoked"; revokedAt: number; reason?: number }
+  | { status: "unknown" };
+
+/** One SingleResponse's content. */
+export interface SingleAnswer {
+  /** The CertID exactly as the request had it (DER). */
+  certId: Uint8Array;
+  certStatus: CertStatus;
+  /** ms since the epoch. */
+  thisUpdate: number;
+  nextUpdate: number;
+}
+
+/** Everything a signed response says. */
+export interface ResponseFields {
+  /** SHA-1 of the responder's public key bits (responderID byKey). */
+  responderKeyHash: Uint8Array;
+  producedAt: number;
+  answers: SingleAnswer[];
+  nonce?: Uint8Array | null;
+  /** Certificates for `certs` (a delegated responder's), DER. */
+  certs?: Uint8Array[];
+}
+
+/**
+ * SHA-1 of a certificate's key bits: what responderID byKey and CertID's SHA-1 key hash hold.
+ *
+ * @example
+ * ```ts
+ * const keyHash = responderKeyHash(parseCertificate(der));
+ * ```
+ */
+export function responderKeyHash(cert: CertificateInfo): Uint8Array {
+  return createHash("sha1").update(cert.publicKey).digest();
+}
+
+function certStatusDer(s: CertStatus): Uint8Array {
+  switch (s.status) {
+    case "good":
+      return Uint8Array.of(ctxPrimitive(0), 0);
+    case "unknown":
+      return Uint8Array.of(ctxPrimitive(2), 0);
+    case "revoked": {
+      const time = generalizedTime(s.revokedAt);
+      return s.reason === undefined
+        ? tlv(ctx(1), time)
+        : tlv(ctx(1), concat([time, explicit(0, enumerated(s.reason))]));
+    }
+  }
+}
+
+/**
+ * The tbsResponseData (ResponseData DER) that the signature covers.
+ *
+ * @example
+ * ```ts
+ * const tbs = encodeResponseData(fields);
+ * ```
+ */
+export function encodeResponseData(f: ResponseFields): Uint8Array {
+  const singles = f.answers.map((a) =>
+    sequence(
+      a.certId,
+      certStatusDer(a.certStatus),
+      generalizedTime(a.thisUpdate),
+      explicit(0, generalizedTime(a.nextUpdate)),
+    )
+  );
+  const parts = [
+    explicit(2, octetString(f.responderKeyHash)),
+    generalizedTime(f.producedAt),
+    sequence(...singles),
+  ];
+  if (f.nonce) parts.push(explicit(1, sequence(nonceExtension(f.nonce))));
+  return sequence(...parts);
+}
+
+/**
+ * A successful OCSPResponse around a BasicOCSPResponse signed by `signer`.
+ *
+ * @example
+ * ```ts
+ * const body = await signResponse(signer, fields);
+ * ```
+ */
+export async function signResponse(signer: Signer, f: ResponseFields): Promise<Uint8Array> {
+  const tbs = encodeResponseData(f);
+  const [algId, sig] = await signatureFields(signer, tbs);
+  const basicParts = [tbs, algId, sig];
+  if (f.certs && f.certs.length > 0) basicParts.push(explicit(0, sequence(...f.certs)));
+  const basic = sequence(...basicParts);
+  return sequence(
+    enumerated(OCSP_STATUS.successful),
+    explicit(0, sequence(oid(OCSP_BASIC_OID), octetString(basic))),
+  );
+}
+
+// ---- reading responses ---------------------------------------------------------------------
+
+/** One SingleResponse as read. */
+export interface ParsedSingle {
+  certId: Uint8Array;
+  certStatus: CertStatus;
+  thisUpdate: number;
+  nextUpdate: number | null;
+}
+
+/** A response as read; `basic` is present only when the status is successful. */
+export interface ParsedResponse {
+  status: OcspStatusName | number;
+  basic?: {
+    /** tbsResponseData (what the signature covers). */
+    tbs: Uint8Array;
+    responderKeyHash: Uint8Array | null;
+    /** responderID byName (DER Name), when used instead. */
+    responderName: Uint8Array | null;
+    producedAt: number;
+    singles: ParsedSingle[];
+    nonce: Uint8Array | null;
+    signatureAlgorithm: Uint8Array;
+    signature: Uint8Array;
+    certs: Uint8Array[];
+  };
+}
+
+const BASIC_OID = oidContent(OCSP_BASIC_OID);
+const NONCE_OID = oidContent(OCSP_NONCE_OID);
+
+/**
+ * Reads an OCSPResponse strictly (DER); throws DerError or Error on anything else, including a
+ * response type other than id-pkix-ocsp-basic.
+ *
+ * @example
+ * ```ts
+ * const r = parseOcspResponse(body);
+ * r.basic?.singles[0].certStatus.status; // "good" | "revoked" | "unknown"
+ * ```
+ */
+export function parseOcspResponse(der: Uint8Array): ParsedResponse {
+  const top = new DerReader(der);
+  const resp = top.enter(TAG.SEQUENCE, "OCSPResponse");
+  top.finish("OCSPResponse");
+  const code = resp.readEnumerated();
+  const name = (Object.keys(OCSP_STATUS) as OcspStatusName[]).find((k) => OCSP_STATUS[k] === code);
+  const status = name ?? code;
+  const bytesField = resp.enterOptional(ctx(0));
+  resp.finish("OCSPResponse field");
+  if (!bytesField) {
+    if (code === OCSP_STATUS.successful) {
+      throw new Error("successful response without responseBytes");
+    }
+    return { status };
+  }
+  if (code !== OCSP_STATUS.successful) throw new Error(`status ${status} with responseBytes`);
+  const rb = bytesField.enter(TAG.SEQUENCE, "ResponseBytes");
+  bytesField.finish();
+  if (!bytesEqual(rb.readOid(), BASIC_OID)) {
+    throw new Error("response type is not id-pkix-ocsp-basic");
+  }
+  const basicDer = rb.readOctetString();
+  rb.finish();
+  return { status, basic: readBasic(basicDer) };
+}
+
+function readBasic(der: Uint8Array): NonNullable<ParsedResponse["basic"]> {
+  const top = new DerReader(der);
+  const basic = top.enter(TAG.SEQUENCE, "BasicOCSPResponse");
+  top.finish();
+  const tbsTlv = basic.expect(TAG.SEQUENCE, "ResponseData");
+  const tbs = new DerReader(der, tbsTlv.contentStart, tbsTlv.end, basic.depth + 1);
+  const version = tbs.enterOptional(ctx(0));
+  if (version) throw new Error("explicit ResponseData version");
+  let responderKeyHash: Uint8Array | null = null, responderName: Uint8Array | null = null;
+  const byName = tbs.enterOptional(ctx(1));
+  if (byName) {
+    responderName = byName.raw(byName.expect(TAG.SEQUENCE, "Name"));
+    byName.finish();
+  } else {
+    const byKey = tbs.enter(ctx(2), "responderID");
+    responderKeyHash = byKey.readOctetString();
+    byKey.finish();
+  }
+  const producedAt = tbs.readTime();
+  const list = tbs.enter(TAG.SEQUENCE, "responses");
+  const singles: ParsedSingle[] = [];
+  while (!list.done) singles.push(readSingle(list));
+  let nonce: Uint8Array | null = null;
+  const exts = tbs.enterOptional(ctx(1));
+  if (exts) {
+    const seq = exts.enter(TAG.SEQUENCE, "Extensions");
+    exts.finish();
+    while (!seq.done) {
+      const ext = seq.enter(TAG.SEQUENCE, "Extension");
+      const id = ext.readOid();
+      if (ext.peekTag() === TAG.BOOLEAN) ext.readBoolean();
+      const value = ext.readOctetString();
+      ext.finish();
+      if (bytesEqual(id, NONCE_OID)) {
+        const r = new DerReader(value);
+        nonce = r.readOctetString();
+        r.finish();
+      }
+    }
+  }
+  tbs.finish("ResponseData field");
+  const signatureAlgorithm = basic.raw(basic.expect(TAG.SEQUENCE, "signatureAlgorithm"));
+  const signature = basic.readBitStringBytes();
+  const certs: Uint8Array[] = [];
+  const certsField = basic.enterOptional(ctx(0));
+  if (certsField) {
+    const seq = certsField.enter(TAG.SEQUENCE, "certs");
+    certsField.finish();
+    while (!seq.done) certs.push(seq.raw(seq.expect(TAG.SEQUENCE, "Certificate")));
+  }
+  basic.finish("BasicOCSPResponse field");
+  return {
+    tbs: tbs.bytes.subarray(tbsTlv.start, tbsTlv.end),
+    responderKeyHash,
+    responderName,
+    producedAt,
+    singles,
+    nonce,
+    signatureAlgorithm,
+    signature,
+    certs,
+  };
+}
+
+function readSingle(list: DerReader): ParsedSingle {
+  const s = list.enter(TAG.SEQUENCE, "SingleResponse");
+  const certId = s.raw(s.expect(TAG.SEQUENCE, "CertID"));
+  let certStatus: CertStatus;
+  const tag = s.peekTag();
+  if (tag === ctxPrimitive(0) || tag === ctxPrimitive(2)) {
+    const t = s.next();
+    if (t.end !== t.contentStart) throw new Error("certStatus NULL with content");
+    certStatus = { status: tag === ctxPrimitive(0) ? "good" : "unknown" };
+  } else {
+    const rev = s.enter(ctx(1), "certStatus");
+    const revokedAt = rev.readTime();
+    const reasonField = rev.enterOptional(ctx(0));
+    let reason: number | undefined;
+    if (reasonField) {
+      reason = reasonField.readEnumerated();
+      reasonField.finish();
+    }
+    rev.finish();
+    certStatus = reason === undefined
+      ? { status: "revoked", revokedAt }
+      : { status: "revoked", revokedAt, reason };
+  }
+  const thisUpdate = s.readTime();
+  let nextUpdate: number | null = null;
+  const next = s.enterOptional(ctx(0));
+  if (next) {
+    nextUpdate = next.readTime();
+    next.finish();
+  }
+  if (s.peekTag() === ctx(1)) s.next(); // singleExtensions: not interpreted
+  s.finish("SingleResponse field");
+  return { certId, certStatus, thisUpdate, nextUpdate };
+}
