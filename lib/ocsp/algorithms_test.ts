@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import * as nodeCrypto from "node:crypto";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import { runCommand } from "../../tests/support/command.ts";
+import { nodeSigner } from "../../tests/support/ocsp.ts";
 import {
   keyTypeOfSignatureAlgorithm,
   SIGNATURE_ALGORITHMS,
@@ -18,23 +19,6 @@ const NODE_KEYS = {
   "ed25519": () => nodeCrypto.generateKeyPairSync("ed25519"),
   "rsa-3072": () => nodeCrypto.generateKeyPairSync("rsa", { modulusLength: 3072 }),
 } as const;
-
-function nodeRaw(keyType: keyof typeof NODE_KEYS, key: nodeCrypto.KeyObject, tbs: Uint8Array) {
-  switch (keyType) {
-    case "ec-p256":
-      return nodeCrypto.sign("sha256", tbs, { key, dsaEncoding: "ieee-p1363" });
-    case "ec-p384":
-      return nodeCrypto.sign("sha384", tbs, { key, dsaEncoding: "ieee-p1363" });
-    case "ed25519":
-      return nodeCrypto.sign(null, tbs, key);
-    case "rsa-3072":
-      return nodeCrypto.sign("sha256", tbs, {
-        key,
-        padding: nodeCrypto.constants.RSA_PKCS1_PSS_PADDING,
-        saltLength: 32,
-      });
-  }
-}
 
 Deno.test("signature table: every key type has an entry and its AlgorithmIdentifier is found back", () => {
   for (const kt of KEY_TYPE_NAMES) {
@@ -53,7 +37,7 @@ Deno.test("signature encodings verify with node:crypto (ECDSA DER, Ed25519, RSA-
   const tbs = new TextEncoder().encode("to be signed");
   for (const kt of Object.keys(NODE_KEYS) as (keyof typeof NODE_KEYS)[]) {
     const { privateKey, publicKey } = NODE_KEYS[kt]();
-    const signer = { keyType: kt, sign: (m: Uint8Array) => nodeRaw(kt, privateKey, m) };
+    const signer = nodeSigner(kt, privateKey);
     const [algId, bits] = await signatureFields(signer, tbs);
     assert.ok(bytesEqual(algId, SIGNATURE_ALGORITHMS[kt].algorithmIdentifier));
     const sig = new DerReader(bits).readBitStringBytes();
