@@ -1,12 +1,19 @@
 // Parser strictness over a real socket: each malformed request is refused with a problem body and
 // never reaches the handler. These would fail if a Deno upgrade changed node:_http_common's parser.
 import assert from "node:assert/strict";
-import { DEFAULT_MAX_HEADER_BYTES, type HttpRequest, Listener } from "../lib/http/mod.ts";
+import {
+  type Admission,
+  DEFAULT_MAX_HEADER_BYTES,
+  type HttpRequest,
+  Listener,
+  problem,
+} from "../lib/http/mod.ts";
 import {
   bytes,
   exchange,
   header,
   parseRawResponse,
+  readAtMost,
   readToEnd,
   writeAll,
 } from "../lib/http/testing.ts";
@@ -14,6 +21,7 @@ import {
 async function withEcho(
   fn: (path: string, seen: HttpRequest[], l: Listener) => Promise<void>,
   maxBodyBytes = 1024,
+  admit?: Admission,
 ): Promise<void> {
   const dir = Deno.makeTempDirSync({ prefix: "svcd-strict-" });
   const path = `${dir}/s.sock`;
@@ -23,6 +31,7 @@ async function withEcho(
     proxyUid: Deno.uid(),
     workers: 2,
     maxBodyBytes,
+    admit,
     handler: (req) => {
       seen.push(req);
       return Promise.resolve({ status: 200, body: req.body });
@@ -198,9 +207,7 @@ Deno.test("a body of exactly the limit is served; Expect: 100-continue gets 100 
       conn,
       bytes(`POST / HTTP/1.1\r\n${H}Expect: 100-continue\r\nContent-Length: 2\r\n\r\n`),
     );
-    const first = new Uint8Array(25);
-    let got = 0;
-    while (got < 25) got += (await conn.read(first.subarray(got))) ?? 25;
+    const first = await readAtMost(conn, 25);
     assert.equal(new TextDecoder().decode(first), "HTTP/1.1 100 Continue\r\n\r\n");
     await writeAll(conn, bytes("hi"));
     const res = parseRawResponse(await readToEnd(conn));
@@ -209,6 +216,51 @@ Deno.test("a body of exactly the limit is served; Expect: 100-continue gets 100 
     assert.deepEqual(res.body, bytes("hi"));
     assert.equal(seen.length, 2);
   });
+});
+
+Deno.test("Expect: 100-continue: a request the admission check refuses gets its final answer, no 100, no body read", async () => {
+  const heads: string[] = [];
+  const admit: Admission = (head) => {
+    heads.push(`${head.method} ${head.path} ${head.headers.map(([n]) => n).join(",")}`);
+    return head.path === "/no" ? problem(403, "Forbidden", "not for you") : undefined;
+  };
+  await withEcho(
+    async (path, seen) => {
+      const conn = await Deno.connect({ transport: "unix", path });
+      await writeAll(
+        conn,
+        bytes(`POST /no?x HTTP/1.1\r\n${H}Expect: 100-continue\r\nContent-Length: 5\r\n\r\n`),
+      );
+      // The client never sends its body: the answer must come anyway, and then the close.
+      const raw = new TextDecoder().decode(await readToEnd(conn));
+      conn.close();
+      assert.match(raw, /^HTTP\/1\.1 403 /, "the final status first, no 100 Continue");
+      assert.doesNotMatch(raw, /100 Continue/);
+      assert.equal(seen.length, 0, "the handler never ran");
+      assert.deepEqual(heads, ["POST /no Host,Expect,Content-Length"]);
+
+      const ok = await Deno.connect({ transport: "unix", path });
+      await writeAll(
+        ok,
+        bytes(`POST /yes HTTP/1.1\r\n${H}Expect: 100-continue\r\nContent-Length: 2\r\n\r\n`),
+      );
+      const first = await readAtMost(ok, 25);
+      assert.equal(new TextDecoder().decode(first), "HTTP/1.1 100 Continue\r\n\r\n");
+      await writeAll(ok, bytes("hi"));
+      const res = parseRawResponse(await readToEnd(ok));
+      ok.close();
+      assert.equal(res.status, 200);
+      assert.equal(seen.length, 1);
+      // Without Expect the admission check is not asked: the handler decides with the body.
+      const plain = parseRawResponse(
+        await exchange(path, `POST /no HTTP/1.1\r\n${H}Content-Length: 2\r\n\r\nhi`),
+      );
+      assert.equal(plain.status, 200);
+      assert.equal(heads.length, 2);
+    },
+    1024,
+    admit,
+  );
 });
 
 Deno.test("a 413 for a large body is readable by a client still sending it", async () => {

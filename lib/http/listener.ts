@@ -39,7 +39,7 @@ import { DEFAULT_MAX_HEADER_BYTES, type ParsedRequest, RequestReader } from "./p
 import { problem } from "./problem.ts";
 import { CONTINUE_BYTES, serializeResponse, serializeResponseInto } from "./response.ts";
 import { closeUnixListener, openUnixListener, type UnixListenerSocket } from "./socket.ts";
-import type { Handler, HttpRequest, HttpResponse, ListenerEvent } from "./types.ts";
+import type { Admission, Handler, HttpRequest, HttpResponse, ListenerEvent } from "./types.ts";
 
 /** Options of one listener. */
 export interface ListenerOptions {
@@ -59,6 +59,12 @@ export interface ListenerOptions {
   /** Handler invocations of this listener at once; further parsed requests wait FIFO. */
   workers: number;
   handler: Handler;
+  /**
+   * Checks a request that asked for `100 Continue` before its body: a response is the final answer
+   * (sent at once, the body not read); undefined sends `100 Continue`. Without it, every such
+   * request gets `100 Continue`.
+   */
+  admit?: Admission;
   log?: (event: ListenerEvent) => void;
 }
 
@@ -117,7 +123,7 @@ const queueFullBytes = serializeResponse(
  * @example const l = Listener.open(opts); void l.serve();
  */
 export class Listener {
-  #opts: Required<Omit<ListenerOptions, "log">> & Pick<ListenerOptions, "log">;
+  #opts: Required<Omit<ListenerOptions, "log" | "admit">> & Pick<ListenerOptions, "log" | "admit">;
   #sock: UnixListenerSocket;
   #ep: number;
   #wake: number;
@@ -415,7 +421,7 @@ export class Listener {
           this.#respond(conn, problem(step.status, step.title, step.detail));
           return;
         }
-        if (reader.wantsContinue) this.#sendContinue(conn, reader);
+        if (reader.wantsContinue && !this.#continueOrRefuse(conn, reader)) return;
         if (r < buf.length) break; // the socket is most likely empty: wait for more
         continue;
       }
@@ -441,9 +447,21 @@ export class Listener {
     this.#reading.set(conn.fd, conn);
   }
 
-  #sendContinue(conn: Conn, reader: RequestReader): void {
+  /**
+   * `100 Continue` only for a request the handler side would take (route, identity, grant, budget):
+   * any other gets its final answer now, before the client sends a body. False when refused.
+   */
+  #continueOrRefuse(conn: Conn, reader: RequestReader): boolean {
+    const head = reader.head;
+    const refusal = this.#opts.admit?.({ ...head, path: pathOf(head.target), peer: conn.peer });
+    if (refusal) {
+      conn.unread = true;
+      this.#respond(conn, refusal, undefined, head.method === "HEAD");
+      return false;
+    }
     sendFd(conn.fd, CONTINUE_BYTES, CONTINUE_BYTES.length);
     reader.continueSent();
+    return true;
   }
 
   #releaseReader(conn: Conn): void {

@@ -17,7 +17,14 @@ import { rlimitNofile } from "../../ffi/libc.ts";
 export { Listener, type ListenerOptions, type ListenerStats } from "./listener.ts";
 export { problem, PROBLEM_TYPE } from "./problem.ts";
 export { DEFAULT_MAX_HEADER_BYTES } from "./parse.ts";
-export type { Handler, HttpRequest, HttpResponse, ListenerEvent } from "./types.ts";
+export type {
+  Admission,
+  Handler,
+  HttpRequest,
+  HttpResponse,
+  ListenerEvent,
+  RequestHead,
+} from "./types.ts";
 
 /**
  * The process's open-file limits (getrlimit RLIMIT_NOFILE), for the start-up check.

@@ -117,6 +117,14 @@ export class RequestReader {
     return this.#expectContinue && this.#headersDone && !this.#complete;
   }
 
+  /**
+   * The request line and headers read so far (complete once `headersDone`).
+   * @example if (reader.wantsContinue) admit(reader.head)
+   */
+  get head(): Omit<ParsedRequest, "body"> {
+    return { method: this.#method, target: this.#url, headers: pairs(this.#flat) };
+  }
+
   /** Record that `100 Continue` went out, so it is sent once. @example reader.continueSent() */
   continueSent(): void {
     this.#expectContinue = false;

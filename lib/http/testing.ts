@@ -63,6 +63,21 @@ export async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void>
 }
 
 /**
+ * Read `n` bytes, or fewer if the stream ends first (e.g. an interim `100 Continue`).
+ * @example const first = await readAtMost(conn, 25);
+ */
+export async function readAtMost(conn: Deno.Conn, n: number): Promise<Uint8Array> {
+  const buf = new Uint8Array(n);
+  let got = 0;
+  while (got < n) {
+    const r = await conn.read(buf.subarray(got));
+    if (r === null) break;
+    got += r;
+  }
+  return buf.subarray(0, got);
+}
+
+/**
  * Read until end of stream (a reset after data counts as the end).
  * @example const all = await readToEnd(conn);
  */

@@ -30,6 +30,15 @@ export interface HttpResponse {
   body?: Uint8Array | string;
 }
 
+/** A request before its body: what a pre-body check may look at. */
+export type RequestHead = Omit<HttpRequest, "body" | "id">;
+
+/**
+ * Decides a request that asked for `100 Continue` from its head alone: a response is sent at once
+ * (its body is never read, the connection closes); undefined lets the body come.
+ */
+export type Admission = (head: RequestHead) => HttpResponse | undefined;
+
 /** Serves one request. A rejection becomes a 500 problem; the listener keeps serving. */
 export type Handler = (req: HttpRequest) => Promise<HttpResponse>;
 

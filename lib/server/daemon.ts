@@ -14,7 +14,7 @@ import { isTokenDead, Token } from "../token/mod.ts";
 import { auditKeysFromToken, AuditLog, DAEMON_KEY_LABELS } from "../audit/mod.ts";
 import type { ServeConfig, TokenConfig } from "./config.ts";
 import { DaemonLog, listenerEventText } from "./log.ts";
-import { authenticatedHandler } from "./service.ts";
+import { authenticatedAdmission, authenticatedHandler, type ServiceDeps } from "./service.ts";
 import { ServiceNotifier } from "./notify.ts";
 
 /** A start-up failure: the message says what was wrong and what to do; exit code 1. */
@@ -254,22 +254,24 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   Deno.addSignalListener("SIGHUP", onHup);
   Deno.addSignalListener("SIGTERM", onTerm);
   Deno.addSignalListener("SIGINT", onTerm);
+  const service: ServiceDeps = {
+    token,
+    policy: () => policy.current,
+    audit,
+    budget,
+    cap: ConcurrencyCap.forWorkers(config.listener.workers),
+    publicSocket: config.public?.socket,
+    isTokenDead,
+    onTokenDead: (err) => onTokenDead(err),
+    log: (message) => log(message, "request"),
+    startedAt: Date.now(),
+  };
   try {
     listener = Listener.open({
       ...config.listener,
       log: (event) => log(listenerEventText(event), event.kind),
-      handler: authenticatedHandler({
-        token,
-        policy: () => policy.current,
-        audit,
-        budget,
-        cap: ConcurrencyCap.forWorkers(config.listener.workers),
-        publicSocket: config.public?.socket,
-        isTokenDead,
-        onTokenDead: (err) => onTokenDead(err),
-        log: (message) => log(message, "request"),
-        startedAt: Date.now(),
-      }),
+      handler: authenticatedHandler(service),
+      admit: authenticatedAdmission(service),
     });
     onTokenDead = (err) => void stop(EXIT_TOKEN_DEAD, `token is dead: ${(err as Error).message}`);
     await audit.append("listener_start", "svcd", {

@@ -10,7 +10,7 @@
  * ```
  */
 import { createHash } from "node:crypto";
-import type { HttpRequest, HttpResponse } from "../http/mod.ts";
+import type { Admission, HttpRequest, HttpResponse, RequestHead } from "../http/mod.ts";
 import { problem } from "../http/mod.ts";
 import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
 import { DAEMON_KEY_LABELS } from "../audit/token_keys.ts";
@@ -82,6 +82,9 @@ const ROUTES: Record<string, Record<string, Route>> = {
   "/token": { GET: tokenRoute },
 };
 
+/** Routes whose key grant is known from the head: checked before `100 Continue`. */
+const GRANT_CHECKED: ReadonlySet<Route> = new Set([signRoute, verifyRoute]);
+
 /** Paths served only by the public listener (spec §4.1: 404 with a Link header, any method). */
 const PUBLIC_ONLY = new Set(["/certificates", "/ocsp"]);
 
@@ -99,31 +102,75 @@ export function authenticatedHandler(
   return (req) => handle(req, deps);
 }
 
-async function handle(req: HttpRequest, deps: ServiceDeps): Promise<HttpResponse> {
-  if (PUBLIC_ONLY.has(req.path)) return publicOnly(deps);
-  const methods = ROUTES[req.path];
-  if (!methods) return problem(404, "Not Found", `No route ${req.path} on this socket.`);
-  const route = methods[req.method];
+/**
+ * Builds the pre-body check of the authenticated listener: for a request that asked for
+ * `100 Continue`, the answer it would get from its head alone (route, method, identity, refusal
+ * budget, concurrency, and for /sign and /verify the key's grant), or undefined to let the body
+ * come. The handler checks all of it again with the body.
+ *
+ * @example
+ * ```ts
+ * const admit = authenticatedAdmission(deps);
+ * admit(head); // { status: 403, … } → answered at once, the body is never read
+ * ```
+ */
+export function authenticatedAdmission(deps: ServiceDeps): Admission {
+  return (head) => {
+    const admitted = preflight(head, deps);
+    if ("response" in admitted) return admitted.response;
+    admitted.release();
+    if (!GRANT_CHECKED.has(admitted.route)) return undefined;
+    const label = grantedLabel(head, admitted.subject, deps);
+    if (typeof label === "string") return undefined;
+    void countRefusal(admitted.subject, deps);
+    return label;
+  };
+}
+
+/** What every route needs before it runs: a route, an identity, budget and a concurrency slot. */
+function preflight(
+  head: RequestHead,
+  deps: ServiceDeps,
+): { response: HttpResponse } | { route: Route; subject: string; release: () => void } {
+  const refuse = (response: HttpResponse) => ({ response });
+  if (PUBLIC_ONLY.has(head.path)) return refuse(publicOnly(deps));
+  const methods = ROUTES[head.path];
+  if (!methods) return refuse(problem(404, "Not Found", `No route ${head.path} on this socket.`));
+  // HEAD is GET without the body (RFC 9110 §9.3.2): the listener leaves the body out.
+  const route = methods[head.method] ?? (head.method === "HEAD" ? methods.GET : undefined);
   if (!route) {
-    return problem(405, "Method Not Allowed", `${req.path} accepts ${allowOf(methods)}.`, [
-      ["Allow", allowOf(methods)],
-    ]);
+    return refuse(
+      problem(405, "Method Not Allowed", `${head.path} accepts ${allowOf(methods)}.`, [
+        ["Allow", allowOf(methods)],
+      ]),
+    );
   }
-  const identity = clientIdentity(req.headers);
-  if (!identity.ok) return identityRefusal(identity.reason);
+  const identity = clientIdentity(head.headers);
+  if (!identity.ok) return refuse(identityRefusal(identity.reason));
   const subject = identity.subject;
   const limit = deps.budget.check(subject);
   if (limit.limited) {
-    return problem(429, "Too Many Requests", "Too many refused requests from this client.", [
-      ["Retry-After", String(limit.retryAfterSeconds)],
-    ]);
+    return refuse(
+      problem(429, "Too Many Requests", "Too many refused requests from this client.", [
+        ["Retry-After", String(limit.retryAfterSeconds)],
+      ]),
+    );
   }
   const release = deps.cap.tryAcquire(subject);
   if (!release) {
-    return problem(429, "Too Many Requests", "Too many concurrent requests from this client.", [
-      ["Retry-After", "1"],
-    ]);
+    return refuse(
+      problem(429, "Too Many Requests", "Too many concurrent requests from this client.", [
+        ["Retry-After", "1"],
+      ]),
+    );
   }
+  return { route, subject, release };
+}
+
+async function handle(req: HttpRequest, deps: ServiceDeps): Promise<HttpResponse> {
+  const admitted = preflight(req, deps);
+  if ("response" in admitted) return admitted.response;
+  const { route, subject, release } = admitted;
   try {
     const res = await route(req, subject, deps);
     if (res.status === 403 || res.status === 400) await countRefusal(subject, deps);
@@ -136,7 +183,8 @@ async function handle(req: HttpRequest, deps: ServiceDeps): Promise<HttpResponse
 }
 
 function allowOf(methods: Record<string, Route>): string {
-  return Object.keys(methods).join(", ");
+  const allowed = Object.keys(methods);
+  return (methods.GET ? [...allowed, "HEAD"] : allowed).join(", ");
 }
 
 function publicOnly(deps: ServiceDeps): HttpResponse {
@@ -193,13 +241,13 @@ class AuditBarrierError extends Error {
   override name = "AuditBarrierError";
 }
 
-/** Key label of a request, and the key, if the subject may use it; else the constant 403. */
-async function authorisedKey(
-  req: HttpRequest,
+/** The request's key label if the policy grants it to the subject; else 400 or the constant 403. */
+function grantedLabel(
+  head: RequestHead,
   subject: string,
   deps: ServiceDeps,
-): Promise<RouteKey | HttpResponse> {
-  const label = singleHeader(req.headers, "x-svc-key");
+): string | HttpResponse {
+  const label = singleHeader(head.headers, "x-svc-key");
   if (label === null) return problem(400, "Bad Request", "More than one X-SVC-Key header.");
   if (label === undefined || label === "") {
     return problem(400, "Bad Request", "The X-SVC-Key header names the key and is required.");
@@ -208,6 +256,17 @@ async function authorisedKey(
   // reaches the token, and a granted label that names no key gets the same bytes. The daemon's own
   // keys are never a client's, whatever the policy in force says.
   if (DAEMON_KEY_LABELS.has(label) || !deps.policy().allows(subject, label)) return FORBIDDEN;
+  return label;
+}
+
+/** Key label of a request, and the key, if the subject may use it; else 400 or the constant 403. */
+async function authorisedKey(
+  req: HttpRequest,
+  subject: string,
+  deps: ServiceDeps,
+): Promise<RouteKey | HttpResponse> {
+  const label = grantedLabel(req, subject, deps);
+  if (typeof label !== "string") return label;
   return await keyByHeaderLabel(label, deps) ?? FORBIDDEN;
 }
 

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import type { HttpRequest } from "../http/mod.ts";
-import { authenticatedHandler, FORBIDDEN, type RouteKey, type ServiceDeps } from "./service.ts";
+import {
+  authenticatedAdmission,
+  authenticatedHandler,
+  FORBIDDEN,
+  type RouteKey,
+  type ServiceDeps,
+} from "./service.ts";
 
 /** Fakes that record every call, so the order of decisions can be asserted. */
 function fakes(over: Partial<ServiceDeps> = {}) {
@@ -261,4 +267,58 @@ Deno.test("service: the audit keys are never signed, verified or listed with, wh
   const body = JSON.parse(new TextDecoder().decode(listed.body as Uint8Array));
   assert.deepEqual(body.keys.map((k: { label: string }) => k.label), ["k"]);
   assert.deepEqual(calls.filter((c) => c.startsWith("token.")), ["token.key k"]);
+});
+
+Deno.test("service: before 100 Continue, the head alone is refused for route, identity, grant, budget and cap", () => {
+  const { deps, calls } = fakes();
+  let capFull = false;
+  let held = 0;
+  deps.cap = {
+    tryAcquire: () => {
+      if (capFull) return undefined;
+      held++;
+      return () => held--;
+    },
+  };
+  let refusals = 0;
+  const record = deps.budget.recordRefusal;
+  deps.budget.recordRefusal = (id) => (refusals++, record(id));
+  const admit = authenticatedAdmission(deps);
+  const head = (path: string, headers: Array<[string, string]>, method = "POST") => {
+    const { body: _body, id: _id, ...rest } = req(path, headers, "", method);
+    return admit(rest)?.status;
+  };
+  const K: [string, string] = ["X-SVC-Key", "k"];
+  assert.equal(head("/nowhere", [A, K]), 404);
+  assert.equal(head("/ocsp", [A]), 404);
+  assert.equal(head("/health", [A], "POST"), 405);
+  assert.equal(head("/sign", [K]), 400, "no identity");
+  assert.equal(head("/sign", [A]), 400, "no key named");
+  assert.equal(head("/sign", [["X-SVC-Client-Subject", "CN=b"], K]), 403, "not granted");
+  assert.equal(head("/verify", [A, ["X-SVC-Key", "svc-audit"]]), 403, "a daemon key");
+  assert.equal(refusals, 3, "the grant refusals count toward the budget, as after the body");
+  assert.equal(head("/sign", [["X-SVC-Client-Subject", "CN=limited"], K]), 429);
+  assert.equal(head("/sign", [A, K]), undefined, "granted: the body may come");
+  assert.equal(head("/verify", [A, K]), undefined);
+  assert.equal(head("/health", [A], "GET"), undefined);
+  assert.equal(held, 0, "the admission check holds no concurrency slot");
+  capFull = true;
+  assert.equal(head("/sign", [A, K]), 429);
+  assert.ok(!calls.some((c) => c.startsWith("token.")), "the token is never asked before the body");
+});
+
+Deno.test("service: HEAD is GET without the body (the listener drops it); 405s name GET, HEAD", async () => {
+  const { deps } = fakes();
+  const h = authenticatedHandler(deps);
+  const get = await h(req("/health", [A], "", "GET"));
+  const head = await h(req("/health", [A], "", "HEAD"));
+  assert.equal(head.status, 200);
+  assert.deepEqual(head.headers, get.headers);
+  assert.equal((await h(req("/token", [A], "", "HEAD"))).status, 200);
+  const post = await h(req("/health", [A], "", "POST"));
+  assert.equal(post.status, 405);
+  assert.deepEqual(post.headers?.find(([n]) => n === "Allow"), ["Allow", "GET, HEAD"]);
+  const headSign = await h(req("/sign", [A, ["X-SVC-Key", "k"]], "", "HEAD"));
+  assert.equal(headSign.status, 405, "HEAD of a POST-only route");
+  assert.deepEqual(headSign.headers?.find(([n]) => n === "Allow"), ["Allow", "POST"]);
 });

@@ -1,0 +1,80 @@
+/**
+ * Issue 13 over the real daemon: `100 Continue` only for a request the daemon would take (an
+ * ungranted key gets its 403 before the body is sent), and `HEAD /health` is GET without a body.
+ */
+import assert from "node:assert/strict";
+import { makeTestToken } from "./support/token.ts";
+import { startDaemon } from "./support/daemon.ts";
+import { parseResponse, readAll, request } from "./support/http_client.ts";
+import { verifyIndependently } from "./support/oracle.ts";
+import { readAtMost } from "../lib/http/testing.ts";
+
+const ALICE = "CN=alice,O=Example";
+const te = new TextEncoder();
+
+/** Sends a /sign head with `Expect: 100-continue`; returns the connection and the first bytes. */
+async function expectContinue(socket: string, subject: string, key: string, length: number) {
+  const conn = await Deno.connect({ transport: "unix", path: socket });
+  await conn.write(te.encode(
+    `POST /sign HTTP/1.1\r\nHost: svcd\r\nX-SVC-Client-Subject: ${subject}\r\nX-SVC-Key: ${key}\r\n` +
+      `Expect: 100-continue\r\nContent-Length: ${length}\r\n\r\n`,
+  ));
+  return { conn, first: new TextDecoder().decode(await readAtMost(conn, 25)) };
+}
+
+Deno.test({
+  name: "daemon: 100 Continue only after route, identity and grant; HEAD /health has no body",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { "k-ed": "ed25519" } });
+    const daemon = await startDaemon({ token, policy: `${ALICE}\tk-ed\n` });
+    try {
+      // Not granted: the final 403 comes without the body ever being sent, then the close.
+      const refused = await expectContinue(daemon.socket, ALICE, "k-other", 5);
+      const rest = await readAll(refused.conn);
+      refused.conn.close();
+      const answer = parseResponse(new Uint8Array([...te.encode(refused.first), ...rest]));
+      assert.equal(answer.status, 403, refused.first);
+
+      // Granted: 100 Continue, then the body, then a signature over exactly that body.
+      const granted = await expectContinue(daemon.socket, ALICE, "k-ed", 5);
+      assert.equal(granted.first, "HTTP/1.1 100 Continue\r\n\r\n");
+      await granted.conn.write(te.encode("hello"));
+      const signed = parseResponse(await readAll(granted.conn));
+      granted.conn.close();
+      assert.equal(signed.status, 200, signed.text());
+      const listed = await request(daemon.socket, {
+        path: "/token",
+        headers: [["X-SVC-Client-Subject", ALICE]],
+      });
+      const key = (listed.json() as { keys: Array<{ public_key_raw: string }> }).keys[0];
+      assert.ok(
+        await verifyIndependently(
+          "ed25519",
+          { raw: Uint8Array.fromBase64(key.public_key_raw) },
+          te.encode("hello"),
+          signed.body,
+        ),
+      );
+
+      const get = await request(daemon.socket, {
+        path: "/health",
+        headers: [["X-SVC-Client-Subject", ALICE]],
+      });
+      const head = await request(daemon.socket, {
+        method: "HEAD",
+        path: "/health",
+        headers: [["X-SVC-Client-Subject", ALICE]],
+      });
+      assert.equal(get.status, 200);
+      assert.equal(head.status, 200);
+      assert.equal(head.body.length, 0, "HEAD has no body");
+      assert.equal(head.header("content-type"), "application/json");
+      assert.ok(Number(head.header("content-length")) > 0, "the length GET's body would have");
+    } finally {
+      await daemon.stop();
+      await token.cleanup();
+    }
+  },
+});
