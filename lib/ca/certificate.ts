@@ -1,7 +1,8 @@
 /**
  * X.509 v3 certificates the CA tool issues, built with pkijs: the self-signed CA, client
  * certificates for the proxy, and delegated OCSP responders. The TBSCertificate is encoded once
- * and those exact bytes are handed to the signer (the token key) and kept in the result.
+ * and those exact bytes are handed to the signer (the token key) and kept in the result; the
+ * signature AlgorithmIdentifier and value encoding are lib/ocsp/algorithms.ts's, as in responses.
  *
  * @example
  * ```ts
@@ -13,14 +14,7 @@
 import { createHash } from "node:crypto";
 import * as asn1js from "asn1js";
 import * as pkijs from "pkijs";
-
-/** Something that signs a TBS with a key: its signature AlgorithmIdentifier (DER) and the value. */
-export interface CertificateSigner {
-  /** DER AlgorithmIdentifier written into `signature` and `signatureAlgorithm`. */
-  algorithm: Uint8Array;
-  /** The signature value as X.509 carries it (ECDSA: DER Ecdsa-Sig-Value). */
-  sign(tbs: Uint8Array): Promise<Uint8Array>;
-}
+import { SIGNATURE_ALGORITHMS, type Signer } from "../ocsp/algorithms.ts";
 
 /** The fields of one certificate. */
 export interface CertificateFields {
@@ -84,14 +78,15 @@ function time(date: Date): pkijs.Time {
  */
 export async function buildCertificate(
   fields: CertificateFields,
-  signer: CertificateSigner,
+  signer: Signer,
 ): Promise<Uint8Array> {
-  const algorithm = pkijs.AlgorithmIdentifier.fromBER(ab(signer.algorithm));
+  const { algorithmIdentifier, encodeSignature } = SIGNATURE_ALGORITHMS[signer.keyType];
+  const algorithm = pkijs.AlgorithmIdentifier.fromBER(ab(algorithmIdentifier));
   const cert = new pkijs.Certificate({
     version: 2,
     serialNumber: new asn1js.Integer({ valueHex: ab(serialBytes(fields.serial)) }),
     signature: algorithm,
-    signatureAlgorithm: pkijs.AlgorithmIdentifier.fromBER(ab(signer.algorithm)),
+    signatureAlgorithm: pkijs.AlgorithmIdentifier.fromBER(ab(algorithmIdentifier)),
     issuer: fields.issuer,
     subject: fields.subject,
     notBefore: time(fields.notBefore),
@@ -101,7 +96,7 @@ export async function buildCertificate(
   });
   const tbs = new Uint8Array(cert.encodeTBS().toBER());
   cert.tbsView = tbs;
-  const signature = await signer.sign(tbs);
+  const signature = encodeSignature(await signer.sign(tbs));
   cert.signatureValue = new asn1js.BitString({ valueHex: ab(signature) });
   return new Uint8Array(cert.toSchema().toBER());
 }

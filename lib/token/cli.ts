@@ -39,7 +39,8 @@ common options:
   keygen, list, selftest log in with $CREDENTIALS_DIRECTORY/svc-pin.
 `;
 
-interface Common {
+/** Which module and token a command works on (--module, --token). */
+export interface Common {
   modulePath: string;
   tokenLabel: string;
 }
@@ -151,8 +152,11 @@ async function init(common: Common, values: Values): Promise<number> {
   return 0;
 }
 
-/** Reads the PIN credential first (no module work without it), then opens the token and logs in. */
-async function openLoggedIn(common: Common): Promise<Token> {
+/**
+ * Reads the PIN credential first (no module work without it), then opens the token and logs in.
+ * Also used by `svcd ca`. Example: `const token = await openLoggedIn({ modulePath, tokenLabel })`.
+ */
+export async function openLoggedIn(common: Common): Promise<Token> {
   const pin = Token.readPinCredential();
   let token: Token;
   try {

@@ -15,6 +15,7 @@ import { type TestModule, testModule, type TestModuleName } from "./modules.ts";
 import { type CommandResult, runDeno } from "./command.ts";
 
 const CLI = new URL("../../lib/token/cli.ts", import.meta.url).pathname;
+const CA_CLI = new URL("../../lib/ca/cli.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 /** Exit code of `svcd token keygen` when the module does not offer a requested type. */
 const EXIT_NOT_OFFERED = 3;
@@ -55,11 +56,27 @@ const TOKEN_VARIABLES = ["SOFTHSM2_CONF", "SVCMOD_CONF", "CREDENTIALS_DIRECTORY"
  * Runs `svcd token <args>` as a subprocess: this process's environment without its token
  * variables, plus `env`. Example: `await runTokenCli(["list"], token.env)`.
  */
-export async function runTokenCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+export function runTokenCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  return runTool(CLI, args, env);
+}
+
+/**
+ * Runs `svcd ca <args>` as a subprocess, with the same environment rules as runTokenCli.
+ * Example: `await runCaCli(["list", "--ca-dir", dir], token.env)`.
+ */
+export function runCaCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  return runTool(CA_CLI, args, env);
+}
+
+async function runTool(
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+): Promise<CliResult> {
   const inherited = Object.fromEntries(
     Object.entries(Deno.env.toObject()).filter(([k]) => !TOKEN_VARIABLES.includes(k)),
   );
-  return await runDeno(["--config", CONFIG, CLI, ...args], {
+  return await runDeno(["--config", CONFIG, script, ...args], {
     env: { ...inherited, NO_COLOR: "1", ...env },
     clearEnv: true,
   });

@@ -1,0 +1,519 @@
+/**
+ * `svcd ca …`: the operator's CA over a token key — init, issue, responder, revoke, status, list.
+ * Certificates are signed by the token (the CA key never leaves it); the CA folder is openssl
+ * `ca`-compatible (see lib/ca/README.md).
+ *
+ * @example
+ * ```sh
+ * svcd ca init --key-label ca --key-type ec-p256 --subject "CN=svcd CA,O=Example,C=DE"
+ * svcd ca issue --csr alice.csr --grant web-signing
+ * svcd ca revoke 4F1A2B --reason keyCompromise
+ * ```
+ */
+import { parseArgs } from "node:util";
+import * as pkijs from "pkijs";
+import { canonicalSerial, CRL_REASON, type IndexEntry, REASON_NAME } from "../ocsp/index_db.ts";
+import type { Signer } from "../ocsp/algorithms.ts";
+import { type Common, openLoggedIn } from "../token/cli.ts";
+import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
+import { isKeyTypeName, KEY_TYPE_NAMES } from "../token/key_types.ts";
+import type { SigningKey, Token } from "../token/token.ts";
+import {
+  buildCertificate,
+  caExtensions,
+  clientExtensions,
+  responderExtensions,
+} from "./certificate.ts";
+import { derFromPem, readPublicKey, readRequest } from "./csr.ts";
+import { nameFromRfc4514, nginxSubject, slashSubject } from "./name.ts";
+import { CaFolder, DEFAULT_CA_DIR, serialHex } from "./store.ts";
+import { caStatus } from "./status.ts";
+
+const DAY_MS = 86_400_000;
+/** Default lifetimes in days. */
+export const DEFAULT_DAYS = { ca: 3650, client: 365, responder: 365 } as const;
+
+const COMMON_HELP = `common options:
+  --ca-dir DIR    the CA folder (default ${DEFAULT_CA_DIR})
+  --module PATH   PKCS#11 module (default ${DEFAULT_MODULE})
+  --token LABEL   token label (default ${DEFAULT_TOKEN_LABEL})
+  commands that sign log in with $CREDENTIALS_DIRECTORY/svc-pin, as svcd token does.`;
+
+const HELP: Record<string, string> = {
+  init: `usage: svcd ca init --key-label L [--key-type TYPE] [--subject DN] [--days N]
+
+Makes a self-signed CA certificate over the token key L and the CA folder around it (ca.pem,
+ca.json, index.txt, index.txt.attr, serial, certs/). With --key-type the key is generated first
+(TYPE: ${KEY_TYPE_NAMES.join(", ")}); without it, L must exist.
+  --subject DN    RFC 4514, most specific first (default "CN=svcd CA")
+  --days N        validity (default ${DEFAULT_DAYS.ca})`,
+  issue:
+    `usage: svcd ca issue (--csr FILE | --pubkey FILE --subject DN) [--grant LABEL]... [--days N] [--out FILE]
+
+Issues a client certificate for the proxy (EKU clientAuth) from a PKCS#10 request (PEM or DER; its
+self-signature is checked) or a public key (PEM "PUBLIC KEY" or DER SPKI). Prints the subject as
+nginx's $ssl_client_s_dn writes it and the policy line(s) to add. Records it in index.txt.
+  --subject DN    RFC 4514 (the form nginx writes); with --csr it replaces the request's subject
+  --grant LABEL   key label the client may use: printed as a policy line (repeatable)
+  --days N        validity (default ${DEFAULT_DAYS.client}; never past the CA's own expiry)
+  --out FILE      also write the certificate (PEM) there`,
+  responder: `usage: svcd ca responder --key-label L [--subject DN] [--days N] [--out FILE]
+
+Issues a delegated OCSP responder certificate (EKU OCSPSigning, id-pkix-ocsp-nocheck) for the
+token key L (the daemon's --ocsp-label); writes it to responder.pem in the CA folder.
+  --subject DN    default "CN=svcd OCSP responder"
+  --days N        validity (default ${DEFAULT_DAYS.responder})`,
+  revoke: `usage: svcd ca revoke SERIAL --reason REASON
+
+Marks the certificate SERIAL (hex, as 'svcd ca list' shows it) revoked in index.txt (an atomic,
+fsynced rewrite; the daemon answers from it on its next query). REASON (RFC 5280): ${
+    revocableReasons().join(", ")
+  }.`,
+  status: `usage: svcd ca status CERT [--ocsp-label L]
+
+Asks the OCSP core the daemon uses about the certificate in file CERT (PEM or DER), with the
+daemon's request matching and response assembly, signed by the CA key or by L (its
+responder.pem must be the certificate of L). Prints good, revoked (time, reason) or unknown.`,
+  list: `usage: svcd ca list
+
+The index as a table: status, serial, expiry, revocation time and reason, subject.`,
+};
+
+const USAGE = `usage: svcd ca <command> [options]
+
+commands:
+  init        self-signed CA certificate over a token key; makes the CA folder
+  issue       client certificate for the proxy from a CSR or a public key
+  responder   delegated OCSP responder certificate for a token key
+  revoke      revoke a certificate by serial (index.txt)
+  status      OCSP status of a certificate, answered by the daemon's OCSP core
+  list        the index as a table
+Each command has --help.
+
+${COMMON_HELP}`;
+
+type Values = Record<string, string | string[] | boolean | undefined>;
+
+/** A usage mistake: exit 2 with the command's help. */
+class UsageError extends Error {}
+
+function revocableReasons(): string[] {
+  // removeFromCRL only undoes a hold in a delta CRL; privilegeWithdrawn and aACompromise have no
+  // name in openssl's index.txt, so openssl could no longer read the file.
+  return Object.keys(CRL_REASON).filter((name) => {
+    const code = CRL_REASON[name as keyof typeof CRL_REASON];
+    return code !== CRL_REASON.removeFromCRL && REASON_NAME[code] !== undefined;
+  });
+}
+
+/** Runs `svcd ca <args>`; returns the exit code. Example: `await runCaCommand(["list"])`. */
+export async function runCaCommand(args: string[]): Promise<number> {
+  const [command, ...rest] = args;
+  if (command === undefined || command === "-h" || command === "--help" || command === "help") {
+    console.log(USAGE);
+    return command === undefined ? 2 : 0;
+  }
+  if (!Object.hasOwn(HELP, command)) {
+    console.error(`svcd ca: unknown command '${command}'\n\n${USAGE}`);
+    return 2;
+  }
+  let values: Values, positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({
+      args: rest,
+      strict: true,
+      allowPositionals: true,
+      options: {
+        "ca-dir": { type: "string" },
+        module: { type: "string" },
+        token: { type: "string" },
+        "key-label": { type: "string" },
+        "key-type": { type: "string" },
+        subject: { type: "string" },
+        days: { type: "string" },
+        csr: { type: "string" },
+        pubkey: { type: "string" },
+        grant: { type: "string", multiple: true },
+        out: { type: "string" },
+        reason: { type: "string" },
+        "ocsp-label": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }));
+  } catch (err) {
+    return usage(command, (err as Error).message);
+  }
+  if (values.help) {
+    console.log(`${HELP[command]}\n\n${COMMON_HELP}`);
+    return 0;
+  }
+  const ctx: Context = {
+    dir: str(values["ca-dir"]) ?? DEFAULT_CA_DIR,
+    common: {
+      modulePath: str(values.module) ?? DEFAULT_MODULE,
+      tokenLabel: str(values.token) ?? DEFAULT_TOKEN_LABEL,
+    },
+    values,
+    positionals,
+    // Progress goes to stderr: stdout carries what a script reads (status, policy lines, list).
+    say: (line) => console.error(`svcd ca ${command}: ${line}`),
+  };
+  try {
+    if (command !== "revoke" && command !== "status" && positionals.length > 0) {
+      throw new UsageError(`unexpected argument '${positionals[0]}'`);
+    }
+    switch (command) {
+      case "init":
+        return await init(ctx);
+      case "issue":
+        return await issue(ctx);
+      case "responder":
+        return await responder(ctx);
+      case "revoke":
+        return await revoke(ctx);
+      case "status":
+        return await status(ctx);
+      default:
+        return await list(ctx);
+    }
+  } catch (err) {
+    if (err instanceof UsageError) return usage(command, err.message);
+    console.error(`svcd ca ${command}: ${err instanceof Error ? err.message : String(err)}`);
+    return 1;
+  }
+}
+
+interface Context {
+  dir: string;
+  common: Common;
+  values: Values;
+  positionals: string[];
+  say(line: string): void;
+}
+
+function str(v: string | string[] | boolean | undefined): string | undefined {
+  if (Array.isArray(v)) return v.at(-1);
+  return typeof v === "string" ? v : undefined;
+}
+
+function usage(command: string, message: string): number {
+  console.error(`svcd ca ${command}: ${message}\n\n${HELP[command] ?? USAGE}`);
+  return 2;
+}
+
+function required(ctx: Context, name: string): string {
+  const v = str(ctx.values[name]);
+  if (!v) throw new UsageError(`--${name} is required`);
+  return v;
+}
+
+function days(ctx: Context, fallback: number): number {
+  const text = str(ctx.values.days);
+  if (text === undefined) return fallback;
+  if (!/^[1-9]\d{0,5}$/.test(text)) throw new UsageError(`--days must be 1–999999, not '${text}'`);
+  return Number(text);
+}
+
+/** 16 random bytes, top bit clear and second bit set: a positive serial of full length. */
+function randomSerial(): bigint {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[0] = (bytes[0] & 0x3f) | 0x40;
+  return BigInt("0x" + bytes.toHex());
+}
+
+function signerOf(token: Token, key: SigningKey): Signer {
+  return { keyType: key.keyType, sign: (tbs) => token.sign(key, tbs) };
+}
+
+async function withToken<T>(ctx: Context, fn: (token: Token) => Promise<T>): Promise<T> {
+  ctx.say(`logging in to token '${ctx.common.tokenLabel}' (${ctx.common.modulePath})`);
+  const token = await openLoggedIn(ctx.common);
+  try {
+    return await fn(token);
+  } finally {
+    token.close();
+  }
+}
+
+async function keyByLabel(token: Token, label: string, ctx: Context): Promise<SigningKey> {
+  const key = await token.key(label);
+  if (!key) {
+    throw new Error(
+      `no signing key labelled '${label}' on token '${ctx.common.tokenLabel}'; 'svcd token list' ` +
+        `shows the keys (or pass --key-type to generate one with svcd ca init)`,
+    );
+  }
+  if (!key.publicKeySpki) throw new Error(`key '${label}' (${key.keyType}) has no SPKI encoding`);
+  return key;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+/** The CA certificate and its token key, checked to belong together. */
+async function caKey(token: Token, folder: CaFolder, ctx: Context) {
+  const cert = pkijs.Certificate.fromBER(folder.caDer.slice().buffer);
+  const spki = new Uint8Array(cert.subjectPublicKeyInfo.toSchema().toBER());
+  const key = await keyByLabel(token, folder.config.keyLabel, ctx);
+  if (!sameBytes(spki, key.publicKeySpki!)) {
+    throw new Error(
+      `the token key '${folder.config.keyLabel}' is not the key of ${
+        CaFolder.paths(ctx.dir).caCert
+      } ` +
+        `(another token, or the key was replaced); pass the --token that holds the CA key`,
+    );
+  }
+  return { cert, spki, key };
+}
+
+/** notBefore now, notAfter after `n` days, never past the CA's own notAfter. */
+function validity(n: number, ca?: pkijs.Certificate): { notBefore: Date; notAfter: Date } {
+  const notBefore = new Date(Math.floor(Date.now() / 1000) * 1000);
+  const notAfter = new Date(notBefore.getTime() + n * DAY_MS);
+  const caEnd = ca?.notAfter.value;
+  if (caEnd && notAfter > caEnd) {
+    const left = Math.floor((caEnd.getTime() - notBefore.getTime()) / DAY_MS);
+    throw new UsageError(
+      `the CA expires on ${caEnd.toISOString()}; a certificate cannot outlive it: use --days ${left} or less`,
+    );
+  }
+  return { notBefore, notAfter };
+}
+
+async function init(ctx: Context): Promise<number> {
+  const label = required(ctx, "key-label");
+  const type = str(ctx.values["key-type"]);
+  if (type !== undefined && !isKeyTypeName(type)) {
+    throw new UsageError(`unknown key type '${type}'; one of: ${KEY_TYPE_NAMES.join(", ")}`);
+  }
+  const subject = nameFromRfc4514(str(ctx.values.subject) ?? "CN=svcd CA");
+  const { notBefore, notAfter } = validity(days(ctx, DEFAULT_DAYS.ca));
+  const caPath = CaFolder.paths(ctx.dir).caCert;
+  if (await Deno.stat(caPath).then(() => true, () => false)) {
+    throw new Error(`${ctx.dir} already holds a CA (${caPath}); choose another --ca-dir`);
+  }
+  const der = await withToken(ctx, async (token) => {
+    let key: SigningKey;
+    if (type) {
+      ctx.say(`generating ${type} key '${label}' on the token`);
+      key = await token.generateKeyPair(label, type);
+    } else key = await keyByLabel(token, label, ctx);
+    ctx.say(`signing the CA certificate with '${label}' (${key.keyType})`);
+    const spki = key.publicKeySpki!;
+    return await buildCertificate({
+      serial: randomSerial(),
+      issuer: subject,
+      subject,
+      spki,
+      notBefore,
+      notAfter,
+      extensions: caExtensions(spki),
+    }, signerOf(token, key));
+  });
+  await CaFolder.create(ctx.dir, { keyLabel: label }, der, randomSerial());
+  ctx.say(`CA '${nginxSubject(subject)}' valid until ${notAfter.toISOString()}`);
+  ctx.say(`wrote ${caPath} and the CA folder ${ctx.dir}`);
+  console.log(`nginx: ssl_client_certificate ${caPath};`);
+  return 0;
+}
+
+/** What is certified: subject and SPKI, from --csr or --pubkey. */
+async function subjectAndKey(ctx: Context) {
+  const csr = str(ctx.values.csr), pubkey = str(ctx.values.pubkey);
+  const subjectText = str(ctx.values.subject);
+  if (!csr === !pubkey) throw new UsageError("give exactly one of --csr FILE or --pubkey FILE");
+  if (pubkey && !subjectText) throw new UsageError("--pubkey needs --subject DN");
+  if (csr) {
+    const request = await readRequest(await Deno.readFile(csr));
+    ctx.say(`request ${csr}: self-signature verified`);
+    return {
+      subject: subjectText ? nameFromRfc4514(subjectText) : request.subject,
+      spki: request.spki,
+    };
+  }
+  return {
+    subject: nameFromRfc4514(subjectText!),
+    spki: readPublicKey(await Deno.readFile(pubkey!)),
+  };
+}
+
+/** Signs an end-entity certificate with the CA key and records it (index line, certs/SERIAL.pem). */
+async function issueEndEntity(
+  ctx: Context,
+  folder: CaFolder,
+  subject: pkijs.RelativeDistinguishedNames,
+  spki: Uint8Array,
+  lifetime: number,
+  extensions: (spki: Uint8Array, caSpki: Uint8Array) => pkijs.Extension[],
+  signingKey?: string,
+): Promise<{ der: Uint8Array; serial: string; path: string; notAfter: Date }> {
+  return await withToken(ctx, async (token) => {
+    const ca = await caKey(token, folder, ctx);
+    const signed = signingKey ? await keyByLabel(token, signingKey, ctx) : undefined;
+    const subjectSpki = signed ? signed.publicKeySpki! : spki;
+    const { notBefore, notAfter } = validity(lifetime, ca.cert);
+    return await folder.locked(async () => {
+      const serialNumber = await folder.takeSerial();
+      const serial = serialHex(serialNumber);
+      ctx.say(`signing certificate ${serial} with the CA key '${folder.config.keyLabel}'`);
+      const der = await buildCertificate({
+        serial: serialNumber,
+        issuer: ca.cert.subject,
+        subject,
+        spki: subjectSpki,
+        notBefore,
+        notAfter,
+        extensions: extensions(subjectSpki, ca.spki),
+      }, signerOf(token, ca.key));
+      await folder.appendIndex({
+        status: "V",
+        expires: notAfter.getTime(),
+        serial,
+        subject: slashSubject(subject),
+      });
+      const path = await folder.storeCertificate(serial, der, str(ctx.values.out));
+      return { der, serial, path, notAfter };
+    });
+  });
+}
+
+async function issue(ctx: Context): Promise<number> {
+  const lifetime = days(ctx, DEFAULT_DAYS.client);
+  const folder = await CaFolder.open(ctx.dir);
+  const { subject, spki } = await subjectAndKey(ctx);
+  // Before any signing: a subject the tool cannot print as nginx does is refused here.
+  const nginx = nginxSubject(subject);
+  const slash = slashSubject(subject);
+  const grants = (ctx.values.grant as string[] | undefined) ?? [];
+  const bad = grants.find((g) => g === "" || /[\t\n\r]/.test(g));
+  if (bad !== undefined) throw new UsageError("--grant needs a key label without TAB or newline");
+  const done = await issueEndEntity(ctx, folder, subject, spki, lifetime, clientExtensions);
+  console.log(
+    `certificate ${done.serial} written to ${done.path} (valid until ${done.notAfter.toISOString()})`,
+  );
+  console.log(`\nsubject as nginx passes it in $ssl_client_s_dn (RFC 4514):\n${nginx}`);
+  console.log(
+    `\npolicy line${
+      grants.length === 1 ? "" : "s"
+    } to add to the policy file (subject TAB key label):`,
+  );
+  for (const label of grants.length > 0 ? grants : ["KEY-LABEL"]) console.log(`${nginx}\t${label}`);
+  if (grants.length === 0) {
+    console.log("(replace KEY-LABEL with a key label, or pass --grant LABEL)");
+  }
+  console.log(
+    `\nwarning: the slash form '${slash}' (what openssl and index.txt show) would never match: ` +
+      `the daemon compares the subject byte for byte with what the proxy sends`,
+  );
+  return 0;
+}
+
+async function responder(ctx: Context): Promise<number> {
+  const label = required(ctx, "key-label");
+  const lifetime = days(ctx, DEFAULT_DAYS.responder);
+  const folder = await CaFolder.open(ctx.dir);
+  const subject = nameFromRfc4514(str(ctx.values.subject) ?? "CN=svcd OCSP responder");
+  const done = await issueEndEntity(
+    ctx,
+    folder,
+    subject,
+    new Uint8Array(0),
+    lifetime,
+    responderExtensions,
+    label,
+  );
+  const path = CaFolder.paths(ctx.dir).responder;
+  await folder.storeCertificate(done.serial, done.der, path);
+  ctx.say(
+    `responder certificate ${done.serial} for key '${label}' written to ${path} and ${done.path}`,
+  );
+  ctx.say(
+    `valid until ${done.notAfter.toISOString()}; the daemon signs with --ocsp-label ${label}`,
+  );
+  return 0;
+}
+
+function reasonCode(text: string): number {
+  const name = revocableReasons().find((n) => n.toLowerCase() === text.toLowerCase());
+  const rfc5280 = Object.keys(CRL_REASON).find((n) => n.toLowerCase() === text.toLowerCase());
+  if (name === undefined && rfc5280 !== undefined) {
+    throw new UsageError(
+      `reason '${rfc5280}' cannot be written: openssl's index.txt has no name for it (or it only ` +
+        `applies to delta CRLs), so openssl ca/ocsp could no longer read the file; use one of: ` +
+        revocableReasons().join(", "),
+    );
+  }
+  if (name === undefined) {
+    throw new UsageError(`unknown reason '${text}'; one of: ${revocableReasons().join(", ")}`);
+  }
+  return CRL_REASON[name as keyof typeof CRL_REASON];
+}
+
+async function revoke(ctx: Context): Promise<number> {
+  if (ctx.positionals.length !== 1) throw new UsageError("give exactly one SERIAL");
+  const serial = ctx.positionals[0].replace(/^0x/i, "").replaceAll(":", "");
+  if (!/^[0-9A-Fa-f]+$/.test(serial)) {
+    throw new UsageError(`'${ctx.positionals[0]}' is not a hex serial`);
+  }
+  const reason = reasonCode(required(ctx, "reason"));
+  const folder = await CaFolder.open(ctx.dir);
+  const revokedAt = Math.floor(Date.now() / 1000) * 1000;
+  const entry = await folder.locked(() => folder.revoke(serial, revokedAt, reason));
+  ctx.say(
+    `revoked ${entry.serial} (${entry.subject}) at ${new Date(revokedAt).toISOString()}, ` +
+      `reason ${REASON_NAME[reason]}; ${CaFolder.paths(ctx.dir).index} rewritten`,
+  );
+  return 0;
+}
+
+async function status(ctx: Context): Promise<number> {
+  if (ctx.positionals.length !== 1) throw new UsageError("give exactly one CERT file");
+  const folder = await CaFolder.open(ctx.dir);
+  const der = derFromPem(await Deno.readFile(ctx.positionals[0]), "CERTIFICATE");
+  const label = str(ctx.values["ocsp-label"]);
+  const answer = await withToken(ctx, (token) => caStatus(token, folder, der, label));
+  console.log(answer);
+  return 0;
+}
+
+function time(ms: number | undefined): string {
+  return ms === undefined ? "-" : new Date(ms).toISOString().replace(".000Z", "Z");
+}
+
+/**
+ * The index as text columns. Example: `formatList(entries)`.
+ *
+ * @example
+ * ```ts
+ * console.log(formatList(parseIndex(text)));
+ * ```
+ */
+export function formatList(entries: IndexEntry[]): string {
+  const rows = [["STATUS", "SERIAL", "EXPIRES", "REVOKED", "REASON", "SUBJECT"]];
+  for (const e of entries) {
+    rows.push([
+      e.status,
+      canonicalSerial(e.serial),
+      time(e.expires),
+      time(e.revokedAt),
+      e.reason === undefined ? "-" : REASON_NAME[e.reason] ?? String(e.reason),
+      e.subject,
+    ]);
+  }
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows.map((r) => r.map((c, i) => i === r.length - 1 ? c : c.padEnd(widths[i])).join("  "))
+    .join("\n");
+}
+
+async function list(ctx: Context): Promise<number> {
+  const folder = await CaFolder.open(ctx.dir);
+  const { entries } = await folder.readIndex();
+  console.log(formatList(entries));
+  return 0;
+}
+
+// Runnable on its own, as lib/token/cli.ts is; main.ts dispatches `svcd ca …` here as well.
+if (import.meta.main) {
+  Deno.exit(await runCaCommand(Deno.args));
+}

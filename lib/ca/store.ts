@@ -1,0 +1,273 @@
+/**
+ * The CA folder (`--ca-dir`, default /var/lib/svcd/ca), laid out as `openssl ca` expects so that
+ * `openssl ca` and `openssl ocsp -index` work on the same files:
+ *
+ * - `ca.pem` — the CA certificate; `ca.json` — the token key label it was made over
+ * - `index.txt` — the revocation database (openssl `ca` format); `index.txt.attr` — unique_subject = no
+ * - `serial` — the next serial number in hex (openssl's format); `certs/SERIAL.pem` — every certificate issued
+ * - `responder.pem` — the latest delegated OCSP responder certificate
+ *
+ * Every change is a whole-file atomic replacement (lib/ca/atomic.ts) made under an exclusive lock
+ * on `.lock`, so two `svcd ca` commands cannot lose each other's lines.
+ *
+ * @example
+ * ```ts
+ * import { CaFolder } from "./store.ts";
+ * const folder = await CaFolder.open("/var/lib/svcd/ca");
+ * await folder.locked(async () => folder.appendIndex({ status: "V", expires, serial, subject }));
+ * ```
+ */
+import { join } from "node:path";
+import { pem } from "../token/der.ts";
+import {
+  canonicalSerial,
+  formatIndexLine,
+  type IndexEntry,
+  type IndexLineFields,
+  parseIndex,
+} from "../ocsp/index_db.ts";
+import { writeFileAtomic } from "./atomic.ts";
+import { derFromPem } from "./csr.ts";
+
+/** Default CA folder. */
+export const DEFAULT_CA_DIR = "/var/lib/svcd/ca";
+
+/** What `ca.json` records. */
+export interface CaConfig {
+  /** Label of the CA key on the token. */
+  keyLabel: string;
+}
+
+/** A CA folder problem, with what to do about it. */
+export class CaFolderError extends Error {
+  override name = "CaFolderError";
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * The serial `openssl ca` would print: upper-case hex, whole bytes.
+ *
+ * @example
+ * ```ts
+ * serialHex(0x1an); // "1A"
+ * ```
+ */
+export function serialHex(serial: bigint): string {
+  const hex = serial.toString(16).toUpperCase();
+  return hex.length % 2 ? "0" + hex : hex;
+}
+
+/** An opened CA folder. */
+export class CaFolder {
+  private constructor(
+    readonly dir: string,
+    readonly config: CaConfig,
+    readonly caDer: Uint8Array,
+  ) {}
+
+  /** Paths of the folder's files. Example: `CaFolder.paths(dir).index`. */
+  static paths(dir: string) {
+    return {
+      caCert: join(dir, "ca.pem"),
+      config: join(dir, "ca.json"),
+      index: join(dir, "index.txt"),
+      indexAttr: join(dir, "index.txt.attr"),
+      serial: join(dir, "serial"),
+      certs: join(dir, "certs"),
+      responder: join(dir, "responder.pem"),
+      lock: join(dir, ".lock"),
+    };
+  }
+
+  /**
+   * Makes a new CA folder around a CA certificate; refuses a folder that already holds a CA.
+   *
+   * @example
+   * ```ts
+   * await CaFolder.create(dir, { keyLabel: "ca" }, caDer, 0x4000n);
+   * ```
+   */
+  static async create(
+    dir: string,
+    config: CaConfig,
+    caDer: Uint8Array,
+    firstSerial: bigint,
+  ): Promise<CaFolder> {
+    const p = CaFolder.paths(dir);
+    await Deno.mkdir(p.certs, { recursive: true, mode: 0o755 });
+    const folder = new CaFolder(dir, config, caDer);
+    await folder.locked(async () => {
+      // createNew: an existing CA is never overwritten, whatever else the folder holds.
+      await Deno.writeFile(p.caCert, encoder.encode(pem("CERTIFICATE", caDer)), {
+        createNew: true,
+        mode: 0o644,
+      }).catch((err) => {
+        if (err instanceof Deno.errors.AlreadyExists) {
+          throw new CaFolderError(
+            `${dir} already holds a CA (${p.caCert}); choose another --ca-dir, or remove the ` +
+              `folder if that CA is no longer used`,
+          );
+        }
+        throw err;
+      });
+      await writeFileAtomic(p.config, encoder.encode(JSON.stringify(config, null, 2) + "\n"));
+      await writeFileAtomic(p.index, new Uint8Array(0));
+      await writeFileAtomic(p.indexAttr, encoder.encode("unique_subject = no\n"));
+      await writeFileAtomic(p.serial, encoder.encode(serialHex(firstSerial) + "\n"));
+    });
+    return folder;
+  }
+
+  /**
+   * Opens an existing CA folder.
+   *
+   * @example
+   * ```ts
+   * const folder = await CaFolder.open("/var/lib/svcd/ca");
+   * ```
+   */
+  static async open(dir: string): Promise<CaFolder> {
+    const p = CaFolder.paths(dir);
+    let caPem: Uint8Array, configText: string;
+    try {
+      caPem = await Deno.readFile(p.caCert);
+      configText = await Deno.readTextFile(p.config);
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) {
+        throw new CaFolderError(
+          `no CA in ${dir} (${(err as Error).message}); run 'svcd ca init' first, or pass ` +
+            `--ca-dir with the folder 'svcd ca init' made`,
+        );
+      }
+      throw err;
+    }
+    const config = JSON.parse(configText) as CaConfig;
+    if (typeof config.keyLabel !== "string" || config.keyLabel === "") {
+      throw new CaFolderError(`${p.config} names no keyLabel; it is not a file svcd ca init wrote`);
+    }
+    return new CaFolder(dir, config, derFromPem(caPem, "CERTIFICATE"));
+  }
+
+  /** Runs `fn` holding the folder's exclusive lock. Example: `await folder.locked(() => …)`. */
+  async locked<T>(fn: () => Promise<T>): Promise<T> {
+    const file = await Deno.open(CaFolder.paths(this.dir).lock, {
+      write: true,
+      create: true,
+      mode: 0o644,
+    });
+    try {
+      await file.lock(true);
+      return await fn();
+    } finally {
+      file.close();
+    }
+  }
+
+  /** The index as text and parsed; an index that does not parse is an error naming its line. */
+  async readIndex(): Promise<{ text: string; entries: IndexEntry[] }> {
+    const path = CaFolder.paths(this.dir).index;
+    const text = await Deno.readTextFile(path);
+    try {
+      return { text, entries: parseIndex(text) };
+    } catch (err) {
+      throw new CaFolderError(
+        `${path}: ${(err as Error).message}; fix that line (svcd changes nothing in a file it ` +
+          `cannot read)`,
+      );
+    }
+  }
+
+  /**
+   * Takes the next serial from `serial` and advances it (call under `locked`).
+   *
+   * @example
+   * ```ts
+   * const serial = await folder.takeSerial();
+   * ```
+   */
+  async takeSerial(): Promise<bigint> {
+    const path = CaFolder.paths(this.dir).serial;
+    const text = (await Deno.readTextFile(path)).trim();
+    if (!/^[0-9A-Fa-f]{1,40}$/.test(text)) {
+      throw new CaFolderError(`${path} holds '${text}', not a serial in hex`);
+    }
+    const serial = BigInt("0x" + text);
+    if (serial <= 0n) throw new CaFolderError(`${path}: a serial number is positive`);
+    await writeFileAtomic(path, encoder.encode(serialHex(serial + 1n) + "\n"));
+    return serial;
+  }
+
+  /**
+   * Appends one line to index.txt (call under `locked`); the rest of the file is kept byte for
+   * byte. A serial already in the file is refused.
+   *
+   * @example
+   * ```ts
+   * await folder.appendIndex({ status: "V", expires, serial: "1A", subject: "/CN=alice" });
+   * ```
+   */
+  async appendIndex(fields: IndexLineFields): Promise<void> {
+    const { text, entries } = await this.readIndex();
+    const serial = canonicalSerial(fields.serial);
+    if (entries.some((e) => canonicalSerial(e.serial) === serial)) {
+      throw new CaFolderError(`serial ${fields.serial} is already in the index`);
+    }
+    const next = text + formatIndexLine(fields);
+    parseIndex(next);
+    await writeFileAtomic(CaFolder.paths(this.dir).index, encoder.encode(next));
+  }
+
+  /**
+   * Marks a certificate revoked (call under `locked`): its line becomes R with the time and
+   * reason; every other line is kept byte for byte. Returns the entry as it was.
+   *
+   * @example
+   * ```ts
+   * await folder.revoke("1A", Date.now(), 1); // keyCompromise
+   * ```
+   */
+  async revoke(serialText: string, revokedAt: number, reason: number): Promise<IndexEntry> {
+    const { text, entries } = await this.readIndex();
+    const serial = canonicalSerial(serialText);
+    const entry = entries.find((e) => canonicalSerial(e.serial) === serial);
+    if (!entry) {
+      throw new CaFolderError(
+        `serial ${serialText} is not in ${CaFolder.paths(this.dir).index}; 'svcd ca list' shows ` +
+          `the serials this CA issued`,
+      );
+    }
+    if (entry.status === "R") {
+      throw new CaFolderError(
+        `serial ${entry.serial} is already revoked (${new Date(entry.revokedAt!).toISOString()})`,
+      );
+    }
+    // The revocation field exactly as the index module writes it; the other fields stay as read.
+    const revocation = formatIndexLine({ ...entry, status: "R", revokedAt, reason }).split("\t")[2];
+    const lines = text.split("\n");
+    const fields = lines[entry.line - 1].split("\t");
+    fields[0] = "R";
+    fields[2] = revocation;
+    lines[entry.line - 1] = fields.join("\t");
+    const next = lines.join("\n");
+    parseIndex(next);
+    await writeFileAtomic(CaFolder.paths(this.dir).index, encoder.encode(next));
+    return entry;
+  }
+
+  /**
+   * Stores an issued certificate as certs/SERIAL.pem (and at `extra` when given); returns the path.
+   *
+   * @example
+   * ```ts
+   * await folder.storeCertificate("1A", der);
+   * ```
+   */
+  async storeCertificate(serial: string, der: Uint8Array, extra?: string): Promise<string> {
+    const path = join(CaFolder.paths(this.dir).certs, `${serial}.pem`);
+    const text = encoder.encode(pem("CERTIFICATE", der));
+    await writeFileAtomic(path, text);
+    if (extra) await writeFileAtomic(extra, text);
+    return path;
+  }
+}
