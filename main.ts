@@ -20,6 +20,9 @@ commands:
   token init|keygen|list|selftest [options]
                              operator tooling for the token (see: svcd token --help)
   audit verify [options]     check the audit log chain (see: svcd audit --help)
+  ca init|issue|responder|revoke|status|list [options]
+                             the CA over a token key: client and OCSP responder certificates,
+                             revocation (see: svcd ca --help)
 `;
 
 async function main(args: string[]): Promise<number> {
@@ -34,6 +37,9 @@ async function main(args: string[]): Promise<number> {
       return await runTokenCommand(rest);
     case "audit":
       return await runAuditCommand(rest);
+    case "ca":
+      // Loaded on demand: the CA tool pulls in pkijs, which the daemon never needs.
+      return await (await import("./lib/ca/cli.ts")).runCaCommand(rest);
     case undefined:
     case "-h":
     case "--help":

@@ -188,7 +188,10 @@ Deno.test("ca issue refuses a subject it cannot print as nginx does, and --days 
   const req = await opensslRequest(ec.dir, "odd", "/CN=odd/jurisdictionC=DE");
   const r = await ec.run("issue", ["--csr", req.request]);
   assert.equal(r.code, 1, r.text);
-  assert.match(r.stderr, /subject attribute 1\.3\.6\.1\.4\.1\.311\.60\.2\.1\.3 is not one svcd can print/);
+  assert.match(
+    r.stderr,
+    /subject attribute 1\.3\.6\.1\.4\.1\.311\.60\.2\.1\.3 is not one svcd can print/,
+  );
   const ok = await opensslRequest(ec.dir, "long", "/CN=long");
   const long = await ec.run("issue", ["--csr", ok.request, "--days", "99999"]);
   assert.equal(long.code, 2, long.text);
