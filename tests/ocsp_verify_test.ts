@@ -86,7 +86,7 @@ async function checkWithTools(dir: string, ca: TestCert, signerCert: TestCert, d
     ...SERIALS.flatMap((s) => ["-serial", s]),
     "-reqout",
     `${dir}/req.der`,
-  ]); // deno-fmt-ignore
+  ]);
   assert.equal(reqOut.code, 0, reqOut.text);
   const resp = await responder.answer(await Deno.readFile(`${dir}/req.der`));
   await Deno.writeFile(`${dir}/resp.der`, resp);
@@ -102,7 +102,7 @@ async function checkWithTools(dir: string, ca: TestCert, signerCert: TestCert, d
     "-CAfile",
     ca.certPath,
     ...trust,
-  ]); // deno-fmt-ignore
+  ]);
   assert.equal(withNonce.code, 0, withNonce.text);
   assertOpensslOk(withNonce.text, "openssl -reqin");
   const statuses = await runCommand("openssl", [
@@ -116,7 +116,7 @@ async function checkWithTools(dir: string, ca: TestCert, signerCert: TestCert, d
     ca.certPath,
     ...SERIALS.flatMap((s) => ["-serial", s]),
     "-no_nonce",
-  ]); // deno-fmt-ignore
+  ]);
   assert.equal(statuses.code, 0, statuses.text);
   assertOpensslOk(statuses.text, "openssl statuses");
   assert.match(statuses.stdout, /0x1001: good/);
@@ -169,7 +169,7 @@ async function checkWithTools(dir: string, ca: TestCert, signerCert: TestCert, d
     ca.certPath,
     "--load-response",
     `${dir}/resp.der`,
-  ]); // deno-fmt-ignore
+  ]);
   assert.equal(gnutls.code, 0, gnutls.text);
   assert.match(gnutls.text, /Verifying OCSP Response: Success\./);
 }

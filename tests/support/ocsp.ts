@@ -131,7 +131,7 @@ export async function opensslCa(
     "basicConstraints=critical,CA:TRUE",
     "-addext",
     "keyUsage=critical,keyCertSign,cRLSign",
-  ]); // deno-fmt-ignore
+  ]);
   return loadCert(keyType, keyPath, certPath);
 }
 
@@ -183,7 +183,7 @@ export async function opensslResponder(
     "-out",
     certPath,
     ...SIGOPT[caKeyType],
-  ]); // deno-fmt-ignore
+  ]);
   return loadCert(keyType, keyPath, certPath);
 }
 
