@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { IndexFileSource, parseOcspResponse, Responder } from "../lib/ocsp/mod.ts";
 import { runCommand } from "./support/command.ts";
-import { opensslCa, type TestCert } from "./support/ocsp.ts";
+import { opensslCa, type TestCert, withTempDir } from "./support/ocsp.ts";
 
 const INDEX_LINES = [
   "V\t350101000000Z\t\t1001\tunknown\t/CN=valid",
@@ -49,14 +49,7 @@ const SERIALS = [
 ]; // deno-fmt-ignore
 const EXPIRED = "0x100E";
 
-async function withDir(fn: (dir: string) => Promise<void>) {
-  const dir = await Deno.makeTempDir({ prefix: "ocsp-diff-" });
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+const withDir = (fn: (dir: string) => Promise<void> | void) => withTempDir("ocsp-diff-", fn);
 
 type Row = [certId: string, status: string, revokedAt: number | null, reason: number | null];
 
@@ -96,7 +89,6 @@ async function makeRequest(
 }
 
 async function opensslAnswer(
-  dir: string,
   ca: TestCert,
   index: string,
   reqPath: string,
@@ -144,7 +136,7 @@ Deno.test("differential: same statuses, serials, revocation times and reasons as
     for (const [name, serials, extra] of requests) {
       const reqPath = await makeRequest(dir, ca, serials, extra, name);
       const ours = rows(await responder.answer(await Deno.readFile(reqPath)));
-      const theirs = rows(await opensslAnswer(dir, ca, index, reqPath));
+      const theirs = rows(await opensslAnswer(ca, index, reqPath));
       assert.deepEqual(ours, theirs, name);
       assert.equal(ours.rows.length, serials.length, name);
       assert.equal(ours.nonce !== null, !extra.includes("-no_nonce"), name);
@@ -175,7 +167,7 @@ Deno.test("differential: same statuses, serials, revocation times and reasons as
     // The E line: openssl leaves it out; we answer good.
     const reqPath = await makeRequest(dir, ca, ["0x1001", EXPIRED], ["-no_nonce"], "expired");
     const ours = rows(await responder.answer(await Deno.readFile(reqPath))).rows;
-    const theirs = rows(await opensslAnswer(dir, ca, index, reqPath)).rows;
+    const theirs = rows(await opensslAnswer(ca, index, reqPath)).rows;
     assert.deepEqual(ours.map((r) => r[1]), ["good", "good"]);
     assert.deepEqual(theirs, ours.slice(0, 1));
   }));
@@ -241,5 +233,5 @@ Deno.test("differential: `openssl ca -revoke` on the index is seen on the next q
     const after = rows(await responder.answer(req));
     assert.equal(after.rows[0][1], "revoked");
     assert.equal(after.rows[0][3], 1);
-    assert.deepEqual(after, rows(await opensslAnswer(dir, ca, `${dir}/index.txt`, reqPath)));
+    assert.deepEqual(after, rows(await opensslAnswer(ca, `${dir}/index.txt`, reqPath)));
   }));

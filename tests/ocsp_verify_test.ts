@@ -24,6 +24,7 @@ import {
   pqCa,
   type PqKeyType,
   type TestCert,
+  withTempDir,
 } from "./support/ocsp.ts";
 
 const PYTHON = "/usr/bin/python3";
@@ -53,14 +54,7 @@ function writeIndex(path: string): void {
   );
 }
 
-async function withDir(fn: (dir: string) => Promise<void>) {
-  const dir = await Deno.makeTempDir({ prefix: "ocsp-verify-" });
-  try {
-    await fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+const withDir = (fn: (dir: string) => Promise<void> | void) => withTempDir("ocsp-verify-", fn);
 
 const SERIALS = ["0x1001", "0x1002", "0x1003", "0x1004"];
 

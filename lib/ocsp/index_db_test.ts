@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { withTempDir } from "../../tests/support/ocsp.ts";
 import {
   formatIndexLine,
   IndexFileSource,
@@ -96,14 +97,7 @@ Deno.test("index parse: every fault names its line", () => {
   assert.equal(parseIndex("").length, 0);
 });
 
-async function withDir(fn: (dir: string) => void) {
-  const dir = await Deno.makeTempDir({ prefix: "ocsp-idx-" });
-  try {
-    fn(dir);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+const withDir = (fn: (dir: string) => Promise<void> | void) => withTempDir("ocsp-idx-", fn);
 
 Deno.test("index source: a same-size rewrite in the same instant is seen on the next query", () =>
   withDir((dir) => {

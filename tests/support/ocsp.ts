@@ -281,3 +281,23 @@ export async function pqCa(dir: string, keyType: PqKeyType): Promise<TestCert> {
 export function isOpensslKeyType(k: KeyTypeName): k is OpensslKeyType {
   return k in GENKEY;
 }
+
+/**
+ * Runs `fn` in a fresh temporary directory, removed afterwards.
+ *
+ * @example
+ * ```ts
+ * await withTempDir("ocsp-", async (dir) => { await opensslCa(dir, "ed25519"); });
+ * ```
+ */
+export async function withTempDir(
+  prefix: string,
+  fn: (dir: string) => Promise<void> | void,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix });
+  try {
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
