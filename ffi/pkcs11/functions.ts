@@ -130,8 +130,21 @@ const V3_2 = [
   "C_UnwrapKeyAuthenticated",
 ] as const;
 
+/**
+ * The name of any entry of the 3.2 function table, e.g. "C_Sign".
+ *
+ * @example
+ * ```ts
+ * const fn: Pkcs11FunctionName = "C_GetTokenInfo";
+ * ```
+ */
+export type Pkcs11FunctionName =
+  | (typeof V2_40)[number]
+  | (typeof V3_0)[number]
+  | (typeof V3_2)[number];
+
 /** All entries of the 3.2 table, in order. Example: `FUNCTION_ORDER.length === 104`. */
-export const FUNCTION_ORDER: readonly string[] = [...V2_40, ...V3_0, ...V3_2];
+export const FUNCTION_ORDER: readonly Pkcs11FunctionName[] = [...V2_40, ...V3_0, ...V3_2];
 
 /** Number of entries in a table of this version. Example: `entryCount({major:3,minor:0})` → 92. */
 export function entryCount(version: { major: number; minor: number }): number {
@@ -142,7 +155,7 @@ export function entryCount(version: { major: number; minor: number }): number {
 
 /** Byte offset of a function's pointer in the table. Example: `tableOffset("C_Login") === 152`. */
 export function tableOffset(name: string): number {
-  const index = FUNCTION_ORDER.indexOf(name);
+  const index = FUNCTION_ORDER.findIndex((entry) => entry === name);
   if (index < 0) throw new Error(`${name} is not a PKCS#11 function`);
   return 8 + 8 * index;
 }

@@ -9,7 +9,7 @@
  */
 import { Listener, nofileLimit } from "../http/mod.ts";
 import { PolicyFile } from "../policy/mod.ts";
-import { ConcurrencyCap, RefusalBudget, STATE_FILE_NAME } from "../throttle/mod.ts";
+import { ConcurrencyCap, RefusalBudget, STATE_FILE_NAME, StateError } from "../throttle/mod.ts";
 import { isTokenDead, Token } from "../token/mod.ts";
 import { auditKeysFromToken, AuditLog, DAEMON_KEY_LABELS } from "../audit/mod.ts";
 import type { ServeConfig, TokenConfig } from "./config.ts";
@@ -146,16 +146,12 @@ type Audit =
   & Partial<Pick<AuditLog, "stats">>;
 
 /**
- * Replacements for parts of the daemon, for benchmarks that measure what a part costs (bench/serve.ts).
- * The daemon itself always runs with the real ones.
+ * Replacements for parts of the daemon, for benchmarks that measure what a part costs (bench/serve.ts)
+ * and tests that hold a start-up step open. The daemon itself always runs with the real ones.
  */
 export interface DaemonParts {
   openBudget?: (config: ServeConfig) => Budget;
-  openAudit?: (
-    config: ServeConfig,
-    token: Token,
-    onTokenDead: (err: unknown) => void,
-  ) => Promise<Audit>;
+  openAudit?: (config: ServeConfig, token: Token) => Promise<Audit>;
 }
 
 function openBudget(config: ServeConfig): Budget {
@@ -176,35 +172,27 @@ export function checkStateFile(config: ServeConfig): void {
   try {
     RefusalBudget.open(config.throttle).close();
   } catch (err) {
-    if (/locked|busy/i.test((err as Error).message)) {
-      log(
-        `check: ${stateDir}/${STATE_FILE_NAME} is in use (a running daemon?); not checked`,
-      );
+    if (err instanceof StateError && err.kind === "in-use") {
+      log(`check: ${err.path} is in use (a running daemon?); not checked`);
       return;
     }
     throw err;
   }
 }
 
-function openAudit(
-  config: ServeConfig,
-  token: Token,
-  onTokenDead: (err: unknown) => void,
-): Promise<Audit> {
-  const keys = auditKeysFromToken(token);
-  // A token that dies under an audit line (a reload, a checkpoint, a retry) stops the daemon as a
-  // request would: otherwise it would stay up answering 503 with no restart.
-  const watch = <T>(work: Promise<T>): Promise<T> =>
-    work.catch((err) => {
-      if (isTokenDead(err)) onTokenDead(err);
-      throw err;
-    });
+/**
+ * Opens this login's audit file with the token's audit keys. A token that dies under an audit line
+ * (a reload, a checkpoint, a retry) is reported by the token itself (Token.onDead).
+ *
+ * @example
+ * ```ts
+ * const audit = await openAuditLog(config, token);
+ * ```
+ */
+export function openAuditLog(config: ServeConfig, token: Token): Promise<Audit> {
   return AuditLog.open({
     ...config.audit,
-    keys: {
-      mac: (data) => watch(keys.mac(data)),
-      signCheckpoint: (data) => watch(keys.signCheckpoint(data)),
-    },
+    keys: auditKeysFromToken(token),
     login: { token: config.token.tokenLabel, module: config.token.modulePath },
     onHealthChange: (healthy, error) =>
       log(
@@ -215,8 +203,35 @@ function openAudit(
   });
 }
 
+/** The first reason to stop wins; `requested` resolves when there is one. */
+class StopRequest {
+  code: number | undefined;
+  readonly requested: Promise<void>;
+  #resolve!: () => void;
+
+  constructor(readonly notify: ServiceNotifier) {
+    this.requested = new Promise((resolve) => (this.#resolve = resolve));
+  }
+
+  request(code: number, why: string): void {
+    if (this.code !== undefined) return;
+    this.code = code;
+    log(`stopping: ${why}`);
+    this.notify.stopping(`stopping: ${why}`);
+    this.#resolve();
+  }
+}
+
+/** What start-up has opened so far, closed in reverse by {@link release}. */
+interface Opened {
+  budget?: Budget;
+  token?: Token;
+  audit?: Audit;
+}
+
 /**
  * Runs the daemon until SIGTERM/SIGINT (exit 0) or a dead token (exit {@link EXIT_TOKEN_DEAD}).
+ * Whatever start-up step fails or is interrupted, what it opened before is closed again.
  *
  * @example
  * ```ts
@@ -224,97 +239,102 @@ function openAudit(
  * ```
  */
 export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): Promise<number> {
-  const policy = await checkConfig(config);
-  const budget = (parts.openBudget ?? openBudget)(config);
-  const token = await openToken(config.token);
-  log(`logged in to token '${config.token.tokenLabel}' through ${config.token.modulePath}`);
-  let onTokenDead = (_err: unknown) => {}; // until the listener exists, a failure throws instead
-  const audit = await (parts.openAudit ?? openAudit)(config, token, (err) => onTokenDead(err));
-
-  const notify = ServiceNotifier.fromEnv(log);
-  let exitCode = 0;
-  let listener: Listener | undefined;
-  let stopping: Promise<void> | undefined;
-  const stop = (code: number, why: string) => {
-    if (stopping) return stopping;
-    exitCode = code;
-    log(`stopping: ${why}`);
-    notify.stopping(`stopping: ${why}`);
-    stopping = (async () => {
-      await listener?.close(code === EXIT_TOKEN_DEAD ? DEAD_TOKEN_GRACE_MS : STOP_GRACE_MS);
-      await releaseToken(token, audit, budget);
-    })();
-    return stopping;
-  };
-
-  // Signals are ours before the socket exists: a reload or stop at any moment after start-up
-  // is handled, never the default action that would kill the process without a shutdown line.
-  const onHup = () => void reloadPolicy(policy, audit);
-  const onTerm = () => void stop(0, "signal");
-  Deno.addSignalListener("SIGHUP", onHup);
+  const stop = new StopRequest(ServiceNotifier.fromEnv(log));
+  const opened: Opened = {};
+  let policy: PolicyFile | undefined;
+  // Signals are ours from the first moment: a SIGTERM during the login or the audit opening stops
+  // after that step, with a shutdown line, never by the default action (exit 143, nothing logged).
+  // They stay until the process exits: a second SIGTERM while the stop finishes must not kill it.
+  Deno.addSignalListener("SIGHUP", () => {
+    if (policy) void reloadPolicy(policy, opened.audit);
+  });
+  const onTerm = () => stop.request(0, "signal");
   Deno.addSignalListener("SIGTERM", onTerm);
   Deno.addSignalListener("SIGINT", onTerm);
+
+  try {
+    policy = await checkConfig(config);
+    opened.budget = (parts.openBudget ?? openBudget)(config);
+    const token = opened.token = await openToken(config.token);
+    log(`logged in to token '${config.token.tokenLabel}' through ${config.token.modulePath}`);
+    token.onDead((err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`));
+    const audit = opened.audit = await (parts.openAudit ?? openAuditLog)(config, token);
+    if (stop.code === undefined) {
+      await serve(config, { policy, token, audit, budget: opened.budget }, stop);
+    }
+  } catch (err) {
+    if (isTokenDead(err)) stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`);
+    await release(opened);
+    if (stop.code !== EXIT_TOKEN_DEAD) throw err;
+    log(`stopped (exit ${EXIT_TOKEN_DEAD})`);
+    flushLog();
+    return EXIT_TOKEN_DEAD;
+  }
+  await release(opened);
+  const code = stop.code ?? 0;
+  log(`stopped (exit ${code})`);
+  flushLog();
+  return code;
+}
+
+/** Listens until a stop is requested, then serves the connections already made and closes. */
+async function serve(
+  config: ServeConfig,
+  running: { policy: PolicyFile; token: Token; audit: Audit; budget: Budget },
+  stop: StopRequest,
+): Promise<void> {
   const service: ServiceDeps = {
-    token,
-    policy: () => policy.current,
-    audit,
-    budget,
+    token: running.token,
+    policy: () => running.policy.current,
+    audit: running.audit,
+    budget: running.budget,
     cap: ConcurrencyCap.forWorkers(config.listener.workers),
     publicSocket: config.public?.socket,
-    isTokenDead,
-    onTokenDead: (err) => onTokenDead(err),
     log: (message) => log(message, "request"),
     startedAt: Date.now(),
   };
+  const listener = Listener.open({
+    ...config.listener,
+    log: (event) => log(listenerEventText(event), event.kind),
+    handler: authenticatedHandler(service),
+    admit: authenticatedAdmission(service),
+  });
+  const served = listener.serve();
   try {
-    listener = Listener.open({
-      ...config.listener,
-      log: (event) => log(listenerEventText(event), event.kind),
-      handler: authenticatedHandler(service),
-      admit: authenticatedAdmission(service),
-    });
-    onTokenDead = (err) => void stop(EXIT_TOKEN_DEAD, `token is dead: ${(err as Error).message}`);
-    await audit.append("listener_start", "svcd", {
+    await running.audit.append("listener_start", "svcd", {
       listener: "authenticated",
       socket: config.listener.path,
     });
     const { path, proxyUid, workers } = config.listener;
     log(`listening on ${path} (proxy uid ${proxyUid}, ${workers} workers)`);
     // Type=notify: `systemctl start` returns once the socket accepts, not when the process exists.
-    notify.ready(`listening on ${path}`);
-    await listener.serve();
-    await stop(exitCode, "listener ended");
-  } catch (err) {
-    await stop(
-      isTokenDead(err) ? EXIT_TOKEN_DEAD : 1,
-      `start-up failed: ${(err as Error).message}`,
-    );
-    if (exitCode !== EXIT_TOKEN_DEAD) throw err;
+    stop.notify.ready(`listening on ${path}`);
+    await Promise.race([served, stop.requested]);
+    stop.request(0, "listener ended");
+  } finally {
+    await listener.close(stop.code === EXIT_TOKEN_DEAD ? DEAD_TOKEN_GRACE_MS : STOP_GRACE_MS);
+    await served;
   }
-  // The signal listeners stay until the process exits: a second SIGTERM while the stop finishes
-  // (an impatient operator, a service manager) must not fall back to the default action and kill
-  // the process with exit 143 after its work is done.
-  log(`stopped (exit ${exitCode})`);
-  flushLog();
-  return exitCode;
 }
 
 /** How long a stop waits for signatures still running in the module before finalising it. */
 const TOKEN_DRAIN_MS = 5_000;
 
 /**
- * The token is finalised only when no operation is running in it (spec §7 rule 6: a session is used
- * by one operation at a time); the audit log's last lines still need it, so it closes first.
+ * Closes what start-up opened, last first. The token is finalised only when no operation is running
+ * in it (spec §7 rule 6: a session is used by one operation at a time); the audit log's last lines
+ * still need it, so the log closes first.
  */
-async function releaseToken(token: Token, audit: Audit, budget: Budget): Promise<void> {
-  const idle = await token.whenIdle(TOKEN_DRAIN_MS);
-  await audit.close().catch((err) => log(`audit close: ${(err as Error).message}`));
-  budget.close();
-  if (idle) token.close();
+async function release(opened: Opened): Promise<void> {
+  const idle = await opened.token?.whenIdle(TOKEN_DRAIN_MS) ?? true;
+  await opened.audit?.close().catch((err) => log(`audit close: ${(err as Error).message}`));
+  opened.budget?.close();
+  if (!opened.token) return;
+  if (idle) opened.token.close();
   else log("a module operation is still running; the module is left to the process exit");
 }
 
-async function reloadPolicy(policy: PolicyFile, audit: Audit): Promise<void> {
+async function reloadPolicy(policy: PolicyFile, audit: Audit | undefined): Promise<void> {
   const result = await policy.reload();
   if (result.ok) {
     for (const warning of result.policy.warnings) log(`policy: ${warning}`, "policy");
@@ -322,6 +342,7 @@ async function reloadPolicy(policy: PolicyFile, audit: Audit): Promise<void> {
   } else {
     log(`policy reload failed, the previous policy stays in force: ${result.error}`);
   }
+  if (!audit) return; // reloaded during start-up: the login_ok line is still to come
   await audit.append(
     "policy_reload",
     "svcd",

@@ -12,6 +12,7 @@
 import { createHash } from "node:crypto";
 import type { Admission, HttpRequest, HttpResponse, RequestHead } from "../http/mod.ts";
 import { problem } from "../http/mod.ts";
+import { isKeyProblem, isTokenDead } from "../token/errors.ts";
 import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
 import { DAEMON_KEY_LABELS } from "../audit/token_keys.ts";
 import { clientText } from "./log.ts";
@@ -53,9 +54,6 @@ export interface ServiceDeps {
   cap: { tryAcquire(identity: string): (() => void) | undefined };
   /** Path of the public listener, named in the Link header of the 404 for its routes. */
   publicSocket?: string;
-  /** Called once when the token or a pooled session is dead: the daemon stops and exits non-zero. */
-  onTokenDead(err: unknown): void;
-  isTokenDead(err: unknown): boolean;
   log(message: string): void;
   startedAt: number;
 }
@@ -211,9 +209,9 @@ async function countRefusal(subject: string, deps: ServiceDeps): Promise<void> {
   }
 }
 
+/** An error a route did not answer itself; a dead token is the token's to report (Token.onDead). */
 function failure(err: unknown, req: HttpRequest, deps: ServiceDeps): HttpResponse {
-  if (deps.isTokenDead(err)) {
-    deps.onTokenDead(err);
+  if (isTokenDead(err)) {
     return problem(503, "Service Unavailable", "The token is unusable; the daemon is restarting.", [
       ["Retry-After", "5"],
     ]);
@@ -377,7 +375,7 @@ async function healthRoute(
 }
 
 /**
- * Live token state: C_GetTokenInfo and a pooled session's login state; a dead token stops us. When
+ * Live token state: C_GetTokenInfo and a pooled session's login state. When
  * every session is lent out the session check is skipped rather than queued behind the signers
  * (/health must answer under load): those busy sessions would themselves report a lost login.
  */
@@ -395,7 +393,6 @@ async function tokenHealth(deps: ServiceDeps): Promise<Record<string, unknown>> 
     }
     return { present: true, logged_in: await deps.token.loggedIn(), label: info.label };
   } catch (err) {
-    if (deps.isTokenDead(err)) deps.onTokenDead(err);
     return { present: false, logged_in: false, error: (err as Error).message };
   }
 }
@@ -419,8 +416,8 @@ async function tokenRoute(
       key = await keyByHeaderLabel(label, deps);
     } catch (err) {
       // One unusable key (a type or mechanism the module does not offer) does not hide the others.
-      if (deps.isTokenDead(err)) throw err;
-      keys.push({ label: utf8FromLatin1(label) ?? label, error: (err as Error).message });
+      if (!isKeyProblem(err)) throw err;
+      keys.push({ label: utf8FromLatin1(label) ?? label, error: err.message });
       continue;
     }
     if (!key) continue;

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import type { HttpRequest } from "../http/mod.ts";
+import { CKR, Pkcs11Error } from "../../ffi/pkcs11/mod.ts";
+import { KeyUnusableError, MechanismUnavailableError } from "../token/errors.ts";
 import {
   authenticatedAdmission,
   authenticatedHandler,
@@ -7,6 +9,8 @@ import {
   type RouteKey,
   type ServiceDeps,
 } from "./service.ts";
+
+const deviceRemoved = () => new Pkcs11Error("C_Sign", CKR.DEVICE_REMOVED);
 
 /** Fakes that record every call, so the order of decisions can be asserted. */
 function fakes(over: Partial<ServiceDeps> = {}) {
@@ -68,8 +72,6 @@ function fakes(over: Partial<ServiceDeps> = {}) {
       limitedCount: () => 0,
     },
     cap: { tryAcquire: () => () => {} },
-    isTokenDead: (err) => (err as Error).message === "dead",
-    onTokenDead: () => calls.push("fatal"),
     log: () => {},
     startedAt: Date.now(),
     ...over,
@@ -169,7 +171,9 @@ Deno.test("service: /token lists the usable keys when one granted key is unusabl
   const { deps } = fakes();
   const key = deps.token.key;
   deps.token.key = (label) =>
-    label === "ghost" ? Promise.reject(new Error("mechanism not offered")) : key(label);
+    label === "ghost"
+      ? Promise.reject(new MechanismUnavailableError("mechanism not offered"))
+      : key(label);
   const r = await authenticatedHandler(deps)(req("/token", [A], "", "GET"));
   assert.equal(r.status, 200);
   const body = JSON.parse(new TextDecoder().decode(r.body as Uint8Array));
@@ -198,12 +202,28 @@ Deno.test("service: crossing the budget writes one identity_limited line", async
   assert.deepEqual(calls.filter((c) => c.startsWith("audit")), ["audit identity_limited CN=a"]);
 });
 
-Deno.test("service: a dead token answers 503 and stops the daemon", async () => {
-  const { deps, calls } = fakes();
-  deps.token.sign = () => Promise.reject(new Error("dead"));
+Deno.test("service: a dead token answers 503 (the token itself tells the daemon to stop)", async () => {
+  const { deps } = fakes();
+  deps.token.sign = () => Promise.reject(deviceRemoved());
   const r = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "k"]], "m"));
   assert.equal(r.status, 503);
-  assert.ok(calls.includes("fatal"));
+  assert.match(String(r.body), /token is unusable/);
+});
+
+Deno.test("service: /token lists an unusable key with why; any other failure is a 500, not a key entry", async () => {
+  const { deps } = fakes();
+  deps.token.key = (label) =>
+    label === "ghost"
+      ? Promise.reject(new KeyUnusableError("ghost", "missing-public-key", "no public key"))
+      : Promise.resolve(undefined);
+  const listed = await authenticatedHandler(deps)(req("/token", [A], "", "GET"));
+  assert.equal(listed.status, 200);
+  const body = JSON.parse(new TextDecoder().decode(listed.body as Uint8Array));
+  assert.deepEqual(body.keys, [{ label: "ghost", error: "no public key" }]);
+
+  deps.token.key = () => Promise.reject(new TypeError("a bug, not a key"));
+  const failed = await authenticatedHandler(deps)(req("/token", [A], "", "GET"));
+  assert.equal(failed.status, 500);
 });
 
 Deno.test("service: /verify splits signature and message by the length header", async () => {
@@ -236,12 +256,11 @@ Deno.test("service: /health and /token answer only subjects the policy knows", a
   assert.equal((await h(req("/health", [A], "", "GET"))).status, 200);
 });
 
-Deno.test("service: /health asks the token live; a dead token answers 503 and stops the daemon", async () => {
-  const { deps, calls } = fakes();
-  deps.token.loggedIn = () => Promise.reject(new Error("dead"));
+Deno.test("service: /health asks the token live; a dead token answers 503", async () => {
+  const { deps } = fakes();
+  deps.token.loggedIn = () => Promise.reject(deviceRemoved());
   const r = await authenticatedHandler(deps)(req("/health", [A], "", "GET"));
   assert.equal(r.status, 503);
-  assert.ok(calls.includes("fatal"));
 });
 
 Deno.test("service: /health is 503 when the session is no longer logged in", async () => {

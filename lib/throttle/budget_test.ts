@@ -354,7 +354,9 @@ Deno.test("an SQLite file that is not svcd's state is refused", async () => {
     const db = new DatabaseSync(file);
     db.exec("CREATE TABLE other (x INTEGER)");
     db.close();
-    assert.match(stateError(dir).message, /not svcd's refusal state/);
+    const foreign = stateError(dir);
+    assert.equal(foreign.kind, "unusable");
+    assert.match(foreign.message, /not svcd's refusal state/);
   });
 });
 
@@ -363,6 +365,7 @@ Deno.test("an unreadable state path or a missing state dir stops start-up with w
     Deno.mkdirSync(file);
     assert.ok(stateError(dir).message.includes(file));
     const missing = stateError(`${dir}/nope`);
+    assert.equal(missing.kind, "no-folder");
     assert.match(missing.message, /--state-dir .*nope.*create it/);
   });
 });
@@ -371,7 +374,10 @@ Deno.test("a second budget on the same state dir is refused while the first hold
   await inTempDir((dir) => {
     const first = RefusalBudget.open({ stateDir: dir });
     try {
-      assert.match(stateError(dir).message, /locked/);
+      const held = stateError(dir);
+      assert.equal(held.kind, "in-use");
+      assert.match(held.message, /locked by another process/);
+      assert.doesNotMatch(held.message, /corrupt/, "a held file is not called corrupt");
     } finally {
       first.close();
     }

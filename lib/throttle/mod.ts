@@ -17,4 +17,4 @@ export {
 } from "./budget.ts";
 export { ConcurrencyCap } from "./concurrency.ts";
 export { budgetDefaults, type BudgetTuning, resolveBudgetTuning, TuningError } from "./options.ts";
-export { STATE_FILE_NAME, StateError } from "./store.ts";
+export { STATE_FILE_NAME, StateError, type StateErrorKind } from "./store.ts";

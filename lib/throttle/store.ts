@@ -35,10 +35,24 @@ const SCHEMA_VERSION = 1;
  */
 export class StateError extends Error {
   override name = "StateError";
-  constructor(readonly path: string, message: string) {
+  constructor(readonly path: string, readonly kind: StateErrorKind, message: string) {
     super(message);
   }
 }
+
+/**
+ * Why the state file cannot be used: its folder is unusable, another process holds it (a running
+ * daemon), it is damaged or not ours, or a different svcd version wrote it.
+ *
+ * @example
+ * ```ts
+ * const kind: StateErrorKind = "in-use";
+ * ```
+ */
+export type StateErrorKind = "no-folder" | "in-use" | "unusable" | "other-version";
+
+/** SQLite's result codes for a database another connection holds (node:sqlite `errcode`). */
+const SQLITE_BUSY = 5, SQLITE_LOCKED = 6;
 
 /**
  * The table of refusal entries, one row per identity.
@@ -89,6 +103,7 @@ export class StateStore {
     } catch (e) {
       db?.close();
       if (e instanceof StateError) throw e;
+      if (isHeldElsewhere(e)) throw inUse(path);
       throw unusable(path, (e as Error).message);
     }
   }
@@ -212,12 +227,17 @@ function requireDirectory(stateDir: string, path: string): void {
   } catch (e) {
     throw new StateError(
       path,
+      "no-folder",
       `refusal state: cannot use --state-dir ${stateDir} (${(e as Error).message}); create it, ` +
         `owned by the daemon's user and mode 0700, or point --state-dir at the right folder`,
     );
   }
   if (!info.isDirectory) {
-    throw new StateError(path, `refusal state: --state-dir ${stateDir} is not a directory`);
+    throw new StateError(
+      path,
+      "no-folder",
+      `refusal state: --state-dir ${stateDir} is not a directory`,
+    );
   }
 }
 
@@ -250,6 +270,7 @@ function ensureSchema(db: DatabaseSync, path: string): void {
   if (version !== SCHEMA_VERSION) {
     throw new StateError(
       path,
+      "other-version",
       `refusal state ${path} has schema version ${version}; this svcd reads version ` +
         `${SCHEMA_VERSION}. Run the svcd that wrote it, or move the file aside to start with empty counts`,
     );
@@ -270,9 +291,24 @@ function createSchema(db: DatabaseSync): void {
     COMMIT;`);
 }
 
+function isHeldElsewhere(e: unknown): boolean {
+  const code = (e as { errcode?: unknown }).errcode;
+  return code === SQLITE_BUSY || code === SQLITE_LOCKED;
+}
+
+function inUse(path: string): StateError {
+  return new StateError(
+    path,
+    "in-use",
+    `refusal state ${path} is locked by another process (a running svcd?); stop it first, or ` +
+      `give this daemon its own --state-dir`,
+  );
+}
+
 function unusable(path: string, why: string): StateError {
   return new StateError(
     path,
+    "unusable",
     `refusal state ${path} is corrupt or unreadable (${why}). svcd will not start with it, so ` +
       `that refusal counts are not silently reset: move it aside (mv ${path} ${path}.bad, with its ` +
       `-wal file if any) to start with empty counts, or restore it from a backup`,

@@ -11,7 +11,14 @@ import { CKR, Pkcs11Error } from "../../ffi/pkcs11/mod.ts";
 
 export { Pkcs11Error };
 
-/** The PIN credential is missing or unreadable; no login was attempted. */
+/**
+ * The PIN credential is missing or unreadable; no login was attempted.
+ *
+ * @example
+ * ```ts
+ * throw new CredentialError("no svc-pin in $CREDENTIALS_DIRECTORY; set LoadCredentialEncrypted=");
+ * ```
+ */
 export class CredentialError extends Error {
   constructor(message: string) {
     super(message);
@@ -19,12 +26,79 @@ export class CredentialError extends Error {
   }
 }
 
-/** The module does not offer a mechanism a key type needs (C_GetMechanismInfo said so). */
+/**
+ * The module does not offer a mechanism a key type needs (C_GetMechanismInfo said so).
+ *
+ * @example
+ * ```ts
+ * throw new MechanismUnavailableError("the module does not offer CKM_ML_DSA");
+ * ```
+ */
 export class MechanismUnavailableError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "MechanismUnavailableError";
   }
+}
+
+/** Why a key on the token cannot be used by svcd. */
+export type KeyUnusableReason =
+  | "unsupported-type"
+  | "missing-public-key"
+  | "unreadable-public-key"
+  | "duplicate-label";
+
+/**
+ * A key exists but svcd cannot use it (its type, its public half, its label); the token is fine.
+ * Callers that list keys report it for that key and go on; any other error is not theirs to hide.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await token.key("web");
+ * } catch (err) {
+ *   if (err instanceof KeyUnusableError) console.error(err.label, err.reason, err.message);
+ * }
+ * ```
+ */
+export class KeyUnusableError extends Error {
+  override name = "KeyUnusableError";
+  constructor(readonly label: string, readonly reason: KeyUnusableReason, message: string) {
+    super(message);
+  }
+}
+
+/**
+ * True for the errors that concern one key and leave the token usable: a key svcd cannot use, or a
+ * key type whose mechanism the module does not offer.
+ *
+ * @example
+ * ```ts
+ * const keys = [];
+ * try {
+ *   keys.push(await token.key("web"));
+ * } catch (err) {
+ *   if (!isKeyProblem(err)) throw err;
+ * }
+ * ```
+ */
+export function isKeyProblem(err: unknown): err is KeyUnusableError | MechanismUnavailableError {
+  return err instanceof KeyUnusableError || err instanceof MechanismUnavailableError;
+}
+
+const STALE_HANDLE = new Set<number>([CKR.KEY_HANDLE_INVALID, CKR.OBJECT_HANDLE_INVALID]);
+
+/**
+ * True when a cached object handle no longer names the object (it was destroyed, or the module
+ * renumbered it): the handle is forgotten and looked up again on the next use.
+ *
+ * @example
+ * ```ts
+ * isStaleHandle(new Pkcs11Error("C_SignInit", 0x82)); // true: CKR_OBJECT_HANDLE_INVALID
+ * ```
+ */
+export function isStaleHandle(err: unknown): boolean {
+  return err instanceof Pkcs11Error && STALE_HANDLE.has(err.rv);
 }
 
 // CKR_DEVICE_ERROR ("some problem has occurred with the token") and CKR_GENERAL_ERROR ("some
@@ -44,8 +118,14 @@ const DEAD = new Set<number>([
 
 /**
  * True when an error means the token or its login is gone (the daemon exits and is restarted,
- * it does not repair in place). Example: `if (isTokenDead(err)) shutdown(1)`.
+ * it does not repair in place). The token reports it once through `Token.onDead`; routes use this
+ * only to answer 503.
+ *
+ * @example
+ * ```ts
+ * const status = isTokenDead(new Pkcs11Error("C_Sign", 0x32)) ? 503 : 500; // 503
+ * ```
  */
-export function isTokenDead(err: unknown): boolean {
+export function isTokenDead(err: unknown): err is Pkcs11Error {
   return err instanceof Pkcs11Error && DEAD.has(err.rv);
 }

@@ -11,7 +11,17 @@
  */
 export { fingerprint, listSlots, Token } from "./token.ts";
 export type { SigningKey, TokenInfo, TokenOptions } from "./token.ts";
-export { CredentialError, isTokenDead, MechanismUnavailableError, Pkcs11Error } from "./errors.ts";
+export {
+  CredentialError,
+  isKeyProblem,
+  isStaleHandle,
+  isTokenDead,
+  KeyUnusableError,
+  type KeyUnusableReason,
+  MechanismUnavailableError,
+  Pkcs11Error,
+} from "./errors.ts";
+export { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
 export { PIN_CREDENTIAL_NAME, readPinCredential } from "./credential.ts";
 export {
   COMPOSITE_MLDSA65_ED25519_LABEL,

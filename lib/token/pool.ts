@@ -6,8 +6,13 @@
  * @example
  * ```ts
  * import { SessionPool } from "./pool.ts";
- * const pool = new SessionPool({ open: () => openSession(), close: (h) => closeSession(h), max: 127 });
- * const sig = await pool.use((session) => sign(session));
+ * const pool = new SessionPool({
+ *   open: () => ({ handle: openSession(mod, slot) }),
+ *   close: (handle) => mod.fn.C_CloseSession(handle),
+ *   isDead: isTokenDead,
+ *   max: 127,
+ * });
+ * const sig = await pool.use((session) => signOnce(mod, session, key, mechanism, data, 64));
  * ```
  */
 import { CKR, Pkcs11Error } from "../../ffi/pkcs11/mod.ts";
@@ -17,7 +22,15 @@ import type { Handle } from "./session_ops.ts";
 export interface PoolBackend {
   open(): { handle: Handle } | { rv: number };
   close(handle: Handle): void;
+  /** Whether an operation's error means its session is dead: it is closed, never lent again. */
+  isDead?(err: unknown): boolean;
   max: number;
+}
+
+/** A caller waiting for a session. */
+interface Waiter {
+  resolve(handle: Handle): void;
+  reject(err: unknown): void;
 }
 
 /** Pool figures. Example: `{ size: 3, inUse: 3, waiting: 61, cap: 3 }`. */
@@ -51,7 +64,7 @@ export class SessionPool {
   #backend: PoolBackend;
   #idle: Handle[] = [];
   #all = new Set<Handle>();
-  #waiters: ((handle: Handle) => void)[] = [];
+  #waiters: Waiter[] = [];
   #idleWaiters: (() => void)[] = [];
   #cap: number;
   #closed = false;
@@ -66,28 +79,24 @@ export class SessionPool {
     this.#cap = backend.max;
   }
 
-  /** Runs `fn` with a session of its own; the session returns to the pool afterwards. */
-  use<T>(
-    fn: (session: Handle) => Promise<T> | T,
-    opts?: { discardOn?: (err: unknown) => boolean },
-  ): Promise<T> {
+  /**
+   * Runs `fn` with a session of its own; the session returns to the pool afterwards, or is closed
+   * when the backend calls the error dead.
+   */
+  use<T>(fn: (session: Handle) => Promise<T> | T): Promise<T> {
     // An idle session is lent at once: no promise turn before a synchronous fn (the audit MAC).
     const idle = this.#closed ? undefined : this.#idle.pop();
-    if (idle !== undefined) return this.#run(idle, fn, opts);
-    return this.acquire().then((session) => this.#run(session, fn, opts));
+    if (idle !== undefined) return this.#run(idle, fn);
+    return this.acquire().then((session) => this.#run(session, fn));
   }
 
-  #run<T>(
-    session: Handle,
-    fn: (session: Handle) => Promise<T> | T,
-    opts: { discardOn?: (err: unknown) => boolean } | undefined,
-  ): Promise<T> {
+  #run<T>(session: Handle, fn: (session: Handle) => Promise<T> | T): Promise<T> {
     this.#enter(session);
     let result: Promise<T> | T;
     try {
       result = fn(session);
     } catch (err) {
-      this.#finish(session, opts?.discardOn?.(err));
+      this.#finish(session, this.#backend.isDead?.(err));
       return Promise.reject(err);
     }
     if (!(result instanceof Promise)) {
@@ -100,7 +109,7 @@ export class SessionPool {
         return value;
       },
       (err) => {
-        this.#finish(session, opts?.discardOn?.(err));
+        this.#finish(session, this.#backend.isDead?.(err));
         throw err;
       },
     );
@@ -130,14 +139,14 @@ export class SessionPool {
       // The module's own limit: stop growing here and wait like any caller past the cap.
       this.#cap = this.#all.size;
     }
-    return new Promise((resolve) => this.#waiters.push(resolve));
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
   }
 
   /** Returns a session: to the next waiter if any, else to the idle list. */
   release(session: Handle): void {
     if (this.#closed || !this.#all.has(session)) return;
     const next = this.#waiters.shift();
-    if (next) next(session);
+    if (next) next.resolve(session);
     else this.#idle.push(session);
     this.#notifyIfIdle();
   }
@@ -197,7 +206,20 @@ export class SessionPool {
     this.#notifyIfIdle();
     // A waiter may now be served by a fresh session.
     const next = this.#waiters.shift();
-    if (next) this.acquire().then(next, () => this.#waiters.unshift(next));
+    if (next) this.acquire().then(next.resolve, (err) => this.#openFailed(next, err));
+  }
+
+  /**
+   * No session could be opened for a waiter. While sessions remain lent out, a release serves it;
+   * with none left, nothing ever will: every waiter is told why instead of waiting forever.
+   */
+  #openFailed(waiter: Waiter, err: unknown): void {
+    if (this.#all.size > 0) {
+      this.#waiters.unshift(waiter);
+      return;
+    }
+    waiter.reject(err);
+    for (const other of this.#waiters.splice(0)) other.reject(err);
   }
 
   #enter(session: Handle): void {

@@ -95,19 +95,42 @@ Deno.test("pool: waiters are served in arrival order", async () => {
   assert.deepEqual(order, [1, 2, 3]);
 });
 
+const sessionGone = (e: unknown) => e instanceof Pkcs11Error && e.rv === CKR.SESSION_HANDLE_INVALID;
+
 Deno.test("pool: a session whose operation says the token is dead is closed, not reused", async () => {
-  const backend = fakeBackend(5);
+  const backend = { ...fakeBackend(5), isDead: sessionGone };
   const pool = new SessionPool(backend);
-  const dead = (e: unknown) => e instanceof Pkcs11Error && e.rv === CKR.SESSION_HANDLE_INVALID;
   let seen = -1;
   await assert.rejects(
     pool.use((s) => {
       seen = s;
       throw new Pkcs11Error("C_Sign", CKR.SESSION_HANDLE_INVALID);
-    }, { discardOn: dead }),
+    }),
   );
   assert.equal(pool.stats().size, 0);
   await pool.use((s) => assert.notEqual(s, seen));
+});
+
+Deno.test("pool: when the last session dies and no new one opens, waiters are told, not left waiting", async () => {
+  let deviceGone = false;
+  const backend = fakeBackend(5, 1);
+  const pool = new SessionPool({
+    ...backend,
+    open: () => deviceGone ? { rv: CKR.DEVICE_REMOVED } : backend.open(),
+    isDead: sessionGone,
+  });
+  const g = gate();
+  const holder = pool.use(async () => {
+    await g.done;
+    throw new Pkcs11Error("C_Sign", CKR.SESSION_HANDLE_INVALID);
+  });
+  const waiters = [pool.use(() => "first"), pool.use(() => "second")];
+  assert.equal(pool.stats().waiting, 2);
+  deviceGone = true;
+  g.release();
+  await assert.rejects(holder, /CKR_SESSION_HANDLE_INVALID/);
+  for (const waiter of waiters) await assert.rejects(waiter, /C_OpenSession: CKR_DEVICE_REMOVED/);
+  assert.deepEqual(pool.stats(), { size: 0, inUse: 0, waiting: 0, cap: 1 });
 });
 
 Deno.test("pool instrumentation counts an operation that overlaps another on one session", async () => {

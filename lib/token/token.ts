@@ -42,7 +42,13 @@ import {
 } from "../../ffi/pkcs11/mod.ts";
 import { readPinCredential } from "./credential.ts";
 import { bytesEqual, hex, sequence, spki, unsignedInteger, unwrapOctetString } from "./der.ts";
-import { isTokenDead, MechanismUnavailableError } from "./errors.ts";
+import {
+  isKeyProblem,
+  isStaleHandle,
+  isTokenDead,
+  KeyUnusableError,
+  MechanismUnavailableError,
+} from "./errors.ts";
 import {
   KEY_TYPE_NAMES,
   KEY_TYPES,
@@ -148,6 +154,8 @@ export class Token {
   readonly #secrets = new Map<string, Handle>();
   readonly #mechanisms = new Map<number, CkMechanismInfo | null>();
   #moduleInfo: CkInfo | undefined;
+  #deadListeners: ((err: Pkcs11Error) => void)[] = [];
+  #deadError: Pkcs11Error | undefined;
   #loginAttempted = false;
   #closed = false;
 
@@ -176,7 +184,34 @@ export class Token {
         opened--;
         mod.fn.C_CloseSession(handle);
       },
+      isDead: (err) => this.#noteDead(err),
     });
+  }
+
+  /**
+   * Calls `listener` once, with the first error that says the token or its login is gone (see
+   * isTokenDead) — whichever operation met it: a request, an audit line, /health. The daemon
+   * subscribes once and stops; nothing else needs to look for a dead token.
+   *
+   * @example
+   * ```ts
+   * token.onDead((err) => stop(75, `token is dead: ${err.message}`));
+   * ```
+   */
+  onDead(listener: (err: Pkcs11Error) => void): void {
+    const dead = this.#deadError;
+    if (dead) queueMicrotask(() => listener(dead));
+    else this.#deadListeners.push(listener);
+  }
+
+  /** Whether `err` says the token is dead; the first such error is told to the onDead listeners. */
+  #noteDead(err: unknown): boolean {
+    if (!isTokenDead(err)) return false;
+    if (!this.#deadError) {
+      this.#deadError = err;
+      for (const listener of this.#deadListeners.splice(0)) listener(err);
+    }
+    return true;
   }
 
   /**
@@ -242,7 +277,7 @@ export class Token {
   key(label: string): Promise<SigningKey | undefined> {
     let found = this.#keys.get(label);
     if (!found) {
-      found = this.#pool.use((s) => this.#resolveKey(s, label), { discardOn: isTokenDead });
+      found = this.#pool.use((s) => this.#resolveKey(s, label));
       this.#keys.set(label, found);
       // A miss or a failure is not cached: the key may be created later.
       found.then((k) => k ?? this.#keys.delete(label), () => this.#keys.delete(label));
@@ -270,8 +305,8 @@ export class Token {
         const key = await this.key(label);
         if (key) keys.push(key);
       } catch (err) {
-        if (isTokenDead(err)) throw err;
-        onSkip?.(label, (err as Error).message);
+        if (!isKeyProblem(err)) throw err;
+        onSkip?.(label, err.message);
       }
     }
     return keys;
@@ -291,7 +326,6 @@ export class Token {
           data,
           k.spec.signatureLength,
         ),
-      { discardOn: isTokenDead },
     ).catch((err) => this.#forgetStaleKey(key, err));
   }
 
@@ -309,7 +343,6 @@ export class Token {
           data,
           signature,
         ),
-      { discardOn: isTokenDead },
     ).catch((err) => this.#forgetStaleKey(key, err));
   }
 
@@ -327,18 +360,21 @@ export class Token {
           HMAC_LENGTH,
         );
       } catch (err) {
-        if (err instanceof Pkcs11Error && err.rv === CKR.KEY_HANDLE_INVALID) {
-          this.#secrets.delete(secretLabel);
-        }
+        if (isStaleHandle(err)) this.#secrets.delete(secretLabel);
         throw err;
       }
-    }, { discardOn: isTokenDead });
+    });
   }
 
   /** Token and module facts (fresh C_GetTokenInfo each call). */
   info(): TokenInfo {
     const buf = new Uint8Array(SIZE.CK_TOKEN_INFO);
-    check("C_GetTokenInfo", this.#mod.fn.C_GetTokenInfo(this.#slot, buf));
+    try {
+      check("C_GetTokenInfo", this.#mod.fn.C_GetTokenInfo(this.#slot, buf));
+    } catch (err) {
+      this.#noteDead(err);
+      throw err;
+    }
     const t: CkTokenInfo = decodeTokenInfo(buf);
     const m = this.#moduleInfoCached();
     return {
@@ -374,7 +410,7 @@ export class Token {
       check("C_GetSessionInfo", this.#mod.fn.C_GetSessionInfo(s, buf));
       const { state } = decodeSessionInfo(buf);
       return state === CKS.RO_USER_FUNCTIONS || state === CKS.RW_USER_FUNCTIONS;
-    }, { discardOn: isTokenDead });
+    });
   }
 
   /**
@@ -548,12 +584,7 @@ export class Token {
   }
 
   #forgetStaleKey(key: SigningKey, err: unknown): never {
-    if (
-      err instanceof Pkcs11Error &&
-      (err.rv === CKR.KEY_HANDLE_INVALID || err.rv === CKR.OBJECT_HANDLE_INVALID)
-    ) {
-      this.#keys.delete(key.label);
-    }
+    if (isStaleHandle(err)) this.#keys.delete(key.label);
     throw err;
   }
 
@@ -564,7 +595,9 @@ export class Token {
     ]);
     if (privs.length === 0) return undefined;
     if (privs.length > 1) {
-      throw new Error(
+      throw new KeyUnusableError(
+        label,
+        "duplicate-label",
         `${privs.length} private keys are labelled '${label}'; labels must be unique`,
       );
     }
@@ -573,7 +606,11 @@ export class Token {
       { type: CKA.LABEL, value: utf8(label) },
     ]);
     if (pubs.length === 0) {
-      throw new Error(`key '${label}' has no public key object with the same label`);
+      throw new KeyUnusableError(
+        label,
+        "missing-public-key",
+        `key '${label}' has no public key object with the same label`,
+      );
     }
     const spec = identifyKeyType(this.#mod, session, pubs[0], label);
     const signing = this.#chooseSigning(spec, label);
@@ -754,7 +791,13 @@ function identifyKeyType(
     CKA.MODULUS,
   ]);
   const keyTypeBytes = attrs.get(CKA.KEY_TYPE);
-  if (!keyTypeBytes) throw new Error(`key '${label}' has no readable CKA_KEY_TYPE`);
+  if (!keyTypeBytes) {
+    throw new KeyUnusableError(
+      label,
+      "unsupported-type",
+      `key '${label}' has no readable CKA_KEY_TYPE`,
+    );
+  }
   const keyType = readUlong(keyTypeBytes);
   const ecParams = attrs.get(CKA.EC_PARAMS);
   const parameterSet = attrs.get(CKA.PARAMETER_SET);
@@ -779,7 +822,9 @@ function identifyKeyType(
     : modulus
     ? ` of ${bitLength(modulus)} bits`
     : "";
-  throw new Error(
+  throw new KeyUnusableError(
+    label,
+    "unsupported-type",
     `key '${label}' has key type 0x${
       keyType.toString(16)
     }${detail}, which svcd does not sign with ` +
@@ -806,15 +851,29 @@ function readPublicKey(
     const a = getAttributes(mod, session, pub, [CKA.MODULUS, CKA.PUBLIC_EXPONENT]);
     const n = a.get(CKA.MODULUS);
     const e = a.get(CKA.PUBLIC_EXPONENT);
-    if (!n || !e) throw new Error(`RSA key '${label}' has no readable modulus or exponent`);
+    if (!n || !e) {
+      throw new KeyUnusableError(
+        label,
+        "unreadable-public-key",
+        `RSA key '${label}' has no readable modulus or exponent`,
+      );
+    }
     raw = sequence(unsignedInteger(n), unsignedInteger(e));
   } else {
     const attr = spec.publicKeySource === "ec-point" ? CKA.EC_POINT : CKA.VALUE;
     const value = getAttributes(mod, session, pub, [attr]).get(attr);
-    if (!value) throw new Error(`key '${label}' has no readable public key value`);
+    if (!value) {
+      throw new KeyUnusableError(
+        label,
+        "unreadable-public-key",
+        `key '${label}' has no readable public key value`,
+      );
+    }
     raw = spec.publicKeySource === "ec-point" ? ecPointRaw(value, spec, label) : value.slice();
     if (raw.length !== spec.publicKeyLength) {
-      throw new Error(
+      throw new KeyUnusableError(
+        label,
+        "unreadable-public-key",
         `key '${label}' (${spec.name}): public key is ${raw.length} bytes, expected ${spec.publicKeyLength}`,
       );
     }
@@ -830,7 +889,9 @@ function ecPointRaw(value: Uint8Array, spec: KeyTypeSpec, label: string): Uint8A
   const unwrapped = unwrapOctetString(value);
   if (unwrapped && unwrapped.length === spec.publicKeyLength) return unwrapped.slice();
   if (value.length === spec.publicKeyLength) return value.slice();
-  throw new Error(
+  throw new KeyUnusableError(
+    label,
+    "unreadable-public-key",
     `key '${label}': CKA_EC_POINT of ${value.length} bytes is not a ${spec.name} point`,
   );
 }

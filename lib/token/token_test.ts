@@ -1,0 +1,92 @@
+/**
+ * Token behaviour against SoftHSM2 that needs a real module: a cached handle that went stale is
+ * looked up again, and a token that dies is reported once through `onDead`, whatever operation met
+ * it first.
+ */
+import assert from "node:assert/strict";
+import {
+  CKA,
+  CKF,
+  CKO,
+  CKR,
+  encodeInitializeArgs,
+  loadModule,
+  type Pkcs11Error,
+  ulongBytes,
+} from "../../ffi/pkcs11/mod.ts";
+import { makeTestToken, openTestToken, testTokenPin } from "../../tests/support/token.ts";
+import { findObjects, openSession, utf8 } from "./session_ops.ts";
+
+const data = new TextEncoder().encode("audit line");
+
+Deno.test({
+  name:
+    "token: mac() looks its key up again after CKR_OBJECT_HANDLE_INVALID (the key was replaced)",
+  sanitizeResources: false,
+  fn: async () => {
+    const made = await makeTestToken({ keys: {} });
+    const token = openTestToken(made);
+    try {
+      await token.login(testTokenPin(made));
+      await token.generateMacKey("rotating");
+      const before = await token.mac("rotating", data);
+      // Replace the key behind the token's back: same label, new object, new handle.
+      const mod = loadModule(made.modulePath);
+      const s = openSession(mod, token.slotId, CKF.RW_SESSION);
+      try {
+        const [old] = findObjects(mod, s, [
+          { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
+          { type: CKA.LABEL, value: utf8("rotating") },
+        ]);
+        assert.equal(mod.fn.C_DestroyObject(s, old), CKR.OK);
+      } finally {
+        mod.fn.C_CloseSession(s);
+      }
+      await token.generateMacKey("rotating");
+      const stale = await token.mac("rotating", data).then(() => undefined, (e: Pkcs11Error) => e);
+      assert.ok(stale, "the cached handle of the destroyed key still signed");
+      assert.match(stale.code, /^CKR_(OBJECT|KEY)_HANDLE_INVALID$/);
+      const after = await token.mac("rotating", data);
+      assert.equal(after.length, 32);
+      assert.notDeepEqual(after, before, "a new key gives a new MAC");
+    } finally {
+      token.close();
+      await made.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name: "token: a dead module is reported once through onDead, and its sessions are not reused",
+  sanitizeResources: false,
+  fn: async () => {
+    const made = await makeTestToken({ keys: { k: "ed25519" } });
+    const token = openTestToken(made);
+    const mod = loadModule(made.modulePath);
+    try {
+      await token.login(testTokenPin(made));
+      await token.generateMacKey("m");
+      const key = (await token.key("k"))!;
+      await token.sign(key, data);
+      const told: Pkcs11Error[] = [];
+      token.onDead((err) => told.push(err));
+      // The module loses all state under the token: every call now answers
+      // CKR_CRYPTOKI_NOT_INITIALIZED, as after a crash of the module's process or device.
+      assert.equal(mod.fn.C_Finalize(null), CKR.OK);
+      await assert.rejects(token.sign(key, data), /CKR_CRYPTOKI_NOT_INITIALIZED/);
+      await assert.rejects(token.mac("m", data), /CKR_CRYPTOKI_NOT_INITIALIZED/);
+      assert.throws(() => token.info(), /CKR_CRYPTOKI_NOT_INITIALIZED/);
+      assert.equal(told.length, 1, "told once, not once per failing operation");
+      assert.equal(told[0].code, "CKR_CRYPTOKI_NOT_INITIALIZED");
+      assert.equal(token.poolStats().size, 0, "dead sessions are closed, not lent again");
+      const late: Pkcs11Error[] = [];
+      token.onDead((err) => late.push(err));
+      await Promise.resolve();
+      assert.deepEqual(late, told, "a listener that comes later still hears of it");
+    } finally {
+      mod.fn.C_Initialize(encodeInitializeArgs(CKF.OS_LOCKING_OK)); // so close() can finalise
+      token.close();
+      await made.cleanup();
+    }
+  },
+});
