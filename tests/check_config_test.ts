@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { makeTestToken, type TestToken } from "./support/token.ts";
 import { runDeno } from "./support/command.ts";
+import { serveArgs } from "./support/daemon.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 
@@ -15,25 +16,7 @@ async function checkConfig(
   extra: string[],
   env: Record<string, string> = {},
 ) {
-  return await runDeno([
-    MAIN,
-    "--check-config",
-    "--proxy-uid",
-    "33",
-    "--socket",
-    `${dir}/auth.sock`,
-    "--policy",
-    `${dir}/policy`,
-    "--module",
-    token.modulePath,
-    "--token",
-    token.tokenLabel,
-    "--audit-dir",
-    `${dir}/audit`,
-    "--state-dir",
-    `${dir}/state`,
-    ...extra,
-  ], {
+  return await runDeno([MAIN, "--check-config", ...serveArgs(token, dir, 33), ...extra], {
     env: { ...token.env, CREDENTIALS_DIRECTORY: token.credentialsDir, ...env },
   });
 }

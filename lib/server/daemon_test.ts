@@ -8,29 +8,9 @@ import { RefusalBudget } from "../throttle/mod.ts";
 import { Token } from "../token/mod.ts";
 import { makeTestToken, type TestToken } from "../../tests/support/token.ts";
 import { readAuditLines } from "../../tests/support/audit.ts";
+import { serveArgs } from "../../tests/support/daemon.ts";
 import { parseServeArgs, type ServeConfig } from "./config.ts";
 import { runDaemon } from "./daemon.ts";
-
-/** Options of a daemon in `dir` on `token`, as the command line would give them. */
-function serveArgs(token: TestToken, dir: string, extra: string[] = []): string[] {
-  return [
-    "--proxy-uid",
-    String(Deno.uid()),
-    "--socket",
-    `${dir}/auth.sock`,
-    "--policy",
-    `${dir}/policy`,
-    "--module",
-    token.modulePath,
-    "--token",
-    token.tokenLabel,
-    "--audit-dir",
-    `${dir}/audit`,
-    "--state-dir",
-    `${dir}/state`,
-    ...extra,
-  ];
-}
 
 async function inProcess(
   fn: (token: TestToken, config: (extra?: string[]) => ServeConfig, dir: string) => Promise<void>,
@@ -43,7 +23,11 @@ async function inProcess(
     const env = {
       get: (n: string) => n === "CREDENTIALS_DIRECTORY" ? token.credentialsDir : undefined,
     };
-    await fn(token, (extra) => parseServeArgs(serveArgs(token, dir, extra), env), dir);
+    await fn(
+      token,
+      (extra) => parseServeArgs([...serveArgs(token, dir, Deno.uid()), ...(extra ?? [])], env),
+      dir,
+    );
   } finally {
     await Deno.remove(dir, { recursive: true });
     await token.cleanup();
@@ -93,7 +77,7 @@ Deno.test({
           "run",
           "-A",
           new URL("./testing.ts", import.meta.url).pathname,
-          ...serveArgs(token, dir),
+          ...serveArgs(token, dir, Deno.uid()),
         ],
         env: { ...token.env, NO_COLOR: "1" },
         stdin: "piped",

@@ -56,6 +56,38 @@ export interface TestDaemon {
 }
 
 /**
+ * The options of `svcd serve` for a daemon whose files live in `workDir` (socket `auth.sock`,
+ * `policy`, `audit/`, `state/`) on a test token.
+ *
+ * @example
+ * ```ts
+ * const args = serveArgs(token, workDir, Deno.uid());
+ * ```
+ */
+export function serveArgs(
+  token: Pick<DaemonToken, "modulePath" | "tokenLabel">,
+  workDir: string,
+  proxyUid: number | null,
+): string[] {
+  return [
+    "--socket",
+    `${workDir}/auth.sock`,
+    "--proxy-uid",
+    String(proxyUid ?? 0),
+    "--policy",
+    `${workDir}/policy`,
+    "--module",
+    token.modulePath,
+    "--token",
+    token.tokenLabel,
+    "--audit-dir",
+    `${workDir}/audit`,
+    "--state-dir",
+    `${workDir}/state`,
+  ];
+}
+
+/**
  * Spawns the daemon and resolves once it is listening; rejects with its log if it exits first.
  *
  * @example
@@ -78,20 +110,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<TestDaemon> {
   const child = new Deno.Command(program, {
     args: [
       ...prefix,
-      "--socket",
-      socket,
-      "--proxy-uid",
-      String(opts.proxyUid ?? Deno.uid()),
-      "--policy",
-      policyPath,
-      "--module",
-      opts.token.modulePath,
-      "--token",
-      opts.token.tokenLabel,
-      "--audit-dir",
-      auditDir,
-      "--state-dir",
-      stateDir,
+      ...serveArgs(opts.token, workDir, opts.proxyUid ?? Deno.uid()),
       ...(opts.args ?? []),
     ],
     env: { ...opts.token.env, CREDENTIALS_DIRECTORY: opts.token.credentialsDir, NO_COLOR: "1" },
