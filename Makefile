@@ -7,7 +7,7 @@ export DENO_NO_UPDATE_CHECK := 1
 # Debian packages the daemon, its tests and its demo need.
 APT_PACKAGES := softhsm2 opensc libssl-dev gcc make nginx-light openssl util-linux curl systemd gnutls-bin python3-cryptography python3-cryptography-vectors
 
-.PHONY: setup check test demo bench binary deb clean module
+.PHONY: setup check test demo bench binary deb clean module fuzz
 
 setup:
 	@bash packaging/setup-host.sh $(APT_PACKAGES)
@@ -36,6 +36,13 @@ demo:
 
 bench:
 	$(DENO) run -A bench/raw-sign.ts
+
+# The fuzz campaign (tests/fuzz/): N generated requests against a fresh daemon with an independent
+# oracle, then the policy, index.txt and DER parsers; findings go to fuzz-findings/. CI runs a slice.
+N ?= 10000
+SEED ?= 1
+fuzz:
+	$(DENO) run -A tests/fuzz/main.ts --cases $(N) --seed $(SEED)
 
 # `deno compile` needs a denort base that no registry here carries (see design notes).
 binary:

@@ -1,0 +1,68 @@
+/**
+ * The CI slice of the fuzz campaign (`make fuzz N=…` runs the long one): a fixed-seed run of
+ * generated requests against a real daemon with the independent oracle of http_fuzz.ts, every
+ * regression input in tests/fuzz/regressions/ replayed (`NAME.STATUS.http`: the bytes, and the
+ * status the daemon must answer), and the policy, index.txt and DER parsers fed fixed-seed inputs.
+ */
+import assert from "node:assert/strict";
+import { parseRawResponse } from "../../lib/http/testing.ts";
+import { judge, runCampaign, sendCase, startFuzzTarget } from "./http_fuzz.ts";
+import { fuzzParsers } from "./parsers.ts";
+
+const SEED = 20261122;
+const REGRESSIONS = new URL("./regressions/", import.meta.url).pathname;
+
+Deno.test({
+  name: "fuzz: 1500 generated requests (fixed seed) and every regression input — no finding",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async (t) => {
+    const target = await startFuzzTarget();
+    try {
+      await t.step("regression inputs", async () => {
+        const names = [...Deno.readDirSync(REGRESSIONS)].map((e) => e.name)
+          .filter((n) => n.endsWith(".http")).sort();
+        assert.ok(names.length > 0);
+        for (const name of names) {
+          const bytes = await Deno.readFile(`${REGRESSIONS}${name}`);
+          const ex = await sendCase(target.daemon.socket, {
+            bytes,
+            writes: [],
+            halfClose: false,
+            steps: [],
+          });
+          const j = await judge(target.fixture, bytes, ex);
+          assert.equal(j.finding, undefined, `${name}: ${j.finding}`);
+          const want = /\.(\d{3})\.http$/.exec(name)?.[1];
+          if (want) assert.equal(parseRawResponse(ex.raw).status, Number(want), name);
+        }
+      });
+      await t.step("generated requests", async () => {
+        const r = await runCampaign(target, {
+          seed: SEED,
+          cases: 1500,
+          concurrency: 8,
+          holdOpenEvery: 0,
+        });
+        assert.deepEqual(
+          r.findings.map((f) => `case ${f.index} [${f.steps.join(", ")}]: ${f.finding}`),
+          [],
+          `reproduce: deno run -A tests/fuzz/main.ts --seed ${SEED} --from N --cases 1`,
+        );
+        // The slice reaches the signing and verifying paths, not only the refusals.
+        for (const served of ["200 /sign", "200 /verify", "422"]) {
+          assert.ok(Object.keys(r.outcomes).some((o) => o.startsWith(served)), `no ${served}`);
+        }
+      });
+    } finally {
+      assert.equal(await target.stop(), 0, target.daemon.stderr());
+    }
+  },
+});
+
+Deno.test("fuzz: policy, index.txt and DER parsers, 3000 inputs each (fixed seed) — no finding", () => {
+  for (const r of fuzzParsers({ seed: SEED, cases: 3000 })) {
+    assert.deepEqual(r.findings.map((f) => f.finding), [], r.name);
+    assert.equal(r.cases, 3000);
+  }
+});
