@@ -266,7 +266,8 @@ async function judgeSuccess(
   if (status !== 200) return refused(`status ${status} is not one the routes give`);
   if (!subject) return refused("no single non-empty X-SVC-Client-Subject");
   const grants = fx.grants[subject] ?? [];
-  const route = `${v.method} ${path}`;
+  // HEAD is GET without the body (RFC 9110 §9.3.2; the daemon serves it so).
+  const route = `${v.method === "HEAD" ? "GET" : v.method} ${path}`;
   if (route === "GET /health" || route === "GET /token") {
     return grants.length > 0
       ? { outcome: `200 ${path}` }
