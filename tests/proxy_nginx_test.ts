@@ -9,9 +9,12 @@ import { makeTestToken } from "./support/token.ts";
 import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { readAuditLines } from "./support/audit.ts";
+import { makeTestCa, opensslRequest } from "./support/ca.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const BOB = "CN=bob,O=Example,C=DE";
+/** A subject with every kind of character nginx escapes, as openssl -subj takes it. */
+const DAVE_SLASH = '/C=DE/O=R&D, "Ops"/OU=Zoë <x>;y/CN=#dave ';
 const WWW_DATA = 33;
 
 const canRun = Deno.uid() === 0 && await exists("/usr/sbin/nginx");
@@ -99,20 +102,35 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async (t) => {
-    const token = await makeTestToken({ keys: { "alice-ec": "ec-p256", "bob-ec": "ec-p256" } });
+    const token = await makeTestToken({
+      keys: {
+        "alice-ec": "ec-p256",
+        "bob-ec": "ec-p256",
+        "ca-ec": "ec-p256",
+        "dave-ed": "ed25519",
+      },
+    });
     const dir = await Deno.makeTempDir({ prefix: "svcd-nginx-" });
     await Deno.chmod(dir, 0o711);
     let daemon: TestDaemon | undefined;
     let nginx: Deno.ChildProcess | undefined;
     try {
       const pki = await makePki(dir, [ALICE, BOB]);
+      // dave's certificate comes from `svcd ca issue`; nginx trusts that CA beside the openssl one,
+      // and the policy holds the line the tool printed — plus the slash form, granting bob's key.
+      const ca = await makeTestCa(token, { keyLabel: "ca-ec", dir: `${dir}/ca` });
+      const daveRequest = await opensslRequest(ca.dir, "dave", DAVE_SLASH);
+      const dave = await ca.issue(["--csr", daveRequest.request, "--grant", "dave-ed"]);
+      await Deno.writeTextFile(pki.caCert, await Deno.readTextFile(ca.caPem), { append: true });
       const workDir = `${dir}/daemon`;
       await Deno.mkdir(workDir, { mode: 0o711 });
       daemon = await startDaemon({
         token,
         workDir,
         proxyUid: WWW_DATA,
-        policy: `${ALICE}\talice-ec\n${BOB}\tbob-ec\n`,
+        policy: `${ALICE}\talice-ec\n${BOB}\tbob-ec\n${
+          dave.policyLines[0]
+        }\n${DAVE_SLASH}\tbob-ec\n`,
       });
       // The package's svcd-proxy group plays this part in production.
       await Deno.chown(daemon.socket, 0, WWW_DATA);
@@ -241,6 +259,30 @@ Deno.test({
         });
         assert.equal(res.status, 0, "the daemon closed the connection without a byte");
       });
+
+      await t.step(
+        "svcd ca issue: the policy line it printed matches what nginx passes; the slash form never does",
+        async () => {
+          const client = { cert: dave.path, key: daveRequest.key };
+          const own = await curl(port, pki, client, "/sign", [["X-SVC-Key", "dave-ed"]], message);
+          assert.equal(own.status, 200);
+          const bySlash = await curl(
+            port,
+            pki,
+            client,
+            "/sign",
+            [["X-SVC-Key", "bob-ec"]],
+            message,
+          );
+          assert.equal(bySlash.status, 403);
+          const signs = (await readAuditLines(daemon!.auditDir)).filter((l) => l.event === "sign");
+          assert.equal(signs.at(-1)!.actor, dave.nginxSubject);
+          assert.equal(
+            dave.nginxSubject,
+            'CN=\\#dave\\ ,OU=Zo\\C3\\AB \\<x\\>\\;y,O=R&D\\, \\"Ops\\",C=DE',
+          );
+        },
+      );
     } finally {
       if (nginx) {
         nginx.kill("SIGQUIT");
