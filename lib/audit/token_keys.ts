@@ -10,24 +10,9 @@
  * ```
  */
 import type { AuditKeys } from "./log.ts";
+import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "../token/labels.ts";
 
-/** Label of the HMAC secret that chains the log. */
-export const AUDIT_MAC_LABEL = "svc-audit";
-/** Label of the Ed25519 key pair that signs checkpoints. */
-export const AUDIT_SIGN_LABEL = "svc-audit-sign";
-
-/**
- * The labels of the daemon's own keys: no route signs, verifies or lists with them, and a policy
- * that grants one is refused (a client signing with `svc-audit-sign` could forge checkpoints).
- *
- * @example
- * ```ts
- * DAEMON_KEY_LABELS.has("svc-audit-sign"); // → true
- * ```
- */
-export const DAEMON_KEY_LABELS: ReadonlySet<string> = Object.freeze(
-  new Set([AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL]),
-);
+export { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL, DAEMON_KEY_LABELS } from "../token/labels.ts";
 
 /** The part of lib/token's Token the audit log uses. */
 export interface AuditToken<K> {

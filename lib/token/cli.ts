@@ -11,8 +11,10 @@ import { parseArgs } from "node:util";
 import { CredentialError, MechanismUnavailableError, Pkcs11Error } from "./errors.ts";
 import { verifyIndependently } from "./independent_verify.ts";
 import { isKeyTypeName, KEY_TYPE_NAMES, type KeyTypeName } from "./key_types.ts";
-import { AUDIT_MAC_LABEL, initToken } from "./provision.ts";
-import { fingerprint, type SigningKey, Token } from "./token.ts";
+import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./labels.ts";
+import { initToken } from "./provision.ts";
+import { fingerprint } from "./public_key.ts";
+import { type SigningKey, Token } from "./token.ts";
 import { pem } from "./der.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
 
@@ -22,7 +24,7 @@ commands:
   init --label LABEL (--credential-out FILE | --plain-credential-dir DIR)
         initialise a token; PINs are generated and never shown; the user PIN goes only into the
         encrypted credential svc-pin (systemd-creds), or DIR/svc-pin (mode 0400) for tests/demos;
-        creates the audit keys ${AUDIT_MAC_LABEL} and svc-audit-sign
+        creates the audit keys ${AUDIT_MAC_LABEL} and ${AUDIT_SIGN_LABEL}
   keygen --label K --type TYPE [--label K2 --type TYPE2 …]
         generate key pairs (private key sensitive, not extractable); TYPE is one of
         ${KEY_TYPE_NAMES.join(", ")}; exits 3 if the module does not offer one of them

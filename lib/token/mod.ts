@@ -9,8 +9,12 @@
  * await token.login(Token.readPinCredential());
  * ```
  */
-export { fingerprint, listSlots, Token } from "./token.ts";
+export { Token } from "./token.ts";
 export type { SigningKey, TokenInfo, TokenOptions } from "./token.ts";
+export { listSlots } from "./slots.ts";
+export { fingerprint, type PublicKey } from "./public_key.ts";
+export { MechanismCatalogue } from "./mechanisms.ts";
+export { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL, DAEMON_KEY_LABELS } from "./labels.ts";
 export {
   CredentialError,
   isKeyProblem,

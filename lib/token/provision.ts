@@ -22,7 +22,9 @@ import { PIN_CREDENTIAL_NAME } from "./credential.ts";
 import { acquireModule, releaseModule } from "./module_state.ts";
 import { generatePin } from "./pin.ts";
 import { openSession } from "./session_ops.ts";
-import { listSlots, Token } from "./token.ts";
+import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./labels.ts";
+import { listSlots } from "./slots.ts";
+import { Token } from "./token.ts";
 
 /** Where the user PIN goes: an encrypted credential file, or a plain file DIR/svc-pin (tests, demos). */
 export type CredentialTarget = { encryptedFile: string } | { plainDir: string };
@@ -33,11 +35,6 @@ export interface InitOptions {
   tokenLabel: string;
   credential: CredentialTarget;
 }
-
-/** Labels of the keys init creates for the audit log. */
-export const AUDIT_MAC_LABEL = "svc-audit";
-/** Label of the Ed25519 key that signs audit checkpoints. */
-export const AUDIT_SIGN_LABEL = "svc-audit-sign";
 
 /**
  * Initialises the first uninitialised token as `tokenLabel`, sets both PINs (never shown), writes

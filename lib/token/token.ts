@@ -1,6 +1,8 @@
 /**
  * The token as svcd uses it: one module opening, one login, a session pool, keys by label, and
- * sign/verify/mac through the pool with the mechanism the key-type table prescribes.
+ * sign/verify/mac through the pool with the mechanism the key-type table prescribes. Its helpers
+ * have files named for their job: slots.ts (finding the token by label), public_key.ts (key types
+ * and public keys), mechanisms.ts (what the module offers), keygen.ts (key generation).
  *
  * @example
  * ```ts
@@ -13,15 +15,11 @@
  */
 import { createHash } from "node:crypto";
 import {
-  type AttributeIn,
-  boolBytes,
   check,
   CKA,
   CKF,
   type CkInfo,
-  CKK,
   CKM,
-  type CkMechanismInfo,
   ckmName,
   CKO,
   CKR,
@@ -29,39 +27,35 @@ import {
   type CkTokenInfo,
   CKU,
   decodeInfo,
-  decodeMechanismInfo,
   decodeSessionInfo,
   decodeTokenInfo,
   formatVersion,
   loadedModule,
   Pkcs11Error,
   type Pkcs11Module,
-  readUlong,
   SIZE,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
 import { readPinCredential } from "./credential.ts";
-import { bytesEqual, hex, sequence, spki, unsignedInteger, unwrapOctetString } from "./der.ts";
+import { isKeyProblem, isStaleHandle, isTokenDead, KeyUnusableError } from "./errors.ts";
 import {
-  isKeyProblem,
-  isStaleHandle,
-  isTokenDead,
-  KeyUnusableError,
-  MechanismUnavailableError,
-} from "./errors.ts";
+  generateMacSecret,
+  generateSigningKeyPair,
+  requireKeyGeneration,
+  requireMacKeyGeneration,
+} from "./keygen.ts";
 import {
-  KEY_TYPE_NAMES,
   KEY_TYPES,
   type KeyTypeName,
   type KeyTypeSpec,
   type SigningMechanism,
 } from "./key_types.ts";
+import { MechanismCatalogue } from "./mechanisms.ts";
 import { acquireModule, releaseModule } from "./module_state.ts";
 import { type PoolStats, SessionPool, type SessionUseStats } from "./pool.ts";
+import { identifyKeyType, type PublicKey, readPublicKey } from "./public_key.ts";
 import {
   findObjects,
-  generateKey,
-  generateKeyPair,
   getAttributes,
   type Handle,
   openSession,
@@ -70,6 +64,7 @@ import {
   utf8,
   verifyOnce,
 } from "./session_ops.ts";
+import { findSlotByLabel } from "./slots.ts";
 
 /** How to reach the token. */
 export interface TokenOptions {
@@ -87,15 +82,11 @@ export interface TokenOptions {
 }
 
 /** A signing key found by label. */
-export interface SigningKey {
+export interface SigningKey extends PublicKey {
   label: string;
   keyType: KeyTypeName;
   /** The mechanism it signs with, by name, e.g. "CKM_ML_DSA". */
   mechanism: string;
-  /** EC: uncompressed point; Ed25519: 32 bytes; RSA: DER RSAPublicKey; ML-DSA/composite: raw value. */
-  publicKeyRaw: Uint8Array;
-  /** DER SubjectPublicKeyInfo, where a standard one exists. */
-  publicKeySpki?: Uint8Array;
 }
 
 /**
@@ -134,13 +125,6 @@ interface KeyInternals {
 }
 
 const DEFAULT_MAX_SESSIONS = 127;
-const PARAMETERS_REFUSED = new Set<number>([
-  CKR.CURVE_NOT_SUPPORTED,
-  CKR.DOMAIN_PARAMS_INVALID,
-  CKR.PARAMETER_SET_NOT_SUPPORTED,
-  CKR.KEY_SIZE_RANGE,
-  CKR.MECHANISM_INVALID,
-]);
 const HMAC_LENGTH = 32;
 
 /** An opened token. Create with Token.open(); close() at shutdown. */
@@ -152,7 +136,7 @@ export class Token {
   readonly #keys = new Map<string, Promise<SigningKey | undefined>>();
   readonly #internals = new WeakMap<SigningKey, KeyInternals>();
   readonly #secrets = new Map<string, Handle>();
-  readonly #mechanisms = new Map<number, CkMechanismInfo | null>();
+  readonly #offered: MechanismCatalogue;
   #moduleInfo: CkInfo | undefined;
   #deadListeners: ((err: Pkcs11Error) => void)[] = [];
   #deadError: Pkcs11Error | undefined;
@@ -163,6 +147,7 @@ export class Token {
     this.#mod = mod;
     this.#slot = slot;
     this.#opts = opts;
+    this.#offered = new MechanismCatalogue(mod, slot);
     let opened = 0;
     this.#pool = new SessionPool({
       max: opts.maxSessions ?? DEFAULT_MAX_SESSIONS,
@@ -436,28 +421,17 @@ export class Token {
    * Example: `token.offers(CKM.ML_DSA, CKF.SIGN)`.
    */
   offers(mechanism: number, flag: number): boolean {
-    const info = this.#mechanismInfo(mechanism);
-    return info !== null && (info.flags & flag) !== 0;
+    return this.#offered.offers(mechanism, flag);
   }
 
   /** Whether the module offers everything a key type needs: generation and signing. */
   offersKeyType(type: KeyTypeName): boolean {
-    const spec = KEY_TYPES[type];
-    return this.#offersFor(spec, spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR) &&
-      spec.signing.some((m) => this.#offersFor(spec, m.mechanism, CKF.SIGN));
-  }
-
-  // Offered, and for this key size where the module states a range (svcmod: EC 256..256 only).
-  #offersFor(spec: KeyTypeSpec, mechanism: number, flag: number): boolean {
-    if (!this.offers(mechanism, flag)) return false;
-    const info = this.#mechanismInfo(mechanism)!;
-    if (spec.keySizeBits === undefined || info.maxKeySize === 0) return true;
-    return info.minKeySize <= spec.keySizeBits && spec.keySizeBits <= info.maxKeySize;
+    return this.#offered.offersKeyType(type);
   }
 
   /** Key types this module can generate and sign with. Example: `["ec-p256", "ed25519", …]`. */
   offeredKeyTypes(): KeyTypeName[] {
-    return KEY_TYPE_NAMES.filter((t) => this.offersKeyType(t));
+    return this.#offered.keyTypes();
   }
 
   /**
@@ -466,50 +440,14 @@ export class Token {
    */
   async generateKeyPair(label: string, type: KeyTypeName): Promise<SigningKey> {
     const spec = KEY_TYPES[type];
-    if (!this.#offersFor(spec, spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR)) {
-      const why = this.offers(spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR)
-        ? `for ${spec.keySizeBits}-bit keys (C_GetMechanismInfo key size range)`
-        : "(C_GetMechanismInfo: CKR_MECHANISM_INVALID)";
-      throw new MechanismUnavailableError(
-        `the module does not offer ${ckmName(spec.keyGenMechanism)} ${why}, so it cannot ` +
-          `generate ${type} keys; use one of: ${this.offeredKeyTypes().join(", ") || "(none)"}`,
-      );
-    }
-    this.#chooseSigning(spec, label); // refuse a key we could not sign with
+    requireKeyGeneration(this.#offered, spec);
+    this.#offered.signingFor(spec, label); // refuse a key we could not sign with
     if (await this.#labelTaken(label)) {
       throw new Error(
         `a key labelled '${label}' already exists on the token; choose another label`,
       );
     }
-    const id = crypto.getRandomValues(new Uint8Array(16));
-    await this.#withReadWriteSession((s) =>
-      generateKeyPair(
-        this.#mod,
-        s,
-        { mechanism: spec.keyGenMechanism },
-        [
-          ...commonKeyAttributes(label, id, false),
-          { type: CKA.VERIFY, value: boolBytes(true) },
-          ...signOnlyPublic(),
-          ...spec.publicTemplate(),
-        ],
-        [
-          ...commonKeyAttributes(label, id, true),
-          { type: CKA.SIGN, value: boolBytes(true) },
-          { type: CKA.SENSITIVE, value: boolBytes(true) },
-          { type: CKA.EXTRACTABLE, value: boolBytes(false) },
-          ...signOnlyPrivate(),
-        ],
-      )
-    ).catch((err) => {
-      // The mechanism exists but not for these parameters: the type is not offered after all.
-      if (err instanceof Pkcs11Error && PARAMETERS_REFUSED.has(err.rv)) {
-        throw new MechanismUnavailableError(
-          `the module refuses ${type} key generation (${err.message}); the type is not offered`,
-        );
-      }
-      throw err;
-    });
+    await this.#withReadWriteSession((s) => generateSigningKeyPair(this.#mod, s, spec, label));
     this.#keys.delete(label);
     const key = await this.key(label);
     if (!key) {
@@ -525,30 +463,8 @@ export class Token {
    * (CKA_SIGN/CKA_VERIFY) with CKM_GENERIC_SECRET_KEY_GEN. Operator tooling; needs a login.
    */
   async generateMacKey(label: string): Promise<void> {
-    if (
-      !this.offers(CKM.GENERIC_SECRET_KEY_GEN, CKF.GENERATE) ||
-      !this.offers(CKM.SHA256_HMAC, CKF.SIGN)
-    ) {
-      throw new MechanismUnavailableError(
-        "the module does not offer CKM_GENERIC_SECRET_KEY_GEN and CKM_SHA256_HMAC, needed for the audit MAC key",
-      );
-    }
-    await this.#withReadWriteSession((s) =>
-      generateKey(this.#mod, s, { mechanism: CKM.GENERIC_SECRET_KEY_GEN }, [
-        ...commonKeyAttributes(label, crypto.getRandomValues(new Uint8Array(16)), true),
-        { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
-        { type: CKA.KEY_TYPE, value: ulongBytes(CKK.GENERIC_SECRET) },
-        { type: CKA.VALUE_LEN, value: ulongBytes(32) },
-        { type: CKA.SIGN, value: boolBytes(true) },
-        { type: CKA.VERIFY, value: boolBytes(true) },
-        { type: CKA.SENSITIVE, value: boolBytes(true) },
-        { type: CKA.EXTRACTABLE, value: boolBytes(false) },
-        ...[CKA.ENCRYPT, CKA.DECRYPT, CKA.WRAP, CKA.UNWRAP, CKA.DERIVE].map((type) => ({
-          type,
-          value: boolBytes(false),
-        })),
-      ])
-    );
+    requireMacKeyGeneration(this.#offered);
+    await this.#withReadWriteSession((s) => generateMacSecret(this.#mod, s, label));
   }
 
   /**
@@ -613,7 +529,7 @@ export class Token {
       );
     }
     const spec = identifyKeyType(this.#mod, session, pubs[0], label);
-    const signing = this.#chooseSigning(spec, label);
+    const signing = this.#offered.signingFor(spec, label);
     const key: SigningKey = {
       label,
       keyType: spec.name,
@@ -622,30 +538,6 @@ export class Token {
     };
     this.#internals.set(key, { handle: privs[0], publicHandle: pubs[0], spec, signing });
     return key;
-  }
-
-  #chooseSigning(spec: KeyTypeSpec, label: string): SigningMechanism {
-    const offered = spec.signing.find((m) => this.#offersFor(spec, m.mechanism, CKF.SIGN));
-    if (!offered) {
-      const names = spec.signing.map((m) => ckmName(m.mechanism)).join(" or ");
-      throw new MechanismUnavailableError(
-        `key '${label}' (${spec.name}) signs with ${names}, which the module does not offer ` +
-          `(C_GetMechanismInfo: CKR_MECHANISM_INVALID); not attempted`,
-      );
-    }
-    return offered;
-  }
-
-  #mechanismInfo(mechanism: number): CkMechanismInfo | null {
-    if (this.#mechanisms.has(mechanism)) return this.#mechanisms.get(mechanism)!;
-    const buf = new Uint8Array(SIZE.CK_MECHANISM_INFO);
-    const rv = this.#mod.fn.C_GetMechanismInfo(this.#slot, mechanism, buf);
-    if (rv !== CKR.OK && rv !== CKR.MECHANISM_INVALID) {
-      throw new Pkcs11Error("C_GetMechanismInfo", rv);
-    }
-    const info = rv === CKR.OK ? decodeMechanismInfo(buf) : null;
-    this.#mechanisms.set(mechanism, info);
-    return info;
   }
 
   #secretHandle(session: Handle, label: string): Handle {
@@ -695,24 +587,6 @@ function prepareData(signing: SigningMechanism, message: Uint8Array): Uint8Array
   return signing.prehash ? createHash(signing.prehash).update(message).digest() : message;
 }
 
-// Signing keys do nothing else: modules (SoftHSM) otherwise default to encrypt/decrypt/wrap too.
-function signOnlyPublic(): AttributeIn[] {
-  return [CKA.ENCRYPT, CKA.WRAP].map((type) => ({ type, value: boolBytes(false) }));
-}
-
-function signOnlyPrivate(): AttributeIn[] {
-  return [CKA.DECRYPT, CKA.UNWRAP, CKA.DERIVE].map((type) => ({ type, value: boolBytes(false) }));
-}
-
-function commonKeyAttributes(label: string, id: Uint8Array, isPrivate: boolean): AttributeIn[] {
-  return [
-    { type: CKA.TOKEN, value: boolBytes(true) },
-    { type: CKA.PRIVATE, value: boolBytes(isPrivate) },
-    { type: CKA.LABEL, value: utf8(label) },
-    { type: CKA.ID, value: id },
-  ];
-}
-
 function loginHint(rv: number): string | undefined {
   switch (rv) {
     case CKR.PIN_INCORRECT:
@@ -730,173 +604,4 @@ function loginHint(rv: number): string | undefined {
 
 function decodeLabel(bytes: Uint8Array | null | undefined): string {
   return bytes ? new TextDecoder().decode(bytes) : "";
-}
-
-function findSlotByLabel(mod: Pkcs11Module, label: string): number {
-  const matches: number[] = [];
-  const seen: string[] = [];
-  for (const slot of listSlots(mod, true)) {
-    const buf = new Uint8Array(SIZE.CK_TOKEN_INFO);
-    const rv = mod.fn.C_GetTokenInfo(slot, buf);
-    if (rv === CKR.TOKEN_NOT_PRESENT || rv === CKR.TOKEN_NOT_RECOGNIZED) continue;
-    check("C_GetTokenInfo", rv);
-    const info = decodeTokenInfo(buf);
-    if (!(info.flags & CKF.TOKEN_INITIALIZED)) continue;
-    seen.push(info.label);
-    if (info.label === label) matches.push(slot);
-  }
-  if (matches.length === 1) return matches[0];
-  if (matches.length > 1) {
-    throw new Error(
-      `${matches.length} tokens are labelled '${label}' in ${mod.path}; labels must be unique`,
-    );
-  }
-  throw new Error(
-    `no initialised token labelled '${label}' in ${mod.path} (found: ${
-      seen.map((l) => `'${l}'`).join(", ") || "none"
-    }); ` +
-      `run 'svcd token init --label ${label}' or pass --token with the right label`,
-  );
-}
-
-/** Slot ids (C_GetSlotList). Example: `listSlots(mod, true)` → slots with a token present. */
-export function listSlots(mod: Pkcs11Module, tokenPresent: boolean): number[] {
-  const count = new BigUint64Array(1);
-  check(
-    "C_GetSlotList",
-    mod.fn.C_GetSlotList(tokenPresent ? 1 : 0, null, new Uint8Array(count.buffer)),
-  );
-  const slots = new BigUint64Array(Math.max(1, Number(count[0])));
-  check(
-    "C_GetSlotList",
-    mod.fn.C_GetSlotList(
-      tokenPresent ? 1 : 0,
-      new Uint8Array(slots.buffer),
-      new Uint8Array(count.buffer),
-    ),
-  );
-  return Array.from(slots.subarray(0, Number(count[0])), Number);
-}
-
-function identifyKeyType(
-  mod: Pkcs11Module,
-  session: Handle,
-  pub: Handle,
-  label: string,
-): KeyTypeSpec {
-  const attrs = getAttributes(mod, session, pub, [
-    CKA.KEY_TYPE,
-    CKA.EC_PARAMS,
-    CKA.PARAMETER_SET,
-    CKA.MODULUS,
-  ]);
-  const keyTypeBytes = attrs.get(CKA.KEY_TYPE);
-  if (!keyTypeBytes) {
-    throw new KeyUnusableError(
-      label,
-      "unsupported-type",
-      `key '${label}' has no readable CKA_KEY_TYPE`,
-    );
-  }
-  const keyType = readUlong(keyTypeBytes);
-  const ecParams = attrs.get(CKA.EC_PARAMS);
-  const parameterSet = attrs.get(CKA.PARAMETER_SET);
-  const modulus = attrs.get(CKA.MODULUS);
-  for (const spec of Object.values(KEY_TYPES)) {
-    if (spec.keyType !== keyType) continue;
-    if (spec.ecParams) {
-      const forms = [spec.ecParams, ...(spec.ecParamsAliases ?? [])];
-      if (!ecParams || !forms.some((f) => bytesEqual(f, ecParams))) continue;
-    }
-    if (
-      spec.parameterSet !== undefined &&
-      (!parameterSet || readUlong(parameterSet) !== spec.parameterSet)
-    ) continue;
-    if (spec.modulusBits !== undefined && (!modulus || bitLength(modulus) !== spec.modulusBits)) {
-      continue;
-    }
-    return spec;
-  }
-  const detail = ecParams
-    ? ` with CKA_EC_PARAMS ${hex(ecParams)}`
-    : modulus
-    ? ` of ${bitLength(modulus)} bits`
-    : "";
-  throw new KeyUnusableError(
-    label,
-    "unsupported-type",
-    `key '${label}' has key type 0x${
-      keyType.toString(16)
-    }${detail}, which svcd does not sign with ` +
-      `(supported: ${KEY_TYPE_NAMES.join(", ")})`,
-  );
-}
-
-function bitLength(bytes: Uint8Array): number {
-  let i = 0;
-  while (i < bytes.length && bytes[i] === 0) i++;
-  if (i === bytes.length) return 0;
-  return (bytes.length - i - 1) * 8 + (32 - Math.clz32(bytes[i]));
-}
-
-function readPublicKey(
-  mod: Pkcs11Module,
-  session: Handle,
-  pub: Handle,
-  spec: KeyTypeSpec,
-  label: string,
-): Pick<SigningKey, "publicKeyRaw" | "publicKeySpki"> {
-  let raw: Uint8Array;
-  if (spec.publicKeySource === "rsa") {
-    const a = getAttributes(mod, session, pub, [CKA.MODULUS, CKA.PUBLIC_EXPONENT]);
-    const n = a.get(CKA.MODULUS);
-    const e = a.get(CKA.PUBLIC_EXPONENT);
-    if (!n || !e) {
-      throw new KeyUnusableError(
-        label,
-        "unreadable-public-key",
-        `RSA key '${label}' has no readable modulus or exponent`,
-      );
-    }
-    raw = sequence(unsignedInteger(n), unsignedInteger(e));
-  } else {
-    const attr = spec.publicKeySource === "ec-point" ? CKA.EC_POINT : CKA.VALUE;
-    const value = getAttributes(mod, session, pub, [attr]).get(attr);
-    if (!value) {
-      throw new KeyUnusableError(
-        label,
-        "unreadable-public-key",
-        `key '${label}' has no readable public key value`,
-      );
-    }
-    raw = spec.publicKeySource === "ec-point" ? ecPointRaw(value, spec, label) : value.slice();
-    if (raw.length !== spec.publicKeyLength) {
-      throw new KeyUnusableError(
-        label,
-        "unreadable-public-key",
-        `key '${label}' (${spec.name}): public key is ${raw.length} bytes, expected ${spec.publicKeyLength}`,
-      );
-    }
-  }
-  return {
-    publicKeyRaw: raw,
-    publicKeySpki: spec.spkiAlgorithm ? spki(spec.spkiAlgorithm, raw) : undefined,
-  };
-}
-
-// CKA_EC_POINT is a DER OCTET STRING per the standard; some modules store the bare point.
-function ecPointRaw(value: Uint8Array, spec: KeyTypeSpec, label: string): Uint8Array {
-  const unwrapped = unwrapOctetString(value);
-  if (unwrapped && unwrapped.length === spec.publicKeyLength) return unwrapped.slice();
-  if (value.length === spec.publicKeyLength) return value.slice();
-  throw new KeyUnusableError(
-    label,
-    "unreadable-public-key",
-    `key '${label}': CKA_EC_POINT of ${value.length} bytes is not a ${spec.name} point`,
-  );
-}
-
-/** SHA-256 of the SPKI (or of the raw key where no SPKI exists), hex. Example: `fingerprint(key)`. */
-export function fingerprint(key: Pick<SigningKey, "publicKeyRaw" | "publicKeySpki">): string {
-  return hex(createHash("sha256").update(key.publicKeySpki ?? key.publicKeyRaw).digest());
 }
