@@ -5,8 +5,18 @@
  */
 import assert from "node:assert/strict";
 import { parsePolicyText } from "../lib/policy/parse.ts";
-import { parseIndex } from "../lib/ocsp/index_db.ts";
-import { makeTestToken, runCaCli, type TestToken } from "./support/token.ts";
+import { IndexFileSource, parseIndex } from "../lib/ocsp/index_db.ts";
+import { readCertificates } from "../lib/ocsp/certificate.ts";
+import { certIdFor, encodeOcspRequest } from "../lib/ocsp/request.ts";
+import { Responder } from "../lib/ocsp/responder.ts";
+import { parseOcspResponse } from "../lib/ocsp/response.ts";
+import {
+  makeTestToken,
+  openTestToken,
+  runCaCli,
+  type TestToken,
+  testTokenPin,
+} from "./support/token.ts";
 import { makeTestCa, openssl, opensslRequest, type TestCa } from "./support/ca.ts";
 import { runCommand } from "./support/command.ts";
 
@@ -350,4 +360,42 @@ Deno.test("ca: a CA folder whose key is not on the token is refused before anyth
   assert.equal(r.code, 1, r.text);
   assert.match(r.stderr, /token key 'ca-ec' is not the key of/);
   assert.equal(await Deno.readTextFile(`${other.dir}/index.txt`), "");
+});
+
+Deno.test({
+  name:
+    "ca revoke: a running responder over the CA folder answers revoked on its very next query (same second, cached answer dropped)",
+  sanitizeResources: false,
+  fn: async () => {
+    const { token } = await fixture();
+    const ca = await makeTestCa(token, { keyLabel: "ca-ed", dir: `${token.dir}/ca-live` });
+    const issued = await ca.issue(["--csr", (await opensslRequest(ca.dir, "l", "/CN=l")).request]);
+    const [caCert] = readCertificates(await Deno.readFile(ca.caPem));
+    const [cert] = readCertificates(await Deno.readFile(issued.path));
+    const session = openTestToken(token);
+    try {
+      await session.login(testTokenPin(token));
+      const key = (await session.key("ca-ed"))!;
+      const responder = new Responder({
+        source: new IndexFileSource(`${ca.dir}/index.txt`),
+        issuer: caCert.der,
+        signer: { keyType: key.keyType, sign: (tbs) => session.sign(key, tbs) },
+      });
+      // No nonce: the answer is cached, so only a database change can make it revoked.
+      const request = encodeOcspRequest({ certIds: [certIdFor(caCert, cert.serial)] });
+      const status = async () =>
+        parseOcspResponse(await responder.answer(request)).basic!.singles[0].certStatus;
+      assert.equal((await status()).status, "good");
+      assert.equal((await status()).status, "good");
+      const r = await ca.run("revoke", [issued.serial, "--reason", "keyCompromise"]);
+      assert.equal(r.code, 0, r.text);
+      assert.deepEqual(await status(), {
+        status: "revoked",
+        revokedAt: parseIndex(await Deno.readTextFile(`${ca.dir}/index.txt`))[0].revokedAt,
+        reason: 1,
+      });
+    } finally {
+      session.close();
+    }
+  },
 });

@@ -315,6 +315,10 @@ async function init(ctx: Context): Promise<number> {
   ctx.say(`CA '${nginxSubject(subject)}' valid until ${notAfter.toISOString()}`);
   ctx.say(`wrote ${caPath} and the CA folder ${ctx.dir}`);
   console.log(`nginx: ssl_client_certificate ${caPath};`);
+  console.log(
+    `svcd serve: --revocation-db ${CaFolder.paths(ctx.dir).index} --ocsp-label ${label} ` +
+      `(or a delegated responder key: svcd ca responder --key-label L, then --ocsp-label L)`,
+  );
   return 0;
 }
 
