@@ -35,6 +35,7 @@ Deno.test({
         const r = await checkConfig(token, dir, []);
         assert.equal(r.code, 0, r.text);
         assert.match(r.text, /no login attempted/);
+        assert.match(r.text, /policy \(1 grant\(s\), 17 of at most 1048576 bytes\)/);
         assert.match(r.text, /configuration OK/);
         await Deno.stat(`${dir}/auth.sock`).then(
           () => assert.fail("check-config must not create the socket"),
@@ -55,6 +56,13 @@ Deno.test({
         const r = await checkConfig(token, dir, ["--policy", `${dir}/broken`]);
         assert.equal(r.code, 1);
         assert.match(r.text, /broken.*line 2/);
+      });
+
+      await t.step("a policy file over 1 MiB is refused with the limit", async () => {
+        await Deno.writeTextFile(`${dir}/huge`, "#".repeat((1 << 20) + 1));
+        const r = await checkConfig(token, dir, ["--policy", `${dir}/huge`]);
+        assert.equal(r.code, 1, r.text);
+        assert.match(r.text, /huge: the file is 1048577 bytes; .*at most 1048576 bytes/);
       });
 
       await t.step("a missing credential names the file and the likely cause", async () => {

@@ -1,6 +1,7 @@
 /**
  * Issue 13 over the real daemon: `100 Continue` only for a request the daemon would take (an
- * ungranted key gets its 403 before the body is sent), and `HEAD /health` is GET without a body.
+ * ungranted key gets its 403 before the body is sent), `HEAD /health` is GET without a body, and a
+ * reload of the largest policy file lets requests through while it is parsed.
  */
 import assert from "node:assert/strict";
 import { makeTestToken } from "./support/token.ts";
@@ -8,6 +9,8 @@ import { startDaemon } from "./support/daemon.ts";
 import { parseResponse, readAll, request } from "./support/http_client.ts";
 import { verifyIndependently } from "./support/oracle.ts";
 import { readAtMost } from "../lib/http/testing.ts";
+import { MAX_POLICY_BYTES } from "../lib/policy/mod.ts";
+import { policyOfSize } from "../lib/policy/testing.ts";
 
 const ALICE = "CN=alice,O=Example";
 const te = new TextEncoder();
@@ -72,6 +75,58 @@ Deno.test({
       assert.equal(head.body.length, 0, "HEAD has no body");
       assert.equal(head.header("content-type"), "application/json");
       assert.ok(Number(head.header("content-length")) > 0, "the length GET's body would have");
+    } finally {
+      await daemon.stop();
+      await token.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "daemon: requests are served while the largest policy file is reloaded; a larger one is refused",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { "k-ed": "ed25519", "k-two": "ed25519" } });
+    const daemon = await startDaemon({ token, policy: `${ALICE}\tk-ed\n` });
+    // Alice's /token answer says which policy is in force: one key under the old, two under the new.
+    const keysInForce = async () => {
+      const res = await request(daemon.socket, {
+        path: "/token",
+        headers: [["X-SVC-Client-Subject", ALICE]],
+      });
+      assert.equal(res.status, 200, res.text());
+      return (res.json() as { keys: unknown[] }).keys.length;
+    };
+    try {
+      const largest = policyOfSize(MAX_POLICY_BYTES, [`${ALICE}\tk-ed`, `${ALICE}\tk-two`]);
+      await Deno.writeTextFile(daemon.policyPath, largest);
+      assert.equal(await keysInForce(), 1);
+      daemon.signal("SIGHUP");
+      await daemon.waitForLog("policy reload: reading");
+      // Answers under the old policy after the reload began were served while the file was parsed.
+      let servedDuringReload = 0;
+      while (await keysInForce() === 1) {
+        servedDuringReload++;
+        const signed = await request(daemon.socket, {
+          method: "POST",
+          path: "/sign",
+          headers: [["X-SVC-Client-Subject", ALICE], ["X-SVC-Key", "k-ed"]],
+          body: "during",
+        });
+        assert.equal(signed.status, 200, signed.text());
+      }
+      await daemon.waitForLog(/policy reloaded: \d+ grants/);
+      assert.ok(
+        servedDuringReload >= 2,
+        `${servedDuringReload} request(s) served during the reload`,
+      );
+
+      await Deno.writeTextFile(daemon.policyPath, largest + "#");
+      daemon.signal("SIGHUP");
+      await daemon.waitForLog(/policy reload failed.*at most 1048576 bytes.*keeping the policy/);
+      assert.equal(await keysInForce(), 2, "the policy in force stays");
     } finally {
       await daemon.stop();
       await token.cleanup();

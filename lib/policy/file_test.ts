@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
-import { PolicyFile } from "./file.ts";
+import { MAX_POLICY_BYTES, PolicyFile } from "./file.ts";
 import { PolicyError } from "./policy.ts";
+import { parsePolicyText, parsePolicyTextSliced } from "./parse.ts";
+import { policyOfSize } from "./testing.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const BOB = "CN=bob,O=Example,C=DE";
@@ -140,4 +142,47 @@ Deno.test("a grant of a reserved label is refused at load and at reload, naming 
     assert.equal(file.current.allows(ALICE, "svc-audit"), false);
     assert.equal(file.current.allows(ALICE, "k1"), true);
   });
+});
+
+Deno.test("a policy file of exactly the limit loads; one byte more is refused at start and at reload", async () => {
+  const largest = policyOfSize(MAX_POLICY_BYTES);
+  assert.equal(largest.length, MAX_POLICY_BYTES);
+  await withPolicy(largest, async (path) => {
+    const file = await PolicyFile.load(path);
+    assert.ok(file.current.allows("CN=client-0,O=Example,C=DE", "k0"));
+    assert.equal(file.fileBytes, MAX_POLICY_BYTES);
+    const grants = file.current.size;
+
+    await Deno.writeTextFile(path, largest + "\n");
+    const r = await file.reload();
+    assert.equal(r.ok, false);
+    if (!r.ok) {
+      assert.match(
+        r.error,
+        new RegExp(`${MAX_POLICY_BYTES + 1} bytes; .*at most ${MAX_POLICY_BYTES}`),
+      );
+      assert.match(r.error, new RegExp(`keeping the policy in force \\(${grants} grants\\)`));
+    }
+    assert.equal(file.current.size, grants, "the policy in force stays");
+    assert.ok(file.current.allows("CN=client-0,O=Example,C=DE", "k0"));
+
+    const e = await loadError(path);
+    assert.equal(e.line, 0);
+    assert.match(e.message, /at most 1048576 bytes \(1 MiB\): remove unused grants/);
+  });
+});
+
+Deno.test("sliced parsing lets the event loop run and finds exactly what the one-pass parse finds", async () => {
+  const text = policyOfSize(MAX_POLICY_BYTES) + "CN=x\tk\nno-tab\n/C=DE/CN=y\tk\nCN=x\tk\n";
+  let yields = 0;
+  let timerRan = false;
+  setTimeout(() => timerRan = true, 0);
+  const sliced = await parsePolicyTextSliced(text, "p", {}, () => {
+    yields++;
+    return new Promise((resolve) => setTimeout(resolve, 0));
+  });
+  assert.deepEqual(sliced, parsePolicyText(text, "p"));
+  assert.ok(sliced.errors.length === 1 && sliced.warnings.length >= 2);
+  assert.ok(yields > 1, `a 1 MiB file is parsed in more than one slice (${yields} yields)`);
+  assert.ok(timerRan, "a timer due during the parse ran before it ended");
 });

@@ -12,7 +12,7 @@
  * ```
  */
 export { Policy, PolicyError } from "./policy.ts";
-export { PolicyFile, type ReloadResult } from "./file.ts";
+export { MAX_POLICY_BYTES, PolicyFile, type ReloadResult } from "./file.ts";
 export type { ParseOptions } from "./parse.ts";
 export { latin1 } from "../bytes/mod.ts";
 export { legacyToRfc4514, subjectFormAdvice } from "./subject_form.ts";

@@ -9,7 +9,14 @@
  * ```
  */
 import { latin1 } from "../bytes/mod.ts";
-import { type Grant, type ParseOptions, parsePolicyText, type PolicyProblem } from "./parse.ts";
+import {
+  type Grant,
+  type ParsedPolicy,
+  type ParseOptions,
+  parsePolicyText,
+  parsePolicyTextSliced,
+  type PolicyProblem,
+} from "./parse.ts";
 
 const MAX_LISTED_ERRORS = 5;
 
@@ -81,7 +88,27 @@ export class Policy {
    * ```
    */
   static parse(bytes: Uint8Array, source = "<policy>", opts: ParseOptions = {}): Policy {
-    const parsed = parsePolicyText(latin1(bytes), source, opts);
+    return Policy.#fromParsed(parsePolicyText(latin1(bytes), source, opts), source);
+  }
+
+  /**
+   * {@link Policy.parse} in slices that let the event loop run between them (a reload while
+   * requests are served).
+   *
+   * @example
+   * ```ts
+   * await Policy.parseSliced(await Deno.readFile("/etc/svcd/policy"), "/etc/svcd/policy");
+   * ```
+   */
+  static async parseSliced(
+    bytes: Uint8Array,
+    source = "<policy>",
+    opts: ParseOptions = {},
+  ): Promise<Policy> {
+    return Policy.#fromParsed(await parsePolicyTextSliced(latin1(bytes), source, opts), source);
+  }
+
+  static #fromParsed(parsed: ParsedPolicy, source: string): Policy {
     if (parsed.errors.length > 0) {
       const first = parsed.errors[0];
       throw new PolicyError(source, first.line, first.message, parsed.errors);

@@ -10,6 +10,7 @@
 import { ConfigError, parseServeArgs, serveHelp } from "./config.ts";
 import { checkConfig, checkStateFile, flushLog, log, runDaemon, StartupError } from "./daemon.ts";
 import { CredentialError, Token } from "../token/mod.ts";
+import { MAX_POLICY_BYTES } from "../policy/mod.ts";
 
 /** Runs `serve` (checkOnly false) or `--check-config` (checkOnly true); returns the exit code. */
 export async function runServeCommand(
@@ -23,9 +24,12 @@ export async function runServeCommand(
   try {
     const config = parseServeArgs(args);
     if (!opts.checkOnly) return await runDaemon(config);
-    await checkConfig(config);
+    const policy = await checkConfig(config);
     checkStateFile(config);
-    log("check: options, open-file limit, policy, folders and refusal state are fine");
+    log(
+      `check: options, open-file limit, policy (${policy.current.size} grant(s), ` +
+        `${policy.fileBytes} of at most ${MAX_POLICY_BYTES} bytes), folders and refusal state are fine`,
+    );
     const pin = Token.readPinCredential(config.token.credentialsDir);
     const pinLength = pin.length;
     pin.fill(0);

@@ -335,6 +335,7 @@ async function release(opened: Opened): Promise<void> {
 }
 
 async function reloadPolicy(policy: PolicyFile, audit: Audit | undefined): Promise<void> {
+  log(`policy reload: reading ${policy.path}`);
   const result = await policy.reload();
   if (result.ok) {
     for (const warning of result.policy.warnings) log(`policy: ${warning}`, "policy");
