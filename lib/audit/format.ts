@@ -9,6 +9,7 @@
  * // {"event":"sign","actor":"CN=alice","seq":7,"time":"…","key":"k","prev":"000…0"}
  * ```
  */
+import { latin1 } from "../bytes/mod.ts";
 import { slabBytes } from "./slab.ts";
 
 /** Length in bytes of every MAC in the chain (HMAC-SHA256). */
@@ -330,7 +331,7 @@ export function splitMac(line: Uint8Array): { body: Uint8Array; mac: Uint8Array 
     if (line[at + i] !== MAC_SUFFIX_HEAD[i]) return undefined;
   }
   const hexStart = at + MAC_SUFFIX_HEAD.length;
-  const hex = String.fromCharCode(...line.subarray(hexStart, hexStart + 2 * MAC_BYTES));
+  const hex = latin1(line.subarray(hexStart, hexStart + 2 * MAC_BYTES));
   if (!/^[0-9a-f]{64}$/.test(hex)) return undefined;
   if (line[line.length - 2] !== 0x22 || line[line.length - 1] !== 0x7d) return undefined;
   const body = new Uint8Array(at + 1);

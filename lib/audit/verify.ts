@@ -15,7 +15,7 @@
  * ```
  */
 import { createHash, type Hash } from "node:crypto";
-import { concat } from "../bytes/mod.ts";
+import { bytesEqual, concat } from "../bytes/mod.ts";
 import {
   auditFileNumber,
   checkpointMessage,
@@ -393,7 +393,7 @@ class ChainWalk {
       parsed.line.prev === this.#mac.toHex();
     if (whole && this.#opts.mac) {
       const mac = await this.#opts.mac(macInput(this.#mac, parsed.body));
-      if (!equal(mac, parsed.mac)) {
+      if (!bytesEqual(mac, parsed.mac)) {
         throw new Found({
           file,
           line: lineNo,
@@ -443,7 +443,7 @@ class MacWindow {
   async #settleOne(): Promise<void> {
     const { at, expected, result } = this.#queue.shift()!;
     const mac = await result;
-    if (!equal(mac, expected)) {
+    if (!bytesEqual(mac, expected)) {
       this.#queue = [];
       throw new Found({
         ...at,
@@ -533,13 +533,6 @@ export function parseLine(
 
 function isHex(x: unknown, bytes: number): x is string {
   return typeof x === "string" && x.length === 2 * bytes && /^[0-9a-f]+$/.test(x);
-}
-
-function equal(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  let d = 0;
-  for (let i = 0; i < a.length; i++) d |= a[i] ^ b[i];
-  return d === 0;
 }
 
 function basename(path: string): string {

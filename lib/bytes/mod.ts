@@ -1,6 +1,7 @@
 /**
  * Byte-string helpers shared by the HTTP, policy, audit and token layers (none of which should
- * depend on another for them).
+ * depend on another for them): latin1 both ways, concatenation, comparison. Hex is the platform's
+ * (`Uint8Array.prototype.toHex`, `Uint8Array.fromHex`).
  *
  * @example
  * ```ts
@@ -34,6 +35,37 @@ export function latin1(bytes: Uint8Array): string {
     out += String.fromCharCode(...bytes.subarray(i, i + CHUNK));
   }
   return out;
+}
+
+/**
+ * Encodes a latin1 string (every char below U+0100, as header values and `latin1()` give) as one
+ * byte per char; the inverse of {@link latin1}.
+ *
+ * @example
+ * ```ts
+ * latin1Bytes("GET / HTTP/1.1\r\n"); // → the request line's bytes
+ * ```
+ */
+export function latin1Bytes(text: string): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i);
+  return out;
+}
+
+/**
+ * Same bytes? In time that depends on the length only, never on where they differ: safe for
+ * MACs and other secrets as well as for plain comparisons.
+ *
+ * @example
+ * ```ts
+ * bytesEqual(Uint8Array.of(1, 2), Uint8Array.of(1, 2)); // → true
+ * ```
+ */
+export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let difference = 0;
+  for (let i = 0; i < a.length; i++) difference |= a[i] ^ b[i];
+  return difference === 0;
 }
 
 /**

@@ -1,5 +1,19 @@
 import assert from "node:assert/strict";
-import { concat, latin1 } from "./mod.ts";
+import { bytesEqual, concat, latin1, latin1Bytes } from "./mod.ts";
+
+Deno.test("latin1Bytes is the inverse of latin1 for every byte value", () => {
+  const all = Uint8Array.from({ length: 256 }, (_, i) => i);
+  assert.deepEqual(latin1Bytes(latin1(all)), all);
+  assert.equal(latin1(latin1Bytes("cl\u00c3\u00a9")), "cl\u00c3\u00a9");
+});
+
+Deno.test("bytesEqual compares length and every byte", () => {
+  assert.ok(bytesEqual(Uint8Array.of(), Uint8Array.of()));
+  assert.ok(bytesEqual(Uint8Array.of(1, 2, 3), Uint8Array.of(1, 2, 3)));
+  assert.ok(!bytesEqual(Uint8Array.of(1, 2, 3), Uint8Array.of(1, 2, 4)));
+  assert.ok(!bytesEqual(Uint8Array.of(0, 2, 3), Uint8Array.of(1, 2, 3)));
+  assert.ok(!bytesEqual(Uint8Array.of(1, 2), Uint8Array.of(1, 2, 0)));
+});
 
 Deno.test("concat joins the parts in order, into the buffer alloc gives", () => {
   const parts = [Uint8Array.of(1, 2), new Uint8Array(0), Uint8Array.of(3)];

@@ -685,6 +685,5 @@ function pathOf(target: string): string {
 }
 
 function randomHex8(): string {
-  const b = crypto.getRandomValues(new Uint8Array(4));
-  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return crypto.getRandomValues(new Uint8Array(4)).toHex();
 }

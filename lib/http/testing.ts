@@ -8,7 +8,7 @@
  * assert.equal(res.status, 200);
  * ```
  */
-import { concat, latin1 } from "../bytes/mod.ts";
+import { concat, latin1, latin1Bytes } from "../bytes/mod.ts";
 
 /** A response as read off the wire. */
 export interface RawResponse {
@@ -22,7 +22,7 @@ export interface RawResponse {
 
 /** Bytes of a latin1 string (one byte per char). @example bytes("GET / HTTP/1.1\r\nHost: svcd\r\n\r\n") */
 export function bytes(s: string): Uint8Array {
-  return Uint8Array.from(s, (c) => c.charCodeAt(0));
+  return latin1Bytes(s);
 }
 
 /**

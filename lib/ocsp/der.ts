@@ -16,16 +16,8 @@
  * r.finish();
  * ```
  */
-import { concat } from "../bytes/mod.ts";
-import {
-  bitString,
-  bytesEqual,
-  nullValue,
-  oid,
-  sequence,
-  tlv,
-  unsignedInteger,
-} from "../token/der.ts";
+import { bytesEqual, concat } from "../bytes/mod.ts";
+import { bitString, nullValue, oid, sequence, tlv, unsignedInteger } from "../token/der.ts";
 
 export { bitString, bytesEqual, concat, nullValue, oid, sequence, tlv, unsignedInteger };
 

@@ -7,6 +7,7 @@
  * const id = clientIdentity([["X-SVC-Client-Subject", "CN=a"]]); // { ok: true, subject: "CN=a" }
  * ```
  */
+import { latin1Bytes } from "../bytes/mod.ts";
 
 export const SUBJECT_HEADER = "x-svc-client-subject";
 
@@ -72,10 +73,8 @@ const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
  * ```
  */
 export function utf8FromLatin1(value: string): string | undefined {
-  const bytes = new Uint8Array(value.length);
-  for (let i = 0; i < value.length; i++) bytes[i] = value.charCodeAt(i);
   try {
-    return strictUtf8.decode(bytes);
+    return strictUtf8.decode(latin1Bytes(value));
   } catch {
     return undefined;
   }

@@ -89,16 +89,6 @@ export function unwrapOctetString(der: Uint8Array): Uint8Array | null {
   return at + len === der.length ? der.subarray(at) : null;
 }
 
-/** Bytes as lowercase hex. */
-export function hex(bytes: Uint8Array): string {
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-/** Same bytes? Example: `bytesEqual(oid("1.3.101.112"), params)`. */
-export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
-  return a.byteLength === b.byteLength && a.every((v, i) => v === b[i]);
-}
-
 /** PEM armour. Example: `pem("PUBLIC KEY", spkiDer)`. */
 export function pem(label: string, der: Uint8Array): string {
   const b64 = (der as Uint8Array<ArrayBuffer>).toBase64();

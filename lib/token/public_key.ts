@@ -12,7 +12,8 @@
  */
 import { createHash } from "node:crypto";
 import { CKA, type Pkcs11Module, readUlong } from "../../ffi/pkcs11/mod.ts";
-import { bytesEqual, hex, sequence, spki, unsignedInteger, unwrapOctetString } from "./der.ts";
+import { bytesEqual } from "../bytes/mod.ts";
+import { sequence, spki, unsignedInteger, unwrapOctetString } from "./der.ts";
 import { KeyUnusableError } from "./errors.ts";
 import { KEY_TYPE_NAMES, KEY_TYPES, type KeyTypeSpec } from "./key_types.ts";
 import { getAttributes, type Handle } from "./session_ops.ts";
@@ -74,7 +75,7 @@ export function identifyKeyType(
     return spec;
   }
   const detail = ecParams
-    ? ` with CKA_EC_PARAMS ${hex(ecParams)}`
+    ? ` with CKA_EC_PARAMS ${ecParams.toHex()}`
     : modulus
     ? ` of ${bitLength(modulus)} bits`
     : "";
@@ -170,5 +171,5 @@ function ecPointRaw(value: Uint8Array, spec: KeyTypeSpec, label: string): Uint8A
  * ```
  */
 export function fingerprint(key: PublicKey): string {
-  return hex(createHash("sha256").update(key.publicKeySpki ?? key.publicKeyRaw).digest());
+  return createHash("sha256").update(key.publicKeySpki ?? key.publicKeyRaw).digest("hex");
 }
