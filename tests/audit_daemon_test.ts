@@ -79,6 +79,9 @@ Deno.test({
       const missing = received.filter((d) => !logged.has(d));
       assert.deepEqual(missing, [], "a signature reached a client without its audit line");
       assert.ok(received.length >= 160);
+      console.log(
+        `4 SIGKILL rounds: ${received.length} signatures received, ${missing.length} without a line`,
+      );
       const v = await runAuditVerify(token, `${workDir}/audit`);
       assert.equal(v.code, 0, v.text);
       assert.match(v.text, /^audit\.log\.000004: ok/m);

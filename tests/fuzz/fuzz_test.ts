@@ -2,7 +2,7 @@
  * The CI slice of the fuzz campaign (`make fuzz N=…` runs the long one): a fixed-seed run of
  * generated requests against a real daemon with the independent oracle of http_fuzz.ts, every
  * regression input in tests/fuzz/regressions/ replayed (`NAME.STATUS.http`: the bytes, and the
- * status the daemon must answer), and the policy, index.txt and DER parsers fed fixed-seed inputs.
+ * status the daemon must answer), and the policy, index.txt, DER and OCSP request parsers fed fixed-seed inputs.
  */
 import assert from "node:assert/strict";
 import { parseRawResponse } from "../../lib/http/testing.ts";
@@ -60,7 +60,7 @@ Deno.test({
   },
 });
 
-Deno.test("fuzz: policy, index.txt and DER parsers, 3000 inputs each (fixed seed) — no finding", () => {
+Deno.test("fuzz: policy, index.txt, DER and OCSP request parsers, 3000 inputs each (fixed seed) — no finding", () => {
   for (const r of fuzzParsers({ seed: SEED, cases: 3000 })) {
     assert.deepEqual(r.findings.map((f) => f.finding), [], r.name);
     assert.equal(r.cases, 3000);

@@ -1,6 +1,6 @@
 /**
  * `make fuzz N=… SEED=…`: the HTTP fuzz campaign against a fresh daemon, then the parsers (policy,
- * index.txt, DER). Prints progress every few thousand cases and a summary; findings are written
+ * index.txt, DER, OCSP request). Prints progress every few thousand cases and a summary; findings are written
  * to a folder as `.http` files ready to become regression inputs (tests/fuzz/regressions/).
  * Exit 1 when anything was found.
  *
