@@ -13,6 +13,10 @@ mkdir -p "$ROOT"/{DEBIAN,usr/bin,usr/lib/svcd,lib/systemd/system,etc/svcd,etc/de
 
 echo "deb: bundling main.ts"
 "$DENO" bundle --quiet --platform deno -o "$ROOT/usr/lib/svcd/svcd.js" main.ts
+# The public listener runs in a Worker; its module is bundled beside the daemon, where
+# lib/server/public_listener.ts looks for it.
+"$DENO" bundle --quiet --platform deno -o "$ROOT/usr/lib/svcd/svcd-public-worker.js" \
+  lib/server/public_worker.ts
 runtime=$("$DENO" eval --quiet 'console.log(Deno.execPath())')
 echo "deb: runtime $runtime"
 install -m 0755 "$runtime" "$ROOT/usr/lib/svcd/deno"
@@ -21,7 +25,7 @@ cat >"$ROOT/usr/bin/svcd" <<'SH'
 # svcd: the bundled daemon on the packaged Deno runtime, with the narrowest permissions that work.
 export DENO_NO_UPDATE_CHECK=1 NO_COLOR=1
 exec /usr/lib/svcd/deno run --no-config --no-remote --no-npm \
-  --allow-ffi --allow-read --allow-write --allow-env=CREDENTIALS_DIRECTORY --allow-run=systemd-creds \
+  --allow-ffi --allow-read --allow-write --allow-env=CREDENTIALS_DIRECTORY,NOTIFY_SOCKET --allow-run=systemd-creds \
   /usr/lib/svcd/svcd.js "$@"
 SH
 chmod 0755 "$ROOT/usr/bin/svcd"

@@ -9,6 +9,12 @@ import { startDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { verifyIndependently } from "./support/oracle.ts";
 import { runCommand } from "./support/command.ts";
+import {
+  certIdFor,
+  encodeOcspRequest,
+  parseOcspResponse,
+  readCertificates,
+} from "../lib/ocsp/mod.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const te = new TextEncoder();
@@ -106,6 +112,61 @@ Deno.test({
             `${daemon.workDir}/audit`,
           ], { ...token.env, CREDENTIALS_DIRECTORY: token.credentialsDir });
           assert.equal(verify.code, 0, verify.text);
+        },
+      );
+
+      await t.step(
+        "the packaged CA tool and the public listener's bundled Worker answer OCSP",
+        async () => {
+          const caDir = `${root}/ca`;
+          const env = { ...token.env, CREDENTIALS_DIRECTORY: token.credentialsDir };
+          const common = [
+            "--ca-dir",
+            caDir,
+            "--module",
+            token.modulePath,
+            "--token",
+            token.tokenLabel,
+          ];
+          const init = await run(
+            [wrapper, "ca", "init", ...common, "--key-label", "ca", "--key-type", "ec-p256"],
+            env,
+          );
+          assert.equal(init.code, 0, init.text);
+          const workDir = await Deno.makeTempDir({ prefix: "svcd-deb-public-" });
+          const daemon = await startDaemon({
+            token,
+            workDir,
+            policy: "",
+            command: [wrapper, "serve"],
+            args: [
+              "--public-socket",
+              `${workDir}/public.sock`,
+              "--revocation-db",
+              `${caDir}/index.txt`,
+              "--ocsp-label",
+              "ca",
+              "--ca-cert",
+              `${caDir}/ca.pem`,
+            ],
+          });
+          try {
+            const certs = await request(`${workDir}/public.sock`, { path: "/certificates" });
+            assert.equal(certs.status, 200);
+            assert.deepEqual(certs.body, await Deno.readFile(`${caDir}/ca.pem`));
+            const issuer = readCertificates(certs.body)[0];
+            const res = await request(`${workDir}/public.sock`, {
+              method: "POST",
+              path: "/ocsp",
+              body: encodeOcspRequest({ certIds: [certIdFor(issuer, Uint8Array.of(0x7f))] }),
+            });
+            assert.equal(res.status, 200);
+            const parsed = parseOcspResponse(res.body);
+            assert.equal(parsed.basic?.singles[0].certStatus.status, "unknown");
+          } finally {
+            assert.equal(await daemon.stop(), 0);
+            await Deno.remove(workDir, { recursive: true });
+          }
         },
       );
     } finally {

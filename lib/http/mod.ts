@@ -16,6 +16,7 @@ import { rlimitNofile } from "../../ffi/libc.ts";
 
 export { Listener, type ListenerOptions, type ListenerStats } from "./listener.ts";
 export { problem, PROBLEM_TYPE } from "./problem.ts";
+export { allowOf, routeFor } from "./routes.ts";
 export { DEFAULT_MAX_HEADER_BYTES } from "./parse.ts";
 export type {
   Admission,

@@ -38,11 +38,22 @@ export interface PolicyConfig {
   path: string;
 }
 
-/** The public listener (certificates, OCSP); parsed, not served by this version yet. */
+/**
+ * The public listener (spec §4.2): its socket and what GET /certificates and POST /ocsp serve from.
+ * It shares queue depth, body and worker settings with nothing: see `publicListenerLimits`.
+ */
 export interface PublicConfig {
-  socket: string | undefined;
-  revocationDb: string | undefined;
-  ocspLabel: string | undefined;
+  socket: string;
+  /** openssl `ca` index.txt, stat-ed on every query. */
+  revocationDb: string;
+  /** The token key that signs OCSP responses (the CA's, or a delegated responder's). */
+  ocspLabel: string;
+  /** PEM chain served by /certificates; its first certificate is the CA OCSP answers for. */
+  caCertificates: string;
+  /** Delegated responder certificate (id-kp-OCSPSigning) for `ocspLabel`; absent = the CA signs. */
+  responderCertificate: string | undefined;
+  /** nextUpdate − thisUpdate of OCSP answers, seconds. */
+  validitySeconds: number;
 }
 
 /** Everything `svcd serve` needs, with defaults applied and every value checked. */
@@ -52,8 +63,13 @@ export interface ServeConfig {
   audit: AuditConfig;
   throttle: ThrottleConfig;
   policy: PolicyConfig;
-  /** Undefined unless one of its options was given. */
+  /** Undefined unless --public-socket was given. */
   public: PublicConfig | undefined;
+  /**
+   * Where clients reach the public listener through the proxy (--public-url), named in the Link of
+   * the authenticated socket's 404 for /certificates and /ocsp. Undefined: derived per request.
+   */
+  publicUrl: string | undefined;
 }
 
 /**
@@ -203,17 +219,48 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   {
     flag: "public-socket",
     kind: "path",
-    advertised: false,
-    help: "public UNIX socket (certificates, OCSP)",
+    help: "public UNIX socket (GET /certificates, POST /ocsp); enables the public listener",
   },
   {
     flag: "revocation-db",
     kind: "path",
-    advertised: false,
-    help: "revocation database for /ocsp",
+    help: "revocation database for /ocsp (openssl ca index.txt); needed with --public-socket",
   },
-  { flag: "ocsp-label", kind: "text", advertised: false, help: "label of the OCSP signing key" },
+  {
+    flag: "ocsp-label",
+    kind: "text",
+    help: "token key that signs OCSP answers; needed with --public-socket",
+  },
+  {
+    flag: "ca-cert",
+    kind: "path",
+    fallback: "/var/lib/svcd/ca/ca.pem",
+    help:
+      "CA certificate chain (PEM) served by /certificates; the first is the CA OCSP answers for",
+  },
+  {
+    flag: "ocsp-cert",
+    kind: "path",
+    help: "delegated OCSP responder certificate of --ocsp-label (default: the CA key signs)",
+  },
+  {
+    flag: "public-url",
+    kind: "text",
+    help: "base URL of the public side behind the proxy, for the Link of 404s " +
+      "(default: http://<Host of the request>)",
+  },
+  {
+    flag: "ocsp-validity",
+    kind: "count",
+    fallback: 3600,
+    min: 60,
+    max: 7 * 86400,
+    help: "seconds from thisUpdate to nextUpdate in OCSP answers",
+  },
 ];
+
+/** Options that only mean something with --public-socket. */
+const PUBLIC_ONLY_FLAGS = ["revocation-db", "ocsp-label", "ocsp-cert"] as const;
 
 /** The option that sets each refusal-budget field (maxEntries has none). */
 const BUDGET_FLAGS: Readonly<Record<keyof BudgetTuning, string | undefined>> = {
@@ -249,9 +296,6 @@ export function parseServeArgs(
     throw new ConfigError(option, `${message}; see 'svcd serve --help'`);
   }
   const given = new OptionValues(values);
-  const publicSocket = given.maybeText("public-socket");
-  const revocationDb = given.maybeText("revocation-db");
-  const ocspLabel = given.maybeText("ocsp-label");
   return {
     listener: {
       path: given.text("socket"),
@@ -269,9 +313,55 @@ export function parseServeArgs(
     audit: { dir: given.text("audit-dir"), checkpointEvery: given.count("checkpoint-every") },
     throttle: { stateDir: given.text("state-dir"), ...budgetTuning(given) },
     policy: { path: given.text("policy") },
-    public: publicSocket ?? revocationDb ?? ocspLabel
-      ? { socket: publicSocket, revocationDb, ocspLabel }
-      : undefined,
+    public: publicConfig(given),
+    publicUrl: publicUrl(given),
+  };
+}
+
+/** --public-url: an absolute http(s) URL with no query or fragment, kept without a trailing '/'. */
+function publicUrl(given: OptionValues): string | undefined {
+  const raw = given.maybeText("public-url");
+  if (raw === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch { /* refused below */ }
+  if (!url || !/^https?:$/.test(url.protocol) || url.search || url.hash || /[\s<>"]/.test(raw)) {
+    throw new ConfigError(
+      "public-url",
+      `--public-url ${JSON.stringify(raw)} is not an http(s) URL; give e.g. http://pki.example.org`,
+    );
+  }
+  return raw.replace(/\/+$/, "");
+}
+
+/**
+ * The public listener's part: undefined without --public-socket (and then none of its options may
+ * be given); with it, the revocation database and the OCSP key are required (spec §4.2 rule 1).
+ */
+function publicConfig(given: OptionValues): PublicConfig | undefined {
+  const socket = given.maybeText("public-socket");
+  if (socket === undefined) {
+    const stray = PUBLIC_ONLY_FLAGS.find((flag) => given.maybeText(flag) !== undefined);
+    if (stray) {
+      throw new ConfigError(stray, `--${stray} needs --public-socket; add it or remove --${stray}`);
+    }
+    return undefined;
+  }
+  const required = (flag: "revocation-db" | "ocsp-label") => {
+    const value = given.maybeText(flag);
+    if (value === undefined || value === "") {
+      throw new ConfigError(flag, `--public-socket needs --${flag} (spec §4.2: POST /ocsp)`);
+    }
+    return value;
+  };
+  return {
+    socket,
+    revocationDb: required("revocation-db"),
+    ocspLabel: required("ocsp-label"),
+    caCertificates: given.text("ca-cert"),
+    responderCertificate: given.maybeText("ocsp-cert"),
+    validitySeconds: given.count("ocsp-validity"),
   };
 }
 

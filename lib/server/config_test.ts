@@ -96,19 +96,45 @@ Deno.test("config: help lists every option that works, and none that this versio
   for (const o of SERVE_OPTIONS.filter((o) => o.advertised !== false)) {
     assert.ok(help.includes(`--${o.flag}`), o.flag);
   }
-  for (const refused of ["public-socket", "revocation-db", "ocsp-label"]) {
-    assert.ok(!help.includes(`--${refused}`), `--help advertises --${refused}`);
+  for (const o of SERVE_OPTIONS.filter((o) => o.advertised === false)) {
+    assert.ok(!help.includes(`--${o.flag}`), `--help advertises --${o.flag}`);
   }
 });
 
-Deno.test("config: the public listener's options are parsed into their own part, absent when not given", () => {
-  const c = parseServeArgs(["--proxy-uid", "33", "--ocsp-label", "ocsp"], env);
-  assert.deepEqual(c.public, { socket: undefined, revocationDb: undefined, ocspLabel: "ocsp" });
-  const all = parseServeArgs(
-    ["--proxy-uid=33", "--public-socket=/p.sock", "--revocation-db=/r.db", "--ocsp-label=o"],
-    env,
-  );
-  assert.deepEqual(all.public, { socket: "/p.sock", revocationDb: "/r.db", ocspLabel: "o" });
+Deno.test("config: the public listener's part, absent without --public-socket", () => {
+  assert.equal(parseServeArgs(["--proxy-uid", "33"], env).public, undefined);
+  const all = parseServeArgs([
+    "--proxy-uid=33",
+    "--public-socket=/p.sock",
+    "--revocation-db=/r.db",
+    "--ocsp-label=o",
+    "--ocsp-cert=/o.pem",
+  ], env);
+  assert.deepEqual(all.public, {
+    socket: "/p.sock",
+    revocationDb: "/r.db",
+    ocspLabel: "o",
+    caCertificates: "/var/lib/svcd/ca/ca.pem",
+    responderCertificate: "/o.pem",
+    validitySeconds: 3600,
+  });
+});
+
+Deno.test("config: --public-socket needs --revocation-db and --ocsp-label; they need it", () => {
+  const refused = (args: string[], option: string, pattern: RegExp) =>
+    assert.throws(
+      () => parseServeArgs(["--proxy-uid=33", ...args], env),
+      (e) => e instanceof ConfigError && e.option === option && pattern.test(e.message),
+      args.join(" "),
+    );
+  refused(["--public-socket=/p", "--ocsp-label=o"], "revocation-db", /needs --revocation-db/);
+  refused(["--public-socket=/p", "--revocation-db=/r"], "ocsp-label", /needs --ocsp-label/);
+  refused(["--ocsp-label=o"], "ocsp-label", /--ocsp-label needs --public-socket/);
+  refused(["--revocation-db=/r"], "revocation-db", /needs --public-socket/);
+  refused(["--public-url=ftp://x"], "public-url", /not an http\(s\) URL/);
+  refused(["--public-url=http://x/?q"], "public-url", /not an http\(s\) URL/);
+  const url = parseServeArgs(["--proxy-uid=33", "--public-url=https://pki.example/"], env);
+  assert.equal(url.publicUrl, "https://pki.example");
 });
 
 Deno.test("config: the open-file limit check names the number to change", () => {

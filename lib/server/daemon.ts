@@ -12,15 +12,21 @@ import { PolicyFile } from "../policy/mod.ts";
 import { ConcurrencyCap, RefusalBudget, STATE_FILE_NAME, StateError } from "../throttle/mod.ts";
 import { isTokenDead, Token } from "../token/mod.ts";
 import { auditKeysFromToken, AuditLog, DAEMON_KEY_LABELS } from "../audit/mod.ts";
-import type { ServeConfig, TokenConfig } from "./config.ts";
+import { IndexFileSource, MAX_REQUEST_BYTES } from "../ocsp/mod.ts";
+import type { PublicConfig, ServeConfig, TokenConfig } from "./config.ts";
 import { DaemonLog, listenerEventText } from "./log.ts";
 import { authenticatedAdmission, authenticatedHandler, type ServiceDeps } from "./service.ts";
 import { ServiceNotifier } from "./notify.ts";
+import { loadPublicFiles, PublicFileError } from "./public_files.ts";
+import { PublicListener, PublicListenerError, type PublicWorkerSetup } from "./public_listener.ts";
 
 /** A start-up failure: the message says what was wrong and what to do; exit code 1. */
 export class StartupError extends Error {
   override name = "StartupError";
 }
+
+/** Exit code when the public listener's Worker failed at run time (EX_SOFTWARE): restarted too. */
+export const EXIT_LISTENER_FAILED = 70;
 
 /** Exit code when the token died under the daemon: the service manager restarts it. */
 export const EXIT_TOKEN_DEAD = 75;
@@ -74,12 +80,8 @@ export function checkFileLimit(config: ServeConfig, limit: { soft: number; hard:
 /** Start-up checks shared by `serve` and `--check-config`; returns the loaded policy. */
 export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
   checkFileLimit(config, nofileLimit());
-  if (config.public) {
-    throw new StartupError(
-      "--public-socket, --revocation-db and --ocsp-label are not supported by this version yet; remove them",
-    );
-  }
-  checkSocketPath(config.listener.path);
+  checkSocketPath(config.listener.path, "--socket");
+  if (config.public) checkPublicConfig(config.public, config.listener.path);
   const policy = await loadPolicy(config.policy.path);
   for (const warning of policy.current.warnings) log(`policy: ${warning}`, "policy");
   await ensureDir(config.audit.dir, "--audit-dir");
@@ -87,8 +89,33 @@ export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
   return policy;
 }
 
+/**
+ * The public listener's files, checked before any login: the socket path, the CA chain and the
+ * responder certificate. An unloadable revocation database is not fatal (spec §4.2 rule 4: /ocsp
+ * answers tryLater until it loads) but is said at start.
+ */
+function checkPublicConfig(pub: PublicConfig, authSocket: string): void {
+  if (pub.socket === authSocket) {
+    throw new StartupError("--public-socket must differ from --socket; give each listener its own");
+  }
+  checkSocketPath(pub.socket, "--public-socket");
+  try {
+    loadPublicFiles(pub);
+  } catch (err) {
+    if (err instanceof PublicFileError) throw new StartupError(err.message);
+    throw err;
+  }
+  const source = new IndexFileSource(pub.revocationDb);
+  if (source.current() === null) {
+    log(
+      `--revocation-db: ${source.lastError}; POST /ocsp answers tryLater until it loads ` +
+        "(make it with 'svcd ca init')",
+    );
+  }
+}
+
 /** A file in the socket's place that is not a socket is never replaced: say so before start-up. */
-function checkSocketPath(path: string): void {
+function checkSocketPath(path: string, option: string): void {
   let info: Deno.FileInfo;
   try {
     info = Deno.lstatSync(path);
@@ -97,7 +124,7 @@ function checkSocketPath(path: string): void {
   }
   if (!info.isSocket) {
     throw new StartupError(
-      `--socket ${path} exists and is not a socket; move it away or choose another path`,
+      `${option} ${path} exists and is not a socket; move it away or choose another path`,
     );
   }
 }
@@ -289,7 +316,7 @@ async function serve(
     audit: running.audit,
     budget: running.budget,
     cap: ConcurrencyCap.forWorkers(config.listener.workers),
-    publicSocket: config.public?.socket,
+    publicUrl: config.publicUrl,
     log: (message) => log(message, "request"),
     startedAt: Date.now(),
   };
@@ -300,21 +327,73 @@ async function serve(
     admit: authenticatedAdmission(service),
   });
   const served = listener.serve();
+  let publicListener: PublicListener | undefined;
   try {
     await running.audit.append("listener_start", "svcd", {
       listener: "authenticated",
       socket: config.listener.path,
     });
+    if (config.public) {
+      publicListener = await startPublicListener(config, config.public, stop);
+      await running.audit.append("listener_start", "svcd", {
+        listener: "public",
+        socket: config.public.socket,
+      });
+    }
     const { path, proxyUid, workers } = config.listener;
     log(`listening on ${path} (proxy uid ${proxyUid}, ${workers} workers)`);
-    // Type=notify: `systemctl start` returns once the socket accepts, not when the process exists.
+    // Type=notify: `systemctl start` returns once the sockets accept, not when the process exists.
     stop.notify.ready(`listening on ${path}`);
     await Promise.race([served, stop.requested]);
     stop.request(0, "listener ended");
   } finally {
-    await listener.close(stop.code === EXIT_TOKEN_DEAD ? DEAD_TOKEN_GRACE_MS : STOP_GRACE_MS);
+    const grace = stop.code === EXIT_TOKEN_DEAD ? DEAD_TOKEN_GRACE_MS : STOP_GRACE_MS;
+    // Both listeners stop before the token is released: the Worker's sessions are in this module.
+    await Promise.all([listener.close(grace), publicListener?.close(grace)]);
     await served;
   }
+}
+
+/** Starts the public listener's Worker; what it reports goes to the daemon's log and stop. */
+async function startPublicListener(
+  config: ServeConfig,
+  pub: PublicConfig,
+  stop: StopRequest,
+): Promise<PublicListener> {
+  try {
+    const started = await PublicListener.start(publicSetup(config, pub), {
+      log: (message) => log(message, "public"),
+      onListenerEvent: (event) => log(`public ${listenerEventText(event)}`, `public_${event.kind}`),
+      onTokenDead: (err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`),
+      onFailure: (err) => stop.request(EXIT_LISTENER_FAILED, err.message),
+    });
+    log(`public listener on ${pub.socket} (certificates, OCSP)`);
+    return started;
+  } catch (err) {
+    if (err instanceof PublicListenerError) throw new StartupError(err.message);
+    throw err;
+  }
+}
+
+/** What the public listener's Worker is given: its own copy of the listener and token settings. */
+function publicSetup(config: ServeConfig, pub: PublicConfig): PublicWorkerSetup {
+  return {
+    socket: pub.socket,
+    queueDepth: config.listener.queueDepth,
+    // An OCSP request is small (lib/ocsp bounds it); a larger body is refused before parsing.
+    maxBodyBytes: MAX_REQUEST_BYTES,
+    workers: config.listener.workers,
+    token: {
+      modulePath: config.token.modulePath,
+      tokenLabel: config.token.tokenLabel,
+      maxSessions: config.token.maxSessions,
+    },
+    caCertificates: pub.caCertificates,
+    responderCertificate: pub.responderCertificate,
+    revocationDb: pub.revocationDb,
+    ocspLabel: pub.ocspLabel,
+    validitySeconds: pub.validitySeconds,
+  };
 }
 
 /** How long a stop waits for signatures still running in the module before finalising it. */

@@ -11,7 +11,7 @@
  */
 import { createHash } from "node:crypto";
 import type { Admission, HttpRequest, HttpResponse, RequestHead } from "../http/mod.ts";
-import { problem } from "../http/mod.ts";
+import { allowOf, problem, routeFor } from "../http/mod.ts";
 import { isKeyProblem, isTokenDead } from "../token/errors.ts";
 import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
 import { DAEMON_KEY_LABELS } from "../audit/token_keys.ts";
@@ -52,8 +52,12 @@ export interface ServiceDeps {
     limitedCount(): number;
   };
   cap: { tryAcquire(identity: string): (() => void) | undefined };
-  /** Path of the public listener, named in the Link header of the 404 for its routes. */
-  publicSocket?: string;
+  /**
+   * Base URL of the public side behind the proxy, named in the Link header of the 404 for its
+   * routes; undefined: `http://` and the request's Host (the shipped nginx example serves the
+   * public routes on port 80 of the same name).
+   */
+  publicUrl?: string;
   log(message: string): void;
   startedAt: number;
 }
@@ -131,11 +135,10 @@ function preflight(
   deps: ServiceDeps,
 ): { response: HttpResponse } | { route: Route; subject: string; release: () => void } {
   const refuse = (response: HttpResponse) => ({ response });
-  if (PUBLIC_ONLY.has(head.path)) return refuse(publicOnly(deps));
+  if (PUBLIC_ONLY.has(head.path)) return refuse(publicOnly(head, deps));
   const methods = ROUTES[head.path];
   if (!methods) return refuse(problem(404, "Not Found", `No route ${head.path} on this socket.`));
-  // HEAD is GET without the body (RFC 9110 §9.3.2): the listener leaves the body out.
-  const route = methods[head.method] ?? (head.method === "HEAD" ? methods.GET : undefined);
+  const route = routeFor(methods, head.method);
   if (!route) {
     return refuse(
       problem(405, "Method Not Allowed", `${head.path} accepts ${allowOf(methods)}.`, [
@@ -180,17 +183,21 @@ async function handle(req: HttpRequest, deps: ServiceDeps): Promise<HttpResponse
   }
 }
 
-function allowOf(methods: Record<string, Route>): string {
-  const allowed = Object.keys(methods);
-  return (methods.GET ? [...allowed, "HEAD"] : allowed).join(", ");
-}
-
-function publicOnly(deps: ServiceDeps): HttpResponse {
-  const where = deps.publicSocket ?? "/run/svcd/public.sock";
+/**
+ * The 404 for a public route (spec §4.1), with a Link a client behind the proxy can follow: the
+ * public side's URL (--public-url), else http:// and the request's Host when it is a plain host
+ * name, else the path alone.
+ */
+function publicOnly(head: RequestHead, deps: ServiceDeps): HttpResponse {
+  const host = singleHeader(head.headers, "host")?.replace(/:\d{1,5}$/, "");
+  const base = deps.publicUrl ?? (host && PLAIN_HOST.test(host) ? `http://${host}` : "");
   return problem(404, "Not Found", "This route is served by the public listener.", [
-    ["Link", `<unix:${where}>; rel="alternate"; title="public listener"`],
+    ["Link", `<${base}${head.path}>; rel="alternate"; title="public listener"`],
   ]);
 }
+
+/** A DNS name or IPv4 address, nothing a header or a URL could be bent with. */
+const PLAIN_HOST = /^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$/;
 
 function identityRefusal(reason: "missing" | "empty" | "duplicate"): HttpResponse {
   const detail = reason === "duplicate"
