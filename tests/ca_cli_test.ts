@@ -161,7 +161,9 @@ Deno.test("ca issue --pubkey --subject: the certificate carries that key and the
   await openssl(["genpkey", "-algorithm", "ED25519", "-out", key]);
   await openssl(["pkey", "-in", key, "-pubout", "-out", pub]);
   const subject = "CN=carol,OU=Ops,O=Example\\, Inc.,C=DE";
-  const issued = await ec.issue(["--pubkey", pub, "--subject", subject]);
+  const out = `${ec.dir}/carol.pem`;
+  const issued = await ec.issue(["--pubkey", pub, "--subject", subject, "--out", out]);
+  assert.equal(await Deno.readTextFile(out), await Deno.readTextFile(issued.path));
   assert.equal(issued.nginxSubject, subject);
   assert.deepEqual(issued.policyLines, [`${subject}\tKEY-LABEL`]);
   assert.equal(

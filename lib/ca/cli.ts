@@ -12,8 +12,9 @@
  */
 import { parseArgs } from "node:util";
 import * as pkijs from "pkijs";
-import { canonicalSerial, CRL_REASON, type IndexEntry, REASON_NAME } from "../ocsp/index_db.ts";
+import { CRL_REASON, type IndexEntry, REASON_NAME } from "../ocsp/index_db.ts";
 import type { Signer } from "../ocsp/algorithms.ts";
+import { bytesEqual } from "../ocsp/der.ts";
 import { type Common, openLoggedIn } from "../token/cli.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
 import { isKeyTypeName, KEY_TYPE_NAMES } from "../token/key_types.ts";
@@ -247,16 +248,12 @@ async function keyByLabel(token: Token, label: string, ctx: Context): Promise<Si
   return key;
 }
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
-}
-
 /** The CA certificate and its token key, checked to belong together. */
 async function caKey(token: Token, folder: CaFolder, ctx: Context) {
   const cert = pkijs.Certificate.fromBER(folder.caDer.slice().buffer);
   const spki = new Uint8Array(cert.subjectPublicKeyInfo.toSchema().toBER());
   const key = await keyByLabel(token, folder.config.keyLabel, ctx);
-  if (!sameBytes(spki, key.publicKeySpki!)) {
+  if (!bytesEqual(spki, key.publicKeySpki!)) {
     throw new Error(
       `the token key '${folder.config.keyLabel}' is not the key of ${
         CaFolder.paths(ctx.dir).caCert
@@ -342,20 +339,22 @@ async function subjectAndKey(ctx: Context) {
   };
 }
 
-/** Signs an end-entity certificate with the CA key and records it (index line, certs/SERIAL.pem). */
+/**
+ * Signs an end-entity certificate with the CA key and records it: an index line, certs/SERIAL.pem
+ * and each of `copies`. `subjectKey` gives the SPKI once the token is open.
+ */
 async function issueEndEntity(
   ctx: Context,
   folder: CaFolder,
   subject: pkijs.RelativeDistinguishedNames,
-  spki: Uint8Array,
+  subjectKey: (token: Token) => Promise<Uint8Array>,
   lifetime: number,
   extensions: (spki: Uint8Array, caSpki: Uint8Array) => pkijs.Extension[],
-  signingKey?: string,
+  copies: string[],
 ): Promise<{ der: Uint8Array; serial: string; path: string; notAfter: Date }> {
   return await withToken(ctx, async (token) => {
     const ca = await caKey(token, folder, ctx);
-    const signed = signingKey ? await keyByLabel(token, signingKey, ctx) : undefined;
-    const subjectSpki = signed ? signed.publicKeySpki! : spki;
+    const spki = await subjectKey(token);
     const { notBefore, notAfter } = validity(lifetime, ca.cert);
     return await folder.locked(async () => {
       const serialNumber = await folder.takeSerial();
@@ -365,21 +364,27 @@ async function issueEndEntity(
         serial: serialNumber,
         issuer: ca.cert.subject,
         subject,
-        spki: subjectSpki,
+        spki,
         notBefore,
         notAfter,
-        extensions: extensions(subjectSpki, ca.spki),
+        extensions: extensions(spki, ca.spki),
       }, signerOf(token, ca.key));
+      // The index line first: a certificate the index does not know would be "unknown" to OCSP.
       await folder.appendIndex({
         status: "V",
         expires: notAfter.getTime(),
         serial,
         subject: slashSubject(subject),
       });
-      const path = await folder.storeCertificate(serial, der, str(ctx.values.out));
+      const path = await folder.storeCertificate(serial, der, copies);
       return { der, serial, path, notAfter };
     });
   });
+}
+
+function outCopies(ctx: Context): string[] {
+  const out = str(ctx.values.out);
+  return out ? [out] : [];
 }
 
 async function issue(ctx: Context): Promise<number> {
@@ -392,7 +397,15 @@ async function issue(ctx: Context): Promise<number> {
   const grants = (ctx.values.grant as string[] | undefined) ?? [];
   const bad = grants.find((g) => g === "" || /[\t\n\r]/.test(g));
   if (bad !== undefined) throw new UsageError("--grant needs a key label without TAB or newline");
-  const done = await issueEndEntity(ctx, folder, subject, spki, lifetime, clientExtensions);
+  const done = await issueEndEntity(
+    ctx,
+    folder,
+    subject,
+    () => Promise.resolve(spki),
+    lifetime,
+    clientExtensions,
+    outCopies(ctx),
+  );
   console.log(
     `certificate ${done.serial} written to ${done.path} (valid until ${done.notAfter.toISOString()})`,
   );
@@ -418,17 +431,16 @@ async function responder(ctx: Context): Promise<number> {
   const lifetime = days(ctx, DEFAULT_DAYS.responder);
   const folder = await CaFolder.open(ctx.dir);
   const subject = nameFromRfc4514(str(ctx.values.subject) ?? "CN=svcd OCSP responder");
+  const path = CaFolder.paths(ctx.dir).responder;
   const done = await issueEndEntity(
     ctx,
     folder,
     subject,
-    new Uint8Array(0),
+    async (token) => (await keyByLabel(token, label, ctx)).publicKeySpki!,
     lifetime,
     responderExtensions,
-    label,
+    [path, ...outCopies(ctx)],
   );
-  const path = CaFolder.paths(ctx.dir).responder;
-  await folder.storeCertificate(done.serial, done.der, path);
   ctx.say(
     `responder certificate ${done.serial} for key '${label}' written to ${path} and ${done.path}`,
   );
@@ -498,7 +510,7 @@ export function formatList(entries: IndexEntry[]): string {
   for (const e of entries) {
     rows.push([
       e.status,
-      canonicalSerial(e.serial),
+      e.serial,
       time(e.expires),
       time(e.revokedAt),
       e.reason === undefined ? "-" : REASON_NAME[e.reason] ?? String(e.reason),

@@ -12,6 +12,7 @@
  */
 import * as pkijs from "pkijs";
 import { parseCertificate } from "../ocsp/certificate.ts";
+import { bytesEqual } from "../ocsp/der.ts";
 import { IndexFileSource, REASON_NAME } from "../ocsp/index_db.ts";
 import { certIdFor, encodeOcspRequest } from "../ocsp/request.ts";
 import { Responder } from "../ocsp/responder.ts";
@@ -20,10 +21,6 @@ import type { Token } from "../token/token.ts";
 import { derFromPem, verifySignature } from "./csr.ts";
 import { nginxSubject } from "./name.ts";
 import { CaFolder } from "./store.ts";
-
-function same(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
-}
 
 const iso = (ms: number) => new Date(ms).toISOString().replace(".000Z", "Z");
 
@@ -45,7 +42,7 @@ export async function caStatus(
 ): Promise<string> {
   const ca = parseCertificate(folder.caDer);
   const cert = parseCertificate(certDer);
-  if (!same(cert.issuer, ca.subject)) {
+  if (!bytesEqual(cert.issuer, ca.subject)) {
     throw new Error(`the certificate was not issued by the CA in ${folder.dir} (issuer differs)`);
   }
   const certPk = pkijs.Certificate.fromBER(certDer.slice().buffer);
@@ -64,7 +61,7 @@ export async function caStatus(
   if (!key?.publicKeySpki) throw new Error(`no signing key labelled '${label}' on the token`);
   let responderCertificate: Uint8Array | undefined;
   let signerSpki = ca.spki;
-  if (!same(key.publicKeySpki, ca.spki)) {
+  if (!bytesEqual(key.publicKeySpki, ca.spki)) {
     const path = CaFolder.paths(folder.dir).responder;
     const text = await Deno.readFile(path).catch(() => {
       throw new Error(
@@ -73,7 +70,7 @@ export async function caStatus(
     });
     responderCertificate = derFromPem(text, "CERTIFICATE");
     signerSpki = parseCertificate(responderCertificate).spki;
-    if (!same(signerSpki, key.publicKeySpki)) {
+    if (!bytesEqual(signerSpki, key.publicKeySpki)) {
       throw new Error(
         `${path} is not the certificate of key '${label}'; run 'svcd ca responder --key-label ${label}'`,
       );
@@ -102,7 +99,7 @@ export async function caStatus(
     signerSpki,
     basic.signature,
   );
-  if (!ok || !basic.nonce || !same(basic.nonce, nonce) || basic.singles.length !== 1) {
+  if (!ok || !basic.nonce || !bytesEqual(basic.nonce, nonce) || basic.singles.length !== 1) {
     throw new Error("the responder's answer does not verify (signature, nonce or count)");
   }
   const single = basic.singles[0];

@@ -256,18 +256,17 @@ export class CaFolder {
   }
 
   /**
-   * Stores an issued certificate as certs/SERIAL.pem (and at `extra` when given); returns the path.
+   * Stores an issued certificate as certs/SERIAL.pem and at each of `copies`; returns the first path.
    *
    * @example
    * ```ts
-   * await folder.storeCertificate("1A", der);
+   * await folder.storeCertificate("1A", der, ["/etc/svcd/tls/alice.pem"]);
    * ```
    */
-  async storeCertificate(serial: string, der: Uint8Array, extra?: string): Promise<string> {
+  async storeCertificate(serial: string, der: Uint8Array, copies: string[] = []): Promise<string> {
     const path = join(CaFolder.paths(this.dir).certs, `${serial}.pem`);
     const text = encoder.encode(pem("CERTIFICATE", der));
-    await writeFileAtomic(path, text);
-    if (extra) await writeFileAtomic(extra, text);
+    for (const target of [path, ...copies]) await writeFileAtomic(target, text);
     return path;
   }
 }
