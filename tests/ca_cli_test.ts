@@ -204,6 +204,10 @@ Deno.test("ca issue refuses a subject it cannot print as nginx does, and --days 
     r.stderr,
     /subject attribute 1\.3\.6\.1\.4\.1\.311\.60\.2\.1\.3 is not one svcd can print/,
   );
+  const empty = await opensslRequest(ec.dir, "empty", "/");
+  const none = await ec.run("issue", ["--csr", empty.request]);
+  assert.equal(none.code, 2, none.text);
+  assert.match(none.stderr, /subject would be empty/);
   const ok = await opensslRequest(ec.dir, "long", "/CN=long");
   const long = await ec.run("issue", ["--csr", ok.request, "--days", "99999"]);
   assert.equal(long.code, 2, long.text);

@@ -393,6 +393,12 @@ async function issue(ctx: Context): Promise<number> {
   const { subject, spki } = await subjectAndKey(ctx);
   // Before any signing: a subject the tool cannot print as nginx does is refused here.
   const nginx = nginxSubject(subject);
+  if (nginx === "") {
+    throw new UsageError(
+      "the certificate subject would be empty: the proxy would pass an empty identity, which the " +
+        "daemon refuses; give --subject DN",
+    );
+  }
   const slash = slashSubject(subject);
   const grants = (ctx.values.grant as string[] | undefined) ?? [];
   const bad = grants.find((g) => g === "" || /[\t\n\r]/.test(g));
