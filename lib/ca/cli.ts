@@ -313,8 +313,8 @@ async function init(ctx: Context): Promise<number> {
   ctx.say(`wrote ${caPath} and the CA folder ${ctx.dir}`);
   console.log(`nginx: ssl_client_certificate ${caPath};`);
   console.log(
-    `svcd serve: --revocation-db ${CaFolder.paths(ctx.dir).index} --ocsp-label ${label} ` +
-      `(or a delegated responder key: svcd ca responder --key-label L, then --ocsp-label L)`,
+    `svcd serve: --public-socket PATH --revocation-db ${CaFolder.paths(ctx.dir).index} ` +
+      `--ca-cert ${caPath} --ocsp-label ${label}`,
   );
   return 0;
 }
@@ -450,9 +450,8 @@ async function responder(ctx: Context): Promise<number> {
   ctx.say(
     `responder certificate ${done.serial} for key '${label}' written to ${path} and ${done.path}`,
   );
-  ctx.say(
-    `valid until ${done.notAfter.toISOString()}; the daemon signs with --ocsp-label ${label}`,
-  );
+  ctx.say(`valid until ${done.notAfter.toISOString()}`);
+  console.log(`svcd serve: --ocsp-label ${label} --ocsp-cert ${path}`);
   return 0;
 }
 
