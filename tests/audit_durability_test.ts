@@ -1,6 +1,7 @@
 /**
  * The durable barrier: group commit (many concurrent appends, few fdatasyncs, seq order = call
- * order), fail closed on a full disk / a removed file / a MAC failure, and recovery afterwards.
+ * order, one seal per group), fail closed on a full disk / a removed file / a seal failure, and
+ * recovery afterwards.
  */
 import assert from "node:assert/strict";
 import {
@@ -51,6 +52,7 @@ Deno.test("group commit: 500 concurrent appends are durable in call order under 
   const syncs = after.syncs - before.syncs;
   assert.ok(syncs <= 3, `${n} appends took ${syncs} fdatasyncs`);
   assert.ok(after.maxGroup >= n - 1);
+  assert.equal(after.seals - before.seals, syncs, "one token MAC per group, not per line");
   await log.close();
   const lines = await linesOf(dir);
   const signs = lines.filter((l) => l.event === "sign");
@@ -77,30 +79,36 @@ Deno.test("group commit with an asynchronous MAC (Web Crypto): order kept, fewer
   assert.ok(r.files[0].checkpoints >= 2);
 });
 
-Deno.test("each append resolves only after its group's fdatasync", async () => {
-  // A MAC gate holds line 3's MAC: lines 1–2 may be durable, 3–5 must not resolve before it opens.
+Deno.test("each append resolves only after its group's seal and fdatasync", async () => {
+  // A gate holds the seal of the group after lines 1–2: 3–5 must not resolve before it opens.
   const base = await softwareAuditKeys({ synchronousMac: true });
   let open!: () => void;
   const gate = new Promise<void>((r) => open = r);
-  let calls = 0;
+  let holdNext = false;
+  let held = false;
   const keys = {
     ...base.keys,
     mac: async (d: Uint8Array) => {
-      if (++calls === 4) await gate; // call 1 is login_ok
+      if (holdNext && !held) {
+        held = true;
+        await gate;
+      }
       return await base.keys.mac(d);
     },
   };
   const dir = await Deno.makeTempDir({ prefix: "audit-barrier-" });
   const log = await AuditLog.open({ dir, keys, login: {} });
   const settled: number[] = [];
-  const all = [1, 2, 3, 4, 5].map((i) =>
-    log.append("sign", "CN=a", { i }).then(() => settled.push(i))
-  );
-  await Promise.all(all.slice(0, 2));
+  const append = (i: number) => log.append("sign", "CN=a", { i }).then(() => settled.push(i));
+  await Promise.all([append(1), append(2)]);
+  holdNext = true;
+  const later = [3, 4, 5].map(append);
+  while (!held) await turn();
+  await turn();
   assert.deepEqual(settled, [1, 2]);
   const syncsWhileHeld = log.stats().syncs;
   open();
-  await Promise.all(all);
+  await Promise.all(later);
   assert.deepEqual(settled, [1, 2, 3, 4, 5]);
   assert.ok(log.stats().syncs > syncsWhileHeld);
   await log.close();
@@ -140,8 +148,7 @@ const turn = () => new Promise((r) => setTimeout(r, 0));
 
 Deno.test("durable barrier: no append resolves before its group's sync, late lines wait for one next sync", async () => {
   const base = await softwareAuditKeys({ synchronousMac: true });
-  let macs = 0;
-  const keys = { ...base.keys, mac: (d: Uint8Array) => (macs++, base.keys.mac(d)) };
+  const keys = base.keys;
   const seam = heldSync();
   const dir = await Deno.makeTempDir({ prefix: "audit-held-sync-" });
   const log = await AuditLog.open({ dir, keys, login: {}, retryMs: NEVER, sync: seam.sync });
@@ -159,10 +166,8 @@ Deno.test("durable barrier: no append resolves before its group's sync, late lin
   await turn();
   assert.deepEqual(settled, [], "no append may resolve before its group's sync does");
 
-  // Lines appended while the sync runs: all chained (synchronous MAC), none written yet.
-  const macsBefore = macs;
+  // Lines appended while the sync runs: chained at once (no token call), none written yet.
   const second = ["b1", "b2", "b3", "b4"].map((r) => track(r, log.append("sign", "CN=a", { r })));
-  while (macs < macsBefore + second.length) await turn();
   await turn();
   const callsBefore = seam.calls;
   assert.deepEqual(settled, []);
@@ -235,7 +240,7 @@ Deno.test("open never reuses a file: the next number after the highest, chained 
   );
 });
 
-Deno.test("a MAC failure refuses only that line; the next append resumes", async () => {
+Deno.test("a seal failure refuses its group; the next append resumes", async () => {
   const base = await softwareAuditKeys({ synchronousMac: true });
   let fail = false;
   const keys = {
@@ -248,15 +253,21 @@ Deno.test("a MAC failure refuses only that line; the next append resumes", async
     told.push(ok ? "writable" : `unwritable: ${why}`);
   const log = await AuditLog.open({ dir, keys, login: {}, retryMs: NEVER, onHealthChange });
   fail = true;
-  await assert.rejects(log.append("sign", "CN=a", { request_id: "lost" }), AuditUnavailableError);
+  const lost = await Promise.allSettled(
+    ["lost1", "lost2"].map((id) => log.append("sign", "CN=a", { request_id: id })),
+  );
+  assert.deepEqual(lost.map((r) => r.status), ["rejected", "rejected"]);
+  for (const r of lost) {
+    assert.ok((r as PromiseRejectedResult).reason instanceof AuditUnavailableError);
+  }
   assert.equal(log.healthy, false);
-  assert.match(log.lastError!, /MAC could not be computed: CKR_DEVICE_ERROR/);
+  assert.match(log.lastError!, /seal could not be computed: CKR_DEVICE_ERROR/);
   fail = false;
   await log.append("sign", "CN=a", { request_id: "kept" });
   assert.equal(log.healthy, true);
   assert.equal(log.lastError, undefined);
   assert.deepEqual(told, [
-    "unwritable: the audit MAC could not be computed: CKR_DEVICE_ERROR",
+    "unwritable: the audit seal could not be computed: CKR_DEVICE_ERROR",
     "writable",
   ]);
   await log.close();
@@ -268,12 +279,12 @@ Deno.test("a MAC failure refuses only that line; the next append resumes", async
     "shutdown",
     "checkpoint",
   ]);
-  assert.equal(lines[1].refused, 1);
-  assert.ok(!lines.some((l) => l.request_id === "lost"));
+  assert.equal(lines[1].refused, 2);
+  assert.ok(!lines.some((l) => String(l.request_id).startsWith("lost")));
   assert.equal((await verifyDir(dir, base)).ok, true);
 });
 
-Deno.test("a resume line whose MAC fails is queued again by the next append", async () => {
+Deno.test("a resume line whose seal fails is queued again by the next append", async () => {
   const base = await softwareAuditKeys({ synchronousMac: true });
   let failures = 0;
   const keys = {
@@ -283,22 +294,25 @@ Deno.test("a resume line whose MAC fails is queued again by the next append", as
   };
   const dir = await Deno.makeTempDir({ prefix: "audit-macfail-resume-" });
   const log = await AuditLog.open({ dir, keys, login: {}, retryMs: NEVER });
-  failures = 2; // the append, then the resume line queued before the next append
+  failures = 2; // the append's group, then the group of the resume line and the next append
   await assert.rejects(log.append("sign", "CN=a", { request_id: "lost" }), AuditUnavailableError);
-  await log.append("sign", "CN=a", { request_id: "written" });
+  await assert.rejects(
+    log.append("sign", "CN=a", { request_id: "lost too" }),
+    AuditUnavailableError,
+  );
   assert.equal(log.healthy, false, "no resume line is durable yet");
   await log.append("sign", "CN=a", { request_id: "again" });
   assert.equal(log.healthy, true);
   await log.close();
-  const events = (await linesOf(dir)).map((l) => l.request_id ?? l.event);
-  assert.deepEqual(events, [
+  const lines = await linesOf(dir);
+  assert.deepEqual(lines.map((l) => l.request_id ?? l.event), [
     "login_ok",
-    "written",
     "audit_resumed",
     "again",
     "shutdown",
     "checkpoint",
   ]);
+  assert.equal(lines[1].refused, 2);
   assert.equal((await verifyDir(dir, base)).ok, true);
 });
 

@@ -1,9 +1,16 @@
 /**
  * Every tamper kind of issue 4 is detected and located by the verifier; an untouched log verifies,
- * and its MACs and checkpoint signatures check out against independent oracles (node:crypto).
+ * and its hashes, seals and checkpoint signatures check out against independent oracles
+ * (node:crypto). Logs written before the seals (a MAC on every line) still verify.
  */
 import assert from "node:assert/strict";
-import { createHash, createHmac, verify as nodeVerify } from "node:crypto";
+import {
+  createHash,
+  createHmac,
+  createPrivateKey,
+  sign as nodeSign,
+  verify as nodeVerify,
+} from "node:crypto";
 import { AuditLog, listAuditFiles, verifyAuditFiles, type VerifyResult } from "../lib/audit/mod.ts";
 import { type SoftwareAuditKeys, softwareAuditKeys } from "../lib/audit/software_keys.ts";
 import { runCommand } from "./support/command.ts";
@@ -74,6 +81,26 @@ const writeLines = (path: string, lines: string[]) =>
   Deno.writeTextFile(path, lines.map((l) => l + "\n").join(""));
 /** 1-based line number of the line holding `needle`. */
 const lineOf = (lines: string[], needle: string) => lines.findIndex((l) => l.includes(needle)) + 1;
+const TRAILER = /,"hash":"[0-9a-f]{64}"(,"seal":"[0-9a-f]{64}")?\}$/;
+const sha256Hex = (...parts: (string | Uint8Array)[]) =>
+  parts.reduce((h, p) => h.update(p), createHash("sha256")).digest("hex");
+
+/**
+ * What someone without the key can do after editing line `from` (1-based): recompute every hash
+ * and `prev` from there to the end of the file. The seals stay as they were: only the key makes one.
+ */
+function rehashFrom(lines: string[], from: number): void {
+  for (let i = from - 1; i < lines.length; i++) {
+    const prev = i === 0 ? JSON.parse(lines[0]).prev : JSON.parse(lines[i - 1]).hash;
+    const seal = TRAILER.exec(lines[i])![1] ?? "";
+    const body = lines[i].replace(TRAILER, "}").replace(
+      /"prev":"[0-9a-f]{64}"/,
+      `"prev":"${prev}"`,
+    );
+    const hash = sha256Hex(Buffer.from(prev, "hex"), body);
+    lines[i] = body.slice(0, -1) + `,"hash":"${hash}"${seal}}`;
+  }
+}
 
 function assertProblem(r: VerifyResult, file: string, line: number, message: RegExp): void {
   assert.equal(r.ok, false, "the tampered log must not verify");
@@ -102,23 +129,35 @@ Deno.test("an untouched log verifies, with MACs and with the public key alone", 
   assert.equal(publicOnly.ok, true, JSON.stringify(publicOnly.problem));
 });
 
-Deno.test("oracle: every MAC is HMAC-SHA256(prev ‖ line without its mac member), chained across files", async () => {
+Deno.test("oracle: every hash is SHA-256(prev ‖ line without hash and seal); every group ends in a seal", async () => {
   const { keys, dir } = await fixture();
   let prev = "00".repeat(32);
   let seq = 0;
+  let seals = 0;
   for (const name of await listAuditFiles(dir)) {
-    for (const text of await readLines(`${dir}/${name}`)) {
+    const lines = await readLines(`${dir}/${name}`);
+    for (const text of lines) {
       const line = JSON.parse(text);
       assert.equal(line.seq, ++seq);
       assert.equal(line.prev, prev);
-      const body = text.replace(/,"mac":"[0-9a-f]{64}"\}$/, "}");
+      assert.equal(line.mac, undefined, "no line carries a MAC of its own any more");
+      const body = text.replace(TRAILER, "}");
       assert.notEqual(body, text);
-      const mac = createHmac("sha256", keys.macSecret).update(Buffer.from(prev, "hex")).update(body)
-        .digest("hex");
-      assert.equal(line.mac, mac, `${name} seq ${line.seq}`);
-      prev = mac;
+      assert.equal(line.hash, sha256Hex(Buffer.from(prev, "hex"), body), `${name} seq ${line.seq}`);
+      if (line.seal !== undefined) {
+        const seal = createHmac("sha256", keys.macSecret)
+          .update("svcd-audit-seal-v2 ")
+          .update(Buffer.from(line.hash, "hex"))
+          .digest("hex");
+        assert.equal(line.seal, seal, `${name} seq ${line.seq}`);
+        seals++;
+      }
+      prev = line.hash;
     }
+    assert.notEqual(JSON.parse(lines.at(-1)!).seal, undefined, `${name} ends in a seal`);
   }
+  assert.ok(seals >= 3 * 4, `${seals} seals`);
+  assert.ok(seals < seq, `${seals} seals for ${seq} lines: not one per line`);
 });
 
 Deno.test("oracle: every checkpoint is an Ed25519 signature over the documented claim", async () => {
@@ -132,7 +171,7 @@ Deno.test("oracle: every checkpoint is an Ed25519 signature over the documented 
       const sha = createHash("sha256").update(bytes.subarray(0, c.through_size)).digest("hex");
       assert.equal(c.sha256, sha);
       const message =
-        `svcd-audit-checkpoint-v1 file=${name} seq=${c.through_seq} mac=${c.through_mac} ` +
+        `svcd-audit-checkpoint-v2 file=${name} seq=${c.through_seq} hash=${c.through_hash} ` +
         `size=${c.through_size} sha256=${sha}`;
       assert.ok(
         nodeVerify(
@@ -155,19 +194,34 @@ Deno.test("tamper: one byte edited is located at its line", async () => {
   const n = lineOf(lines, `"request_id":"r2-5"`);
   lines[n - 1] = lines[n - 1].replace("CN=client", "CN=clienT");
   await writeLines(path, lines);
-  assertProblem(await verifyDir(dir, keys), "audit.log.000002", n, /MAC does not match/);
+  assertProblem(await verifyDir(dir, keys), "audit.log.000002", n, /hash does not match/);
+  assertProblem(
+    await verifyDir(dir, keys, { publicKey: true }),
+    "audit.log.000002",
+    n,
+    /hash does not match/,
+  );
 });
 
-Deno.test("tamper: a byte edit is caught by the public key alone at the checkpoint that covers it", async () => {
+Deno.test("tamper: an edit re-hashed to the end is caught at its group's seal, and by the public key alone at the checkpoint that covers it", async () => {
   const { keys, dir } = await copyOfSample();
   const path = `${dir}/audit.log.000002`;
   const lines = await readLines(path);
   const n = lineOf(lines, `"request_id":"r2-1"`);
   lines[n - 1] = lines[n - 1].replace("CN=client", "CN=clienT");
+  rehashFrom(lines, n);
   await writeLines(path, lines);
-  const r = await verifyDir(dir, keys, { publicKey: true });
+  const sealedAt = lines.findIndex((l, i) => i >= n - 1 && l.includes(`"seal":`)) + 1;
+  const r = await verifyDir(dir, keys);
+  assertProblem(r, "audit.log.000002", sealedAt, /seal does not match/);
+  assert.match(r.problem!.message, new RegExp(`lines \\d+–${sealedAt} \\(the group it seals\\)`));
   const covering = lines.findIndex((l, i) => i >= n && l.includes(`"event":"checkpoint"`)) + 1;
-  assertProblem(r, "audit.log.000002", covering, /SHA-256/);
+  assertProblem(
+    await verifyDir(dir, keys, { publicKey: true }),
+    "audit.log.000002",
+    covering,
+    /the checkpoint claims seq \d+ with through_hash/,
+  );
 });
 
 Deno.test("tamper: a line removed is located where it is missing", async () => {
@@ -201,23 +255,45 @@ Deno.test("tamper: two lines swapped are located at the first of them", async ()
   );
 });
 
-Deno.test("tamper: a line appended by hand with a made-up MAC is located", async () => {
-  const { keys, dir } = await copyOfSample();
-  const path = `${dir}/audit.log.000003`;
-  const lines = await readLines(path);
-  const last = JSON.parse(lines.at(-1)!);
-  const forged = {
-    event: "sign",
-    actor: "CN=mallory",
-    seq: last.seq + 1,
-    time: new Date().toISOString(),
-    key: "k1",
-    prev: last.mac,
-    mac: crypto.getRandomValues(new Uint8Array(32)).toHex(),
-  };
-  lines.push(JSON.stringify(forged));
-  await writeLines(path, lines);
-  assertProblem(await verifyDir(dir, keys), "audit.log.000003", lines.length, /MAC does not match/);
+Deno.test("tamper: a line appended by hand is located (made-up hash, made-up seal) or left out of the chain (no seal)", async () => {
+  for (const how of ["hash", "seal", "unsealed"]) {
+    const { keys, dir } = await copyOfSample();
+    const path = `${dir}/audit.log.000003`;
+    const lines = await readLines(path);
+    const last = JSON.parse(lines.at(-1)!);
+    const body = JSON.stringify({
+      event: "sign",
+      actor: "CN=mallory",
+      seq: last.seq + 1,
+      time: new Date().toISOString(),
+      key: "k1",
+      prev: last.hash,
+    });
+    const hash = how === "hash"
+      ? crypto.getRandomValues(new Uint8Array(32)).toHex()
+      : sha256Hex(Buffer.from(last.hash, "hex"), body);
+    const seal = how === "unsealed"
+      ? ""
+      : `,"seal":"${crypto.getRandomValues(new Uint8Array(32)).toHex()}"`;
+    lines.push(body.slice(0, -1) + `,"hash":"${hash}"${seal}}`);
+    await writeLines(path, lines);
+    const r = await verifyDir(dir, keys);
+    if (how === "unsealed") {
+      // Anyone can compute a hash: without a seal the line is vouched for by nothing and stays
+      // out of the chain, as a group cut by a crash before its sync would.
+      assert.equal(r.ok, true, JSON.stringify(r.problem));
+      assert.deepEqual(r.torn, {
+        file: "audit.log.000003",
+        line: lines.length,
+        bytes: new TextEncoder().encode(lines.at(-1)!).length + 1,
+      });
+      assert.equal(r.files[2].lastSeq, last.seq);
+      assert.match(r.files[2].notes.join(";"), /no seal after them.*not part of the chain/);
+    } else {
+      const why = how === "hash" ? /hash does not match/ : /seal does not match/;
+      assertProblem(r, "audit.log.000003", lines.length, why);
+    }
+  }
 });
 
 Deno.test("tamper: a whole file removed from the middle is named", async () => {
@@ -285,13 +361,21 @@ Deno.test("tamper: a renamed file and a forged checkpoint signature are named", 
   sig[10] ^= 1;
   lines[n - 1] = lines[n - 1].replace(c.signature, sig.toBase64());
   await writeLines(path, lines);
+  assertProblem(await verifyDir(again.dir, keys), "audit.log.000001", n, /hash does not match/);
+  rehashFrom(lines, n);
+  await writeLines(path, lines);
   assertProblem(
     await verifyDir(again.dir, keys, { publicKey: true }),
     "audit.log.000001",
     n,
     /signature does not verify/,
   );
-  assertProblem(await verifyDir(again.dir, keys), "audit.log.000001", n, /MAC does not match/);
+  assertProblem(
+    await verifyDir(again.dir, keys, { mac: true }),
+    "audit.log.000001",
+    lines.findIndex((l, i) => i >= n - 1 && l.includes(`"seal":`)) + 1,
+    /seal does not match/,
+  );
 });
 
 Deno.test("torn final line of the newest file: reported as torn, everything before it verified", async () => {
@@ -313,7 +397,7 @@ Deno.test("torn final line of the newest file: reported as torn, everything befo
   await Deno.writeFile(path, bytes.subarray(0, bytes.length - 1)); // only the newline is missing
   const whole = await verifyDir(dir, keys);
   assert.equal(whole.ok, true);
-  assert.match(whole.files[2].notes.join(";"), /MAC is valid but its newline is missing/);
+  assert.match(whole.files[2].notes.join(";"), /whole and valid but its newline is missing/);
 });
 
 /** A log of two files where the daemon was killed in the middle of a write to the first. */
@@ -380,6 +464,42 @@ Deno.test("tamper: a crash's torn tail in an earlier file changed in length or r
   assertProblem(await verifyDir(dir, keys), "audit.log.000001", 3, /cut or removed/);
 });
 
+Deno.test("whole lines a crash left without their seal: the next file continues from the last sealed line", async () => {
+  const keys = await softwareAuditKeys({ synchronousMac: true });
+  const dir = await Deno.makeTempDir({ prefix: "audit-unsealed-earlier-" });
+  const first = await AuditLog.open({ dir, keys: keys.keys, login: {} });
+  await first.append("sign", "CN=a", { request_id: "1" });
+  const path = `${dir}/audit.log.000001`;
+  const sealedSize = (await Deno.stat(path)).size;
+  const sealed = await readLines(path);
+  // A group whose pages reached the disk without the last one (the seal is at its end): whole,
+  // correctly hashed lines that no seal covers.
+  const lines = [
+    ...sealed,
+    ...sealed.slice(-1).map((l) => l.replace(`"request_id":"1"`, `"request_id":"x"`)),
+  ];
+  lines[lines.length - 1] = lines[lines.length - 1].replace(
+    /"seq":(\d+)/,
+    (_, n) => `"seq":${Number(n) + 1}`,
+  );
+  rehashFrom(lines, lines.length);
+  lines[lines.length - 1] = lines[lines.length - 1].replace(/,"seal":"[0-9a-f]{64}"/, "");
+  await writeLines(path, lines);
+  const second = await AuditLog.open({ dir, keys: keys.keys, login: {} });
+  await second.append("sign", "CN=a", { request_id: "2" });
+  await second.close();
+  const opening = JSON.parse((await readLines(`${dir}/audit.log.000002`))[0]);
+  assert.equal(opening.prev_size, sealedSize);
+  assert.equal(opening.prev, JSON.parse(sealed.at(-1)!).hash);
+  const r = await verifyDir(dir, keys);
+  assert.equal(r.ok, true, JSON.stringify(r.problem));
+  assert.match(
+    r.files[0].notes.join(";"),
+    new RegExp(`line\\(s\\) ${lines.length}–${lines.length} have no seal`),
+  );
+  assert.equal(r.files[0].lastSeq, JSON.parse(sealed.at(-1)!).seq);
+});
+
 Deno.test("svcd audit verify --public-key: exit 0 on the untouched log, 1 naming file and line when tampered", async () => {
   const { keys, dir } = await copyOfSample();
   const pem = `${dir}/../audit-sign-${crypto.randomUUID()}.pem`;
@@ -430,4 +550,81 @@ Deno.test("svcd audit verify: usage and setup errors exit 2 with a message", asy
   const noPin = await run(["verify", "--dir", dir], { CREDENTIALS_DIRECTORY: empty });
   assert.equal(noPin.code, 2);
   assert.match(noPin.err, /svc-pin.*no login was attempted/);
+});
+
+/**
+ * A log as svcd wrote it before the seals (format v1: every line ends in its own
+ * `"mac":HMAC(prev ‖ body)`, checkpoints claim `through_mac`), made here with node:crypto.
+ */
+function writeV1File(keys: SoftwareAuditKeys, name: string, events: string[]): string {
+  const sign = createPrivateKey({ key: Buffer.from(keys.signPkcs8), format: "der", type: "pkcs8" });
+  let prev = "00".repeat(32);
+  let text = "";
+  const add = (members: Record<string, unknown>) => {
+    const seq = text.split("\n").length;
+    const body = JSON.stringify({
+      ...Object.fromEntries(Object.entries(members).slice(0, 2)),
+      seq,
+      time: new Date().toISOString(),
+      ...Object.fromEntries(Object.entries(members).slice(2)),
+      prev,
+    });
+    prev = createHmac("sha256", keys.macSecret).update(Buffer.from(prev, "hex")).update(body)
+      .digest("hex");
+    text += body.slice(0, -1) + `,"mac":"${prev}"}\n`;
+    return seq;
+  };
+  add({ event: "login_ok", actor: "svcd", file: name, prev_file: null, prev_size: null });
+  for (const id of events) add({ event: "sign", actor: "CN=old", request_id: id });
+  const size = new TextEncoder().encode(text).length;
+  const sha = createHash("sha256").update(text).digest("hex");
+  const seq = text.split("\n").length - 1;
+  const claim =
+    `svcd-audit-checkpoint-v1 file=${name} seq=${seq} mac=${prev} size=${size} sha256=${sha}`;
+  const signature = nodeSign(null, Buffer.from(claim), sign).toString("base64");
+  add({
+    event: "checkpoint",
+    actor: "svcd",
+    file: name,
+    through_seq: seq,
+    through_mac: prev,
+    through_size: size,
+    sha256: sha,
+    signature,
+  });
+  return text;
+}
+
+Deno.test("a log written before the seals (a MAC on every line) still verifies, is continued, and its tampering is located", async () => {
+  const keys = await softwareAuditKeys({ synchronousMac: true });
+  const dir = await Deno.makeTempDir({ prefix: "audit-v1-" });
+  await Deno.writeTextFile(
+    `${dir}/audit.log.000001`,
+    writeV1File(keys, "audit.log.000001", ["a", "b", "c"]),
+  );
+  const log = await AuditLog.open({ dir, keys: keys.keys, login: {} });
+  await log.append("sign", "CN=new", { request_id: "d" });
+  await log.close();
+  const v1 = await readLines(`${dir}/audit.log.000001`);
+  const first = JSON.parse((await readLines(`${dir}/audit.log.000002`))[0]);
+  assert.equal(first.prev, JSON.parse(v1.at(-1)!).mac, "the new file continues the v1 chain");
+  assert.equal(first.seq, v1.length + 1);
+  for (const how of [{ mac: true, publicKey: true }, { publicKey: true }]) {
+    const r = await verifyDir(dir, keys, how);
+    assert.equal(r.ok, true, JSON.stringify(r.problem));
+    assert.equal(r.files[0].checkpoints, 1);
+    assert.equal(r.files[0].signedThrough, v1.length - 1);
+  }
+  const n = lineOf(v1, `"request_id":"b"`);
+  v1[n - 1] = v1[n - 1].replace("CN=old", "CN=odl");
+  await writeLines(`${dir}/audit.log.000001`, v1);
+  assertProblem(await verifyDir(dir, keys), "audit.log.000001", n, /its MAC does not match/);
+  const covering = lineOf(v1, `"event":"checkpoint"`);
+  assertProblem(
+    await verifyDir(dir, keys, { publicKey: true }),
+    "audit.log.000001",
+    covering,
+    /SHA-256/,
+  );
+  await Deno.remove(dir, { recursive: true });
 });

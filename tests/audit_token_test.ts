@@ -110,7 +110,7 @@ Deno.test("real token: written and verified through the credential; public key a
         if (!l.includes(`"event":"checkpoint"`)) continue;
         const c = JSON.parse(l);
         const msg =
-          `svcd-audit-checkpoint-v1 file=${name} seq=${c.through_seq} mac=${c.through_mac} ` +
+          `svcd-audit-checkpoint-v2 file=${name} seq=${c.through_seq} hash=${c.through_hash} ` +
           `size=${c.through_size} sha256=${c.sha256}`;
         assert.ok(
           nodeVerify(
@@ -128,7 +128,7 @@ Deno.test("real token: written and verified through the credential; public key a
     // Another token's svc-audit key cannot vouch for this chain.
     const foreign = await runAuditVerify(other, dir);
     assert.equal(foreign.code, 1, foreign.stdout + foreign.stderr);
-    assert.match(foreign.stdout, /^FAILED: audit\.log\.000001 line 1: its MAC does not match/m);
+    assert.match(foreign.stdout, /^FAILED: audit\.log\.000001 line 1: its seal does not match/m);
 
     // One byte edited: named by file and line with the token.
     const path = `${dir}/audit.log.000002`;
@@ -140,7 +140,7 @@ Deno.test("real token: written and verified through the credential; public key a
     assert.equal(bad.code, 1, bad.stdout + bad.stderr);
     assert.match(
       bad.stdout,
-      new RegExp(`^FAILED: audit\\.log\\.000002 line ${n + 1}: its MAC does not match`, "m"),
+      new RegExp(`^FAILED: audit\\.log\\.000002 line ${n + 1}: its hash does not match`, "m"),
     );
     await Deno.remove(dir, { recursive: true });
   } finally {

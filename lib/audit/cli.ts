@@ -25,15 +25,17 @@ const USAGE =
   `usage: svcd audit verify [--dir DIR] [FILE…] [--public-key FILE] [--module PATH] [--token LABEL]
 
 Checks every audit.log.NNNNNN in DIR (default ${DEFAULT_AUDIT_DIR}), oldest first, or the FILEs
-given: seq continuity, the MAC chain, the links between files and the signed checkpoints. Prints
-one line per file; exit 0 when all holds (a torn final line from a crash is reported, not failed;
-in an earlier file it must be the one the next file recorded), 1 at the first problem (file, line,
-what is wrong), 2 for a usage, credential or token error.
+given: seq continuity, the hash chain and its seals (the MACs of logs from before the seals), the
+links between files and the signed checkpoints. Prints one line per file; exit 0 when all holds
+(a torn tail from a crash is reported, not failed; in an earlier file it must be the one the next
+file recorded), 1 at the first problem (file, line, what is wrong), 2 for a usage, credential or
+token error.
 
   --dir DIR          audit directory; the oldest file must start the chain
   FILE…              check these files only (the link into the first one is not checked)
   --public-key FILE  PEM public key of ${AUDIT_SIGN_LABEL} ('svcd token pubkey'): check the
-                     checkpoint signatures without the token (MACs are then not checked)
+                     checkpoint signatures without the token (seals and MACs are then
+                     not checked; hashes are)
   --module PATH      PKCS#11 module (default ${DEFAULT_MODULE})
   --token LABEL      token label (default ${DEFAULT_TOKEN_LABEL}); with --public-key, use the
                      token as well
@@ -127,8 +129,8 @@ async function verifyCommand(values: VerifyValues, positionals: string[]): Promi
       mac: t ? (data) => t.mac(AUDIT_MAC_LABEL, data) : undefined,
     });
     const macNote = t
-      ? "MACs checked with the token"
-      : "MACs NOT checked (no token: checkpoints only)";
+      ? "seals and MACs checked with the token"
+      : "seals and MACs NOT checked (no token: hashes and checkpoints only)";
     printResult(result, `${macNote}; ${keyNote}`);
     return result.ok ? 0 : 1;
   } finally {

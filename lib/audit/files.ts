@@ -1,13 +1,13 @@
 /**
- * The audit directory as files: which `audit.log.NNNNNN` exist, where each one's complete lines
- * end, and the chain head (seq and MAC of the last complete line) a new file continues from.
+ * The audit directory as files: which `audit.log.NNNNNN` exist, where each one's sealed lines end,
+ * and the chain head (seq and chain value of the last sealed line) a new file continues from.
  *
  * @example
  * ```ts
- * const tail = await findChainTail("/var/log/svcd"); // { nextNumber, prevFile, prevSize, seq, mac }
+ * const tail = await findChainTail("/var/log/svcd"); // { nextNumber, prevFile, prevSize, seq, value }
  * ```
  */
-import { auditFileName, auditFileNumber, splitMac, ZERO_MAC } from "./format.ts";
+import { auditFileName, auditFileNumber, splitTrailer, ZERO_MAC } from "./format.ts";
 
 /** Where a new file starts: its number, the file before it, and the chain head it continues. */
 export interface ChainTail {
@@ -15,14 +15,20 @@ export interface ChainTail {
   nextNumber: number;
   /** Name of the highest file present, or null in an empty directory. */
   prevFile: string | null;
-  /** Bytes of `prevFile` up to and including its last newline (a torn tail after it is left alone). */
+  /**
+   * Bytes of `prevFile` through its last sealed line (a torn or unsealed tail after it is left
+   * alone: it was never acknowledged, and no key vouches for it).
+   */
   prevSize: number | null;
-  /** Bytes of `prevFile` after `prevSize` (a line torn by a crash); null in an empty directory. */
+  /**
+   * Bytes of `prevFile` after `prevSize` (a partial line, or whole lines no seal covers, left by a
+   * crash); null in an empty directory.
+   */
   prevTorn: number | null;
-  /** Seq of the last complete line in the newest file that has one; 0 when none. */
+  /** Seq of the last sealed line in the newest file that has one; 0 when none. */
   seq: number;
-  /** MAC of that line; 32 zero bytes when none. */
-  mac: Uint8Array;
+  /** Chain value of that line (its hash, or a v1 line's MAC); 32 zero bytes when none. */
+  value: Uint8Array;
 }
 
 /** A directory that cannot be continued (unreadable, or a damaged last line). */
@@ -70,7 +76,7 @@ export async function findChainTail(dir: string): Promise<ChainTail> {
       prevSize: null,
       prevTorn: null,
       seq: 0,
-      mac: ZERO_MAC,
+      value: ZERO_MAC,
     };
   }
   const newest = names[names.length - 1];
@@ -78,9 +84,9 @@ export async function findChainTail(dir: string): Promise<ChainTail> {
   auditFileName(nextNumber); // throws a clear error past 999999
   let prev: { prevSize: number; prevTorn: number } | undefined;
   for (let i = names.length - 1; i >= 0; i--) {
-    const last = await readLastLine(`${dir}/${names[i]}`);
-    prev ??= { prevSize: last.completeSize, prevTorn: last.size - last.completeSize };
-    if (last.line === undefined) continue; // an empty file, or only a torn line: look further back
+    const last = await readLastSealedLine(`${dir}/${names[i]}`);
+    prev ??= { prevSize: last.sealedSize, prevTorn: last.size - last.sealedSize };
+    if (last.line === undefined) continue; // nothing sealed (empty, torn, unsealed): look further back
     const head = parseHead(last.line);
     if (typeof head === "string") {
       throw new AuditDirectoryError(
@@ -92,12 +98,12 @@ export async function findChainTail(dir: string): Promise<ChainTail> {
     }
     return { nextNumber, prevFile: newest, ...prev, ...head };
   }
-  return { nextNumber, prevFile: newest, ...prev!, seq: 0, mac: ZERO_MAC };
+  return { nextNumber, prevFile: newest, ...prev!, seq: 0, value: ZERO_MAC };
 }
 
-function parseHead(line: Uint8Array): { seq: number; mac: Uint8Array } | string {
-  const parts = splitMac(line);
-  if (!parts) return "it does not end with a MAC";
+function parseHead(line: Uint8Array): { seq: number; value: Uint8Array } | string {
+  const parts = splitTrailer(line);
+  if (!parts) return "it does not end with a hash or a MAC";
   let parsed: unknown;
   try {
     parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(line));
@@ -106,31 +112,41 @@ function parseHead(line: Uint8Array): { seq: number; mac: Uint8Array } | string 
   }
   const seq = (parsed as { seq?: unknown }).seq;
   if (typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1) return "no valid seq";
-  return { seq, mac: parts.mac };
+  return { seq, value: parts.value };
 }
 
 /**
- * The last `\n`-terminated line of a file (without the `\n`), the size through that `\n` and the
- * whole size.
+ * The last sealed line of a file (without its `\n`: a v2 line carrying a seal, or a v1 line), the
+ * file's size through it and its whole size; a line that ends in no hash or MAC at all is returned as it is, for
+ * the caller to call damaged. Complete lines after it without a seal are passed over: a group
+ * whose sync never finished (the seal is written last) or lines added by someone without the key.
+ *
+ * @example
+ * ```ts
+ * const { line, sealedSize } = await readLastSealedLine(`${dir}/audit.log.000003`);
+ * ```
  */
-export async function readLastLine(
+export async function readLastSealedLine(
   path: string,
-): Promise<{ line?: Uint8Array; completeSize: number; size: number }> {
+): Promise<{ line?: Uint8Array; sealedSize: number; size: number }> {
   using file = await Deno.open(path, { read: true });
   const size = (await file.stat()).size;
   let window = Math.min(size, 64 * 1024);
   for (;;) {
     const start = size - window;
     const buf = await readAt(file, start, window);
-    const lastNl = buf.lastIndexOf(0x0a);
-    if (lastNl < 0 && start === 0) return { completeSize: 0, size };
-    if (lastNl >= 0) {
+    for (let end = buf.lastIndexOf(0x0a); end >= 0;) {
       // lastIndexOf with a negative start would search from the end: guard the first byte.
-      const prevNl = lastNl > 0 ? buf.lastIndexOf(0x0a, lastNl - 1) : -1;
-      if (prevNl >= 0 || start === 0) {
-        return { line: buf.slice(prevNl + 1, lastNl), completeSize: start + lastNl + 1, size };
+      const prevNl = end > 0 ? buf.lastIndexOf(0x0a, end - 1) : -1;
+      if (prevNl < 0 && start > 0) break; // the line may begin before this window
+      const line = buf.slice(prevNl + 1, end);
+      const trailer = splitTrailer(line);
+      if (!trailer || trailer.version === 1 || trailer.seal) {
+        return { line, sealedSize: start + end + 1, size };
       }
+      end = prevNl;
     }
+    if (start === 0) return { sealedSize: 0, size };
     window = Math.min(size, window * 4);
   }
 }

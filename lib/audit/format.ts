@@ -10,9 +10,10 @@
  * ```
  */
 import { latin1 } from "../bytes/mod.ts";
+import { createHash } from "node:crypto";
 import { slabBytes } from "./slab.ts";
 
-/** Length in bytes of every MAC in the chain (HMAC-SHA256). */
+/** Length in bytes of every chain value, hash and MAC (SHA-256, HMAC-SHA256). */
 export const MAC_BYTES = 32;
 
 /** The `prev` of the very first line ever written: 32 zero bytes. */
@@ -26,6 +27,8 @@ export const RESERVED_MEMBERS: ReadonlySet<string> = new Set([
   "seq",
   "time",
   "prev",
+  "hash",
+  "seal",
   "mac",
 ]);
 
@@ -48,9 +51,19 @@ const KNOWN_NAMES_MAX = 1024;
 const NON_ASCII = /[\u0080-\uffff]/;
 /** Printable ASCII but `"` and `\`: JSON writes such a string as it is, in quotes. */
 const PLAIN_STRING = /^[ !#-[\]-~]*$/;
-const MAC_SUFFIX_HEAD = new TextEncoder().encode(`,"mac":"`);
-/** `,"mac":"` + 64 hex digits + `"}`. */
-export const MAC_SUFFIX_BYTES = MAC_SUFFIX_HEAD.length + 2 * MAC_BYTES + 2;
+const MAC_HEAD = new TextEncoder().encode(`,"mac":"`);
+const HASH_HEAD = new TextEncoder().encode(`,"hash":"`);
+const SEAL_HEAD = new TextEncoder().encode(`,"seal":"`);
+/** A member `,"name":"<64 hex>"` in bytes. */
+const memberBytes = (head: Uint8Array) => head.length + 2 * MAC_BYTES + 1;
+const MAC_MEMBER_BYTES = memberBytes(MAC_HEAD);
+const HASH_MEMBER_BYTES = memberBytes(HASH_HEAD);
+const SEAL_MEMBER_BYTES = memberBytes(SEAL_HEAD);
+/** Room a line's buffer keeps after its body: both members, `}` and `\n`. */
+const TRAILER_ROOM = HASH_MEMBER_BYTES + SEAL_MEMBER_BYTES + 2;
+const LOWER_HEX_64 = /^[0-9a-f]{64}$/;
+/** The label a seal's HMAC input starts with (ASCII, no newline). */
+const SEAL_LABEL = new TextEncoder().encode("svcd-audit-seal-v2 ");
 
 const utf8 = new TextEncoder();
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -245,14 +258,15 @@ export function lineBody(head: string, seq: number, tail: string, prev: Uint8Arr
 }
 
 /**
- * What the chain MAC is computed over: the previous line's MAC (32 raw bytes) ‖ the body's UTF-8.
+ * What a line's chain value covers: the previous line's chain value (32 raw bytes) ‖ the body's
+ * UTF-8. A v2 line's `hash` is SHA-256 of it; a v1 line's `mac` was HMAC-SHA256 of it.
  *
  * @example
  * ```ts
- * const mac = await keys.mac(macInput(prevMac, utf8Body));
+ * const hash = sha256(chainInput(prevValue, utf8Body));
  * ```
  */
-export function macInput(prev: Uint8Array, body: Uint8Array): Uint8Array {
+export function chainInput(prev: Uint8Array, body: Uint8Array): Uint8Array {
   const out = new Uint8Array(prev.length + body.length);
   out.set(prev);
   out.set(body, prev.length);
@@ -260,15 +274,62 @@ export function macInput(prev: Uint8Array, body: Uint8Array): Uint8Array {
 }
 
 /**
- * The full line as written: the body with `,"mac":"<hex>"` before its closing brace, and `\n`.
+ * The SHA-256 of a v2 line: its chain value (what the next line's `prev` names).
  *
  * @example
  * ```ts
- * lineBytes(bodyBytes, mac); // {…,"prev":"…","mac":"…"}\n
+ * const hash = lineHash(chainInput(prev, body)); // 32 bytes
  * ```
  */
-export function lineBytes(body: Uint8Array, mac: Uint8Array): Uint8Array {
-  const suffix = utf8.encode(`,"mac":"${mac.toHex()}"}\n`);
+export function lineHash(input: Uint8Array): Uint8Array {
+  return new Uint8Array(createHash("sha256").update(input).digest());
+}
+
+/**
+ * What a seal's HMAC covers: an ASCII label and the chain value of the sealed line. Never the
+ * same length as a v1 MAC input (32 bytes ‖ a non-empty body), so neither can stand for the other.
+ *
+ * @example
+ * ```ts
+ * const seal = await keys.mac(sealInput(hash));
+ * ```
+ */
+export function sealInput(hash: Uint8Array): Uint8Array {
+  const out = new Uint8Array(SEAL_LABEL.length + hash.length);
+  out.set(SEAL_LABEL);
+  out.set(hash, SEAL_LABEL.length);
+  return out;
+}
+
+/**
+ * A v1 line as written: the body with `,"mac":"<hex>"` before its closing brace, and `\n`. Only
+ * logs written before the seals had these; {@link splitTrailer} still reads them.
+ *
+ * @example
+ * ```ts
+ * lineBytesV1(bodyBytes, mac); // {…,"prev":"…","mac":"…"}\n
+ * ```
+ */
+export function lineBytesV1(body: Uint8Array, mac: Uint8Array): Uint8Array {
+  return withTrailer(body, `,"mac":"${mac.toHex()}"}\n`);
+}
+
+/**
+ * A v2 line as written: the body with `,"hash":"<hex>"` (and `,"seal":"<hex>"` when it ends its
+ * group) before its closing brace, and `\n`.
+ *
+ * @example
+ * ```ts
+ * lineBytes(bodyBytes, hash, seal); // {…,"prev":"…","hash":"…","seal":"…"}\n
+ * ```
+ */
+export function lineBytes(body: Uint8Array, hash: Uint8Array, seal?: Uint8Array): Uint8Array {
+  const sealMember = seal ? `,"seal":"${seal.toHex()}"` : "";
+  return withTrailer(body, `,"hash":"${hash.toHex()}"${sealMember}}\n`);
+}
+
+function withTrailer(body: Uint8Array, trailer: string): Uint8Array {
+  const suffix = utf8.encode(trailer);
   const out = new Uint8Array(body.length - 1 + suffix.length);
   out.set(body.subarray(0, body.length - 1));
   out.set(suffix, body.length - 1);
@@ -276,38 +337,39 @@ export function lineBytes(body: Uint8Array, mac: Uint8Array): Uint8Array {
 }
 
 /**
- * The MAC input of a line — the previous MAC (32 raw bytes) ‖ the body's UTF-8, as
- * {@link macInput} gives it — in a buffer with room after it for the MAC member, so that
- * {@link writtenLine} can finish the line in place: one buffer and one encoding per line.
+ * The chain input of a line — the previous chain value (32 raw bytes) ‖ the body's UTF-8, as
+ * {@link chainInput} gives it — in a buffer with room after it for the `hash` and `seal` members,
+ * so that {@link hashedLine} and {@link sealedLine} finish the line in place: one buffer and one
+ * encoding per line.
  *
  * @example
  * ```ts
- * const input = macInputWithRoom(prevMac, lineBody(head, seq, tail, prevMac));
- * const line = writtenLine(input, await keys.mac(input));
+ * const input = chainInputWithRoom(prev, lineBody(head, seq, tail, prev));
+ * const line = hashedLine(input, lineHash(input));
  * ```
  */
-export function macInputWithRoom(prev: Uint8Array, body: string): Uint8Array {
+export function chainInputWithRoom(prev: Uint8Array, body: string): Uint8Array {
   // A UTF-16 code unit takes at most 3 bytes of UTF-8.
-  const buf = slabBytes(prev.length + body.length * 3 + MAC_SUFFIX_BYTES + 1);
+  const buf = slabBytes(prev.length + body.length * 3 + TRAILER_ROOM);
   buf.set(prev);
   const { written } = utf8.encodeInto(body, buf.subarray(prev.length));
   return buf.subarray(0, prev.length + written);
 }
 
 /**
- * The line as written (the same bytes as {@link lineBytes}) from a {@link macInputWithRoom} result
- * and the line's MAC, built in the same buffer: the MAC member replaces the body's closing brace.
+ * The line as written without a seal (the same bytes as {@link lineBytes} without one) from a
+ * {@link chainInputWithRoom} result and its hash, built in the same buffer.
  *
  * @example
  * ```ts
- * writtenLine(input, mac); // {…,"prev":"…","mac":"…"}\n
+ * hashedLine(input, hash); // {…,"prev":"…","hash":"…"}\n
  * ```
  */
-export function writtenLine(input: Uint8Array, mac: Uint8Array): Uint8Array {
+export function hashedLine(input: Uint8Array, hash: Uint8Array): Uint8Array {
   const braceAt = input.byteOffset + input.length - 1;
-  const suffix = new Uint8Array(input.buffer, braceAt, MAC_SUFFIX_BYTES + 1);
-  const { written } = utf8.encodeInto(`,"mac":"${mac.toHex()}"}\n`, suffix);
-  if (written !== suffix.length) throw new Error("audit line buffer too small for its MAC");
+  const room = new Uint8Array(input.buffer, braceAt, HASH_MEMBER_BYTES + 2);
+  const { written } = utf8.encodeInto(`,"hash":"${hash.toHex()}"}\n`, room);
+  if (written !== room.length) throw new Error("audit line buffer too small for its hash");
   return new Uint8Array(
     input.buffer,
     input.byteOffset + MAC_BYTES,
@@ -316,37 +378,80 @@ export function writtenLine(input: Uint8Array, mac: Uint8Array): Uint8Array {
 }
 
 /**
- * Splits a written line (without its `\n`) into the body the MAC covers and the MAC it carries;
- * undefined when the line does not end in `,"mac":"<64 lowercase hex>"}`.
+ * A {@link hashedLine} with the group's seal added in place (its buffer has the room): the line
+ * then ends `,"hash":"…","seal":"…"}\n`.
  *
  * @example
  * ```ts
- * const parts = splitMac(line); // { body, mac } or undefined
+ * const last = sealedLine(line, await keys.mac(sealInput(hash)));
  * ```
  */
-export function splitMac(line: Uint8Array): { body: Uint8Array; mac: Uint8Array } | undefined {
-  if (line.length < MAC_SUFFIX_BYTES + 2) return undefined;
-  const at = line.length - MAC_SUFFIX_BYTES;
-  for (let i = 0; i < MAC_SUFFIX_HEAD.length; i++) {
-    if (line[at + i] !== MAC_SUFFIX_HEAD[i]) return undefined;
-  }
-  const hexStart = at + MAC_SUFFIX_HEAD.length;
-  const hex = latin1(line.subarray(hexStart, hexStart + 2 * MAC_BYTES));
-  if (!/^[0-9a-f]{64}$/.test(hex)) return undefined;
-  if (line[line.length - 2] !== 0x22 || line[line.length - 1] !== 0x7d) return undefined;
+export function sealedLine(line: Uint8Array, seal: Uint8Array): Uint8Array {
+  const braceAt = line.byteOffset + line.length - 2;
+  const room = new Uint8Array(line.buffer, braceAt, SEAL_MEMBER_BYTES + 2);
+  const { written } = utf8.encodeInto(`,"seal":"${seal.toHex()}"}\n`, room);
+  if (written !== room.length) throw new Error("audit line buffer too small for its seal");
+  return new Uint8Array(line.buffer, line.byteOffset, line.length + SEAL_MEMBER_BYTES);
+}
+
+/** The end of a written line, split off: the body it covers and the values it carries. */
+export interface LineTrailer {
+  /** The line up to `prev` with its closing brace: what the chain value covers. */
+  body: Uint8Array;
+  /** 1: `"mac"` (HMAC of every line); 2: `"hash"` (SHA-256), plus `"seal"` at the end of a group. */
+  version: 1 | 2;
+  /** The chain value the next line's `prev` names: the v1 MAC or the v2 hash. */
+  value: Uint8Array;
+  /** The v2 seal (HMAC-SHA256 of {@link sealInput}), on the last line of each group. */
+  seal?: Uint8Array;
+}
+
+/**
+ * Splits a written line (without its `\n`) into the body and the values at its end; undefined
+ * when it ends in none of `,"mac":"<hex>"}`, `,"hash":"<hex>"}`, `,"hash":"<hex>","seal":"<hex>"}`
+ * (64 lowercase hex digits each).
+ *
+ * @example
+ * ```ts
+ * const t = splitTrailer(line); // { body, version, value, seal? } or undefined
+ * ```
+ */
+export function splitTrailer(line: Uint8Array): LineTrailer | undefined {
+  const seal = memberAtEnd(line, line.length - 1, SEAL_HEAD);
+  const valueEnd = seal ? line.length - 1 - SEAL_MEMBER_BYTES : line.length - 1;
+  const hash = memberAtEnd(line, valueEnd, HASH_HEAD);
+  const mac = seal || hash ? undefined : memberAtEnd(line, valueEnd, MAC_HEAD);
+  const value = hash ?? mac;
+  if (!value || line[line.length - 1] !== 0x7d) return undefined;
+  const at = valueEnd - (hash ? HASH_MEMBER_BYTES : MAC_MEMBER_BYTES);
   const body = new Uint8Array(at + 1);
   body.set(line.subarray(0, at));
   body[at] = 0x7d;
-  return { body, mac: Uint8Array.fromHex(hex) };
+  return hash ? { body, version: 2, value: hash, seal } : { body, version: 1, value };
+}
+
+/** The 32 bytes of `<head><64 hex>"` ending just before `end`, or undefined. */
+function memberAtEnd(line: Uint8Array, end: number, head: Uint8Array): Uint8Array | undefined {
+  const at = end - head.length - 2 * MAC_BYTES - 1;
+  if (at < 1 || line[end - 1] !== 0x22) return undefined;
+  for (let i = 0; i < head.length; i++) {
+    if (line[at + i] !== head[i]) return undefined;
+  }
+  const hexStart = at + head.length;
+  const hex = latin1(line.subarray(hexStart, hexStart + 2 * MAC_BYTES));
+  return LOWER_HEX_64.test(hex) ? Uint8Array.fromHex(hex) : undefined;
 }
 
 /** What a checkpoint signs: a chain head in one file, and the SHA-256 of the file up to it. */
 export interface CheckpointClaim {
   file: string;
   seq: number;
-  mac: Uint8Array;
+  /** The chain value of line `seq`: its hash (v2) or its MAC (v1). */
+  head: Uint8Array;
   size: number;
   sha256: Uint8Array;
+  /** 2 for every checkpoint written now (`through_hash`); 1 for older logs (`through_mac`). */
+  version: 1 | 2;
 }
 
 /**
@@ -354,13 +459,14 @@ export interface CheckpointClaim {
  *
  * @example
  * ```ts
- * checkpointMessage({ file: "audit.log.000001", seq: 1000, mac, size: 301234, sha256 });
- * // "svcd-audit-checkpoint-v1 file=audit.log.000001 seq=1000 mac=… size=301234 sha256=…"
+ * checkpointMessage({ file: "audit.log.000001", seq: 1000, head, size: 301234, sha256, version: 2 });
+ * // "svcd-audit-checkpoint-v2 file=audit.log.000001 seq=1000 hash=… size=301234 sha256=…"
  * ```
  */
 export function checkpointMessage(c: CheckpointClaim): Uint8Array {
+  const head = c.version === 1 ? `mac=${c.head.toHex()}` : `hash=${c.head.toHex()}`;
   return utf8.encode(
-    `svcd-audit-checkpoint-v1 file=${c.file} seq=${c.seq} mac=${c.mac.toHex()} size=${c.size} ` +
+    `svcd-audit-checkpoint-v${c.version} file=${c.file} seq=${c.seq} ${head} size=${c.size} ` +
       `sha256=${c.sha256.toHex()}`,
   );
 }

@@ -1,17 +1,22 @@
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import {
   actorBytes,
   actorMembers,
   auditFileName,
   auditFileNumber,
+  chainInput,
+  chainInputWithRoom,
+  hashedLine,
   lineBody,
   lineBytes,
-  macInput,
-  macInputWithRoom,
+  lineBytesV1,
+  lineHash,
   memberHead,
   memberTail,
-  splitMac,
-  writtenLine,
+  sealedLine,
+  sealInput,
+  splitTrailer,
   ZERO_MAC,
 } from "./format.ts";
 
@@ -77,25 +82,34 @@ Deno.test("fields: time and string values are written exactly as toISOString and
   }
 });
 
-Deno.test("a line splits back into the body its MAC covers and the MAC", () => {
+Deno.test("a line splits back into the body its hash covers, the hash and the seal (and v1: the MAC)", () => {
   const body = new TextEncoder().encode(
     lineBody(memberHead("sign", "CN=a"), 9, memberTail(new Date(0)), ZERO_MAC),
   );
-  const mac = crypto.getRandomValues(new Uint8Array(32));
-  const line = lineBytes(body, mac);
-  assert.equal(line.at(-1), 0x0a);
-  const parts = splitMac(line.subarray(0, line.length - 1))!;
-  assert.deepEqual(parts.body, body);
-  assert.deepEqual(parts.mac, mac);
-  const parsed = JSON.parse(new TextDecoder().decode(line));
-  assert.deepEqual(Object.keys(parsed), ["event", "actor", "seq", "time", "prev", "mac"]);
-  assert.equal(parsed.mac, mac.toHex());
+  const hash = crypto.getRandomValues(new Uint8Array(32));
+  const seal = crypto.getRandomValues(new Uint8Array(32));
+  const cases = [
+    { line: lineBytes(body, hash), members: ["hash"], version: 2, seal: undefined },
+    { line: lineBytes(body, hash, seal), members: ["hash", "seal"], version: 2, seal },
+    { line: lineBytesV1(body, hash), members: ["mac"], version: 1, seal: undefined },
+  ];
+  for (const c of cases) {
+    assert.equal(c.line.at(-1), 0x0a);
+    const parts = splitTrailer(c.line.subarray(0, c.line.length - 1))!;
+    assert.deepEqual(parts.body, body);
+    assert.deepEqual(parts.value, hash);
+    assert.equal(parts.version, c.version);
+    assert.deepEqual(parts.seal, c.seal);
+    const parsed = JSON.parse(new TextDecoder().decode(c.line));
+    assert.deepEqual(Object.keys(parsed), ["event", "actor", "seq", "time", "prev", ...c.members]);
+    assert.equal(parsed[c.members[0]], hash.toHex());
+  }
 });
 
-Deno.test("a line built in one buffer has the same MAC input and written bytes as the plain path", () => {
+Deno.test("a line built in one buffer has the same chain input and written bytes as the plain path", () => {
   const enc = (s: string) => new TextEncoder().encode(s);
   const prev = crypto.getRandomValues(new Uint8Array(32));
-  const mac = crypto.getRandomValues(new Uint8Array(32));
+  const seal = crypto.getRandomValues(new Uint8Array(32));
   const fields = [{ key: "k" }, { note: "Zoë €𝄞" }, { lone: "\ud800x" }, {}];
   for (const f of fields) {
     const body = lineBody(
@@ -104,18 +118,37 @@ Deno.test("a line built in one buffer has the same MAC input and written bytes a
       memberTail(new Date(0), f),
       prev,
     );
-    const input = macInputWithRoom(prev, body);
-    assert.deepEqual(input, macInput(prev, enc(body)));
-    assert.deepEqual(writtenLine(input, mac), lineBytes(enc(body), mac));
+    const input = chainInputWithRoom(prev, body);
+    assert.deepEqual(input, chainInput(prev, enc(body)));
+    const hash = lineHash(input);
+    // The oracle: node:crypto's SHA-256 of prev ‖ body, fed in two parts.
+    assert.deepEqual(hash, new Uint8Array(createHash("sha256").update(prev).update(body).digest()));
+    const line = hashedLine(input, hash);
+    assert.deepEqual(line, lineBytes(enc(body), hash));
+    assert.deepEqual(sealedLine(line, seal), lineBytes(enc(body), hash, seal));
   }
 });
 
-Deno.test("splitMac refuses lines that do not end with a well-formed MAC", () => {
+Deno.test("a seal's input is its label and the hash: never the length of a v1 MAC input", () => {
+  const hash = new Uint8Array(32).fill(7);
+  const input = sealInput(hash);
+  assert.equal(new TextDecoder().decode(input.subarray(0, -32)), "svcd-audit-seal-v2 ");
+  assert.deepEqual(input.subarray(-32), hash);
+});
+
+Deno.test("splitTrailer refuses lines that do not end with a well-formed hash, seal or MAC", () => {
   const enc = (s: string) => new TextEncoder().encode(s);
-  assert.equal(splitMac(enc(`{"a":1}`)), undefined);
-  assert.equal(splitMac(enc(`{"a":1,"mac":"${"A".repeat(64)}"}`)), undefined);
-  assert.equal(splitMac(enc(`{"a":1,"mac":"${"a".repeat(63)}"}`)), undefined);
-  assert.notEqual(splitMac(enc(`{"a":1,"mac":"${"a".repeat(64)}"}`)), undefined);
+  const hex = "a".repeat(64);
+  assert.equal(splitTrailer(enc(`{"a":1}`)), undefined);
+  for (const name of ["mac", "hash"]) {
+    assert.equal(splitTrailer(enc(`{"a":1,"${name}":"${"A".repeat(64)}"}`)), undefined);
+    assert.equal(splitTrailer(enc(`{"a":1,"${name}":"${"a".repeat(63)}"}`)), undefined);
+    assert.notEqual(splitTrailer(enc(`{"a":1,"${name}":"${hex}"}`)), undefined);
+  }
+  assert.equal(splitTrailer(enc(`{"a":1,"seal":"${hex}"}`)), undefined, "a seal needs a hash");
+  assert.equal(splitTrailer(enc(`{"a":1,"mac":"${hex}","seal":"${hex}"}`)), undefined);
+  assert.equal(splitTrailer(enc(`{"a":1,"hash":"${hex}","seal":"${hex}"`)), undefined);
+  assert.notEqual(splitTrailer(enc(`{"a":1,"hash":"${hex}","seal":"${hex}"}`)), undefined);
 });
 
 Deno.test("file names: six digits, parsed back, out of range refused", () => {

@@ -1,15 +1,17 @@
 /**
- * The audit log writer: a MAC-chained, group-committed, fail-closed append-only file.
+ * The audit log writer: a hash-chained, sealed, group-committed, fail-closed append-only file.
  *
- * An append goes through two stages that run at the same time:
- * 1. the chain stage takes lines one by one in append order, gives each its seq and `prev`, and has
- *    the token compute its MAC (MAC n needs MAC n−1, so this stage is serial; it never waits for the
- *    disk, so it keeps computing while the previous group is being synced);
- * 2. the disk stage takes every line the chain stage has finished, writes them in one write and
- *    covers them with one fdatasync (group commit). Lines finished while a sync runs wait for the
- *    next single sync. An append resolves only when its line is durable.
+ * An append goes through two stages:
+ * 1. the chain stage, synchronous in `append()`: the line gets its seq and `prev` (the hash of the
+ *    line before) and its own SHA-256 `hash`, in append order;
+ * 2. the disk stage takes every chained line not yet written (a group), has the token seal the
+ *    group's last line — HMAC-SHA256 with the audit key over its hash, which covers every line
+ *    before it through the chain — then writes the group in one write and covers it with one
+ *    fdatasync (group commit). Lines chained while a group is sealed or synced wait for the next
+ *    group. An append resolves only when its line is durable, and so only once a seal that only
+ *    the token can make covers it: one token MAC per group, not per line.
  *
- * Failure (write or sync error, file removed): every line not yet durable is refused with
+ * Failure (seal, write or sync error, file removed): every line not yet durable is refused with
  * {@link AuditUnavailableError}, the chain is rolled back to the last durable line, and the log is
  * unhealthy. Recovery: the next append, or the retry timer (every `retryMs`), first truncates the file
  * back to its durable size (so bytes of a half-failed write, or pages a failed fsync may have
@@ -31,21 +33,25 @@ import { concat } from "../bytes/mod.ts";
 import {
   auditFileName,
   auditFileNumber,
+  chainInputWithRoom,
   checkpointMessage,
+  hashedLine,
   lineBody,
-  macInputWithRoom,
+  lineHash,
+  MAC_BYTES,
   memberHead,
   memberTail,
   OPENING_MEMBERS,
   RESERVED_MEMBERS,
-  writtenLine,
+  sealedLine,
+  sealInput,
 } from "./format.ts";
 import { findChainTail } from "./files.ts";
 import { slabBytes } from "./slab.ts";
 
-/** The two keys of the log: the chain MAC (HMAC-SHA256, `svc-audit`) and the checkpoint signature (Ed25519, `svc-audit-sign`). */
+/** The two keys of the log: the group seal (HMAC-SHA256, `svc-audit`) and the checkpoint signature (Ed25519, `svc-audit-sign`). */
 export interface AuditKeys {
-  /** HMAC-SHA256 of `data` with the audit MAC key; 32 bytes. */
+  /** HMAC-SHA256 of `data` with the audit MAC key; 32 bytes (one call per group: its seal). */
   mac(data: Uint8Array): Promise<Uint8Array>;
   /** Ed25519 signature of `data` with the checkpoint key; 64 bytes. */
   signCheckpoint(data: Uint8Array): Promise<Uint8Array>;
@@ -79,6 +85,8 @@ export interface AuditStats {
   syncs: number;
   /** Largest number of lines one sync covered. */
   maxGroup: number;
+  /** Seals asked of the MAC key (one per group written, successful or not). */
+  seals: number;
 }
 
 /** The line could not be made durable: the caller must withhold what the line records (503). */
@@ -98,11 +106,12 @@ interface Entry {
   reject(err: Error): void;
 }
 
+/** A chained line: its bytes as written unsealed (in a buffer with room for a seal). */
 interface Finished {
   entry: Entry;
-  bytes: Uint8Array;
+  line: Uint8Array;
   seq: number;
-  mac: Uint8Array;
+  hash: Uint8Array;
 }
 
 interface Outage {
@@ -145,19 +154,16 @@ export class AuditLog {
   readonly #onHealthChange: AuditOptions["onHealthChange"];
   readonly #sync: (file: Deno.FsFile) => Promise<void>;
 
-  // The chain stage: the last line it finished (not necessarily durable).
+  // The chain stage: the last line it chained (not necessarily durable).
   #headSeq: number;
-  #headMac: Uint8Array;
+  #headValue: Uint8Array;
   #headFile: string | undefined;
-  #chainQueue: Entry[] = [];
-  #chaining: Entry | undefined;
-  #chainRunning = false;
 
   // The disk stage: the last durable line and the file it is in.
   #file: Deno.FsFile | undefined;
   #fileName: string | undefined;
   #durableSeq: number;
-  #durableMac: Uint8Array;
+  #durableValue: Uint8Array;
   #durableSize = 0;
   #hash: Hash = createHash("sha256");
   /** Lines (other than checkpoints) made durable since the last checkpoint's claim. */
@@ -166,16 +172,15 @@ export class AuditLog {
   #diskRunning = false;
   #needsRepair = false;
 
-  #epoch = 0;
   #outage: Outage | undefined;
   #retryTimer: ReturnType<typeof setInterval> | undefined;
   #checkpointing = false;
   #closed = false;
   #closing: Promise<void> | undefined;
   #pending = new Set<Promise<unknown>>();
-  #stats: AuditStats = { lines: 0, syncs: 0, maxGroup: 0 };
+  #stats: AuditStats = { lines: 0, syncs: 0, maxGroup: 0, seals: 0 };
 
-  private constructor(opts: AuditOptions, seq: number, mac: Uint8Array) {
+  private constructor(opts: AuditOptions, seq: number, value: Uint8Array) {
     this.#dir = opts.dir;
     this.#keys = opts.keys;
     this.#every = opts.checkpointEvery ?? DEFAULT_CHECKPOINT_EVERY;
@@ -183,7 +188,7 @@ export class AuditLog {
     this.#onHealthChange = opts.onHealthChange;
     this.#sync = opts.sync ?? syncData;
     this.#headSeq = this.#durableSeq = seq;
-    this.#headMac = this.#durableMac = mac;
+    this.#headValue = this.#durableValue = value;
   }
 
   /**
@@ -198,7 +203,7 @@ export class AuditLog {
   static async open(opts: AuditOptions): Promise<AuditLog> {
     checkOptions(opts);
     const tail = await findChainTail(opts.dir);
-    const log = new AuditLog(opts, tail.seq, tail.mac);
+    const log = new AuditLog(opts, tail.seq, tail.value);
     const name = auditFileName(tail.nextNumber);
     const opening = {
       file: name,
@@ -242,7 +247,7 @@ export class AuditLog {
     return this.#enqueue(event, actor, fields, { kind: "event" });
   }
 
-  /** False from a failed write or MAC until an `audit_resumed` line is durable again. */
+  /** False from a failed seal or write until an `audit_resumed` line is durable again. */
   get healthy(): boolean {
     return this.#outage === undefined;
   }
@@ -355,8 +360,7 @@ export class AuditLog {
   #push(kind: Kind, head: string, tail: string, file?: string): Promise<number> {
     const { promise, resolve, reject } = Promise.withResolvers<number>();
     this.#track(promise);
-    this.#chainQueue.push({ kind, head, tail, file, resolve, reject });
-    this.#runChain();
+    this.#chain({ kind, head, tail, file, resolve, reject });
     return promise;
   }
 
@@ -419,64 +423,23 @@ export class AuditLog {
     return auditFileName(highest + 1);
   }
 
-  // ---- stage 1: the chain ------------------------------------------------------------------
+  // ---- stage 1: the chain -----------------------------------------------------------------
 
-  #runChain(): void {
-    if (this.#chainRunning) return;
-    this.#chainRunning = true;
-    void this.#chainLoop();
-  }
-
-  async #chainLoop(): Promise<void> {
-    // The flag drops in the same turn as the last emptiness check: an entry pushed after
-    // it starts a new loop instead of waiting for a loop that is already over.
-    try {
-      while (this.#chainQueue.length > 0) {
-        const entry = this.#chainQueue.shift()!;
-        if (entry.kind === "checkpoint" && entry.file !== (this.#headFile ?? this.#fileName)) {
-          entry.reject(
-            new AuditUnavailableError("checkpoint dropped: the log moved to another file"),
-          );
-          continue;
-        }
-        const epoch = this.#epoch;
-        const seq = this.#headSeq + 1;
-        const prev = this.#headMac;
-        const input = macInputWithRoom(prev, lineBody(entry.head, seq, entry.tail, prev));
-        this.#chaining = entry;
-        let mac: Uint8Array;
-        try {
-          mac = await this.#keys.mac(input);
-          if (!(mac instanceof Uint8Array) || mac.length !== 32) {
-            throw new Error(`the MAC key returned ${mac?.length} bytes, not 32`);
-          }
-        } catch (err) {
-          this.#chaining = undefined;
-          if (epoch !== this.#epoch) continue; // already refused by a rollback
-          this.#macFailed(entry, err as Error);
-          continue;
-        }
-        this.#chaining = undefined;
-        if (epoch !== this.#epoch) continue; // rolled back while the token worked: already refused
-        this.#headSeq = seq;
-        this.#headMac = mac;
-        if (entry.kind === "opening") this.#headFile = entry.file;
-        this.#diskQueue.push({ entry, bytes: writtenLine(input, mac), seq, mac });
-        this.#runDisk();
-      }
-    } finally {
-      this.#chainRunning = false;
+  /** Gives the line its seq, `prev` and hash at once (no token call) and queues it for the disk. */
+  #chain(entry: Entry): void {
+    if (entry.kind === "checkpoint" && entry.file !== (this.#headFile ?? this.#fileName)) {
+      entry.reject(new AuditUnavailableError("checkpoint dropped: the log moved to another file"));
+      return;
     }
-  }
-
-  /** A MAC failure refuses only its own line: the chain head did not move, nothing to roll back. */
-  #macFailed(entry: Entry, err: Error): void {
-    const why = `the audit MAC could not be computed: ${err.message}`;
-    this.#beginOutage(why, false);
-    if (entry.kind === "event") this.#outage!.refused++;
-    // The line that was to end the outage is gone: the next append must queue another.
-    if (entry.kind === "resume" || entry.kind === "opening") this.#outage!.resumeQueued = false;
-    entry.reject(new AuditUnavailableError(`${why}; nothing was recorded`));
+    const seq = this.#headSeq + 1;
+    const prev = this.#headValue;
+    const input = chainInputWithRoom(prev, lineBody(entry.head, seq, entry.tail, prev));
+    const hash = lineHash(input);
+    this.#headSeq = seq;
+    this.#headValue = hash;
+    if (entry.kind === "opening") this.#headFile = entry.file;
+    this.#diskQueue.push({ entry, line: hashedLine(input, hash), seq, hash });
+    this.#runDisk();
   }
 
   // ---- stage 2: the disk -------------------------------------------------------------------
@@ -496,7 +459,17 @@ export class AuditLog {
         const cut = this.#diskQueue.findIndex((f, i) => i > 0 && f.entry.kind === "opening");
         const group = cut < 0 ? this.#diskQueue : this.#diskQueue.slice(0, cut);
         this.#diskQueue = cut < 0 ? [] : this.#diskQueue.slice(cut);
-        const bytes = concat(group.map((f) => f.bytes), slabBytes);
+        let bytes: Uint8Array;
+        try {
+          bytes = await this.#sealed(group);
+        } catch (err) {
+          this.#refuseUndurable(
+            group,
+            `the audit seal could not be computed: ${(err as Error).message}`,
+            false,
+          );
+          continue;
+        }
         try {
           await this.#prepareFile(group[0]);
           writeAll(this.#file!, bytes);
@@ -506,7 +479,9 @@ export class AuditLog {
             throw new RemovedError(`${this.#path()} was removed while the daemon was writing it`);
           }
         } catch (err) {
-          this.#writeFailed(group, err as Error);
+          const why = `audit file ${this.#path()} cannot be written: ${(err as Error).message}`;
+          this.#needsRepair = true;
+          this.#refuseUndurable(group, why, err instanceof RemovedError);
           continue;
         }
         this.#committed(group, bytes);
@@ -514,6 +489,22 @@ export class AuditLog {
     } finally {
       this.#diskRunning = false;
     }
+  }
+
+  /**
+   * The group's bytes, its last line sealed by the token: the seal covers that line's hash, and
+   * through the `prev` links every line before it.
+   */
+  async #sealed(group: Finished[]): Promise<Uint8Array> {
+    const last = group[group.length - 1];
+    this.#stats.seals++;
+    const seal = await this.#keys.mac(sealInput(last.hash));
+    if (!(seal instanceof Uint8Array) || seal.length !== MAC_BYTES) {
+      throw new Error(`the MAC key returned ${seal?.length} bytes, not ${MAC_BYTES}`);
+    }
+    const lines = group.map((f) => f.line);
+    lines[lines.length - 1] = sealedLine(last.line, seal);
+    return concat(lines, slabBytes);
   }
 
   /** Opens the new file for an opening line; after a failure, cuts the file back to durable bytes. */
@@ -551,7 +542,7 @@ export class AuditLog {
   #committed(group: Finished[], bytes: Uint8Array): void {
     const last = group[group.length - 1];
     this.#durableSeq = last.seq;
-    this.#durableMac = last.mac;
+    this.#durableValue = last.hash;
     this.#durableSize += bytes.length;
     this.#hash.update(bytes);
     this.#stats.lines += group.length;
@@ -568,21 +559,17 @@ export class AuditLog {
     }
   }
 
-  /** Refuses every line not yet durable and rolls the chain back to the last durable line. */
-  #writeFailed(group: Finished[], err: Error): void {
-    const why = `audit file ${this.#path()} cannot be written: ${err.message}`;
-    this.#beginOutage(why, err instanceof RemovedError);
-    this.#epoch++;
-    this.#needsRepair = true;
+  /**
+   * Refuses every line not yet durable — the group that failed and every line chained after it —
+   * and rolls the chain back to the last durable line.
+   */
+  #refuseUndurable(group: Finished[], why: string, removed: boolean): void {
+    this.#beginOutage(why, removed);
     const refused: Entry[] = group.map((f) => f.entry);
     for (const f of this.#diskQueue) refused.push(f.entry);
-    if (this.#chaining) refused.push(this.#chaining);
-    refused.push(...this.#chainQueue);
     this.#diskQueue = [];
-    this.#chainQueue = [];
-    this.#chaining = undefined;
     this.#headSeq = this.#durableSeq;
-    this.#headMac = this.#durableMac;
+    this.#headValue = this.#durableValue;
     this.#headFile = this.#fileName;
     this.#outage!.refused += refused.filter((e) => e.kind === "event").length;
     this.#outage!.resumeQueued = false;
@@ -633,16 +620,17 @@ export class AuditLog {
       const claim = {
         file: this.#fileName,
         seq: this.#durableSeq,
-        mac: this.#durableMac,
+        head: this.#durableValue,
         size: this.#durableSize,
         sha256: new Uint8Array(this.#hash.copy().digest()),
+        version: 2 as const,
       };
       this.#sinceCheckpoint = 0;
       const signature = await this.#keys.signCheckpoint(checkpointMessage(claim));
       const fields = {
         file: claim.file,
         through_seq: claim.seq,
-        through_mac: claim.mac.toHex(),
+        through_hash: claim.head.toHex(),
         through_size: claim.size,
         sha256: claim.sha256.toHex(),
         signature: signature.toBase64(),

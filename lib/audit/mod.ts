@@ -1,5 +1,5 @@
 /**
- * The tamper-evident audit log: {@link AuditLog} writes it (MAC chain, group commit, fail closed),
+ * The tamper-evident audit log: {@link AuditLog} writes it (hash chain sealed per group commit, fail closed),
  * {@link verifyAuditFiles} checks it; `svcd audit verify` is ./cli.ts. Format: ./README.md.
  *
  * @example

@@ -1,5 +1,5 @@
 /**
- * The audit keys as the token holds them: the chain MAC is C_Sign(CKM_SHA256_HMAC) with the
+ * The audit keys as the token holds them: the group seal is C_Sign(CKM_SHA256_HMAC) with the
  * non-extractable secret `svc-audit`, the checkpoint signature is Ed25519 with `svc-audit-sign`
  * (both created by `svcd token init`). Typed structurally, so this module needs only the three
  * methods it calls.

@@ -1,12 +1,13 @@
 /**
  * The audit verifier: walks files in chain order and checks, line by line, seq continuity, the
- * `prev` links, the MACs (when given the MAC key), the links between files, and every checkpoint
- * (its claim against the file's bytes and, given the public key, its Ed25519 signature). It stops at
- * the first problem and names its file and line. A partial last line (a write cut by a crash) is a
- * torn tail: reported, not part of the chain, and nothing before it is doubted. In a file that a
- * later file continues, the torn tail must be exactly the one the later file's opening line recorded
- * (`prev_torn`): any other partial line there was added after the file was closed, which is
- * tampering.
+ * `prev` links, each line's hash, the seals (when given the MAC key; in logs from before the seals,
+ * each line's MAC), the links between files, and every checkpoint (its claim against the file's
+ * bytes and, given the public key, its Ed25519 signature). It stops at the first problem and names
+ * its file and line. What follows a file's last sealed line — a partial line cut by a crash, or
+ * whole lines of a group whose seal never reached the disk — is its torn tail: reported, not part
+ * of the chain, and nothing before it is doubted. In a file that a later file continues, the torn
+ * tail must be exactly the one the later file's opening line recorded (`prev_torn`): any other
+ * bytes there were added after the file was closed, which is tampering.
  *
  * @example
  * ```ts
@@ -18,11 +19,13 @@ import { createHash, type Hash } from "node:crypto";
 import { bytesEqual, concat } from "../bytes/mod.ts";
 import {
   auditFileNumber,
+  chainInput,
   checkpointMessage,
+  lineHash,
   MAC_BYTES,
-  macInput,
   OPENING_EVENTS,
-  splitMac,
+  sealInput,
+  splitTrailer,
   ZERO_MAC,
 } from "./format.ts";
 
@@ -30,7 +33,7 @@ import {
 export interface VerifyOptions {
   /** Paths of audit files, in chain order. */
   files: string[];
-  /** The audit MAC (HMAC-SHA256 with `svc-audit`); without it MACs are not checked. */
+  /** The audit MAC (HMAC-SHA256 with `svc-audit`); without it seals (and v1 MACs) are not checked. */
   mac?: (data: Uint8Array) => Promise<Uint8Array>;
   /** The checkpoint public key (Ed25519); without it checkpoint signatures are not checked. */
   publicKey?: CryptoKey;
@@ -67,7 +70,10 @@ export interface VerifyResult {
   ok: boolean;
   files: FileReport[];
   problem?: Problem;
-  /** A torn final line, when there is one: not part of the chain. */
+  /**
+   * The newest file's torn tail, when it has one: the bytes after its last sealed line (a partial
+   * line, or whole lines no seal covers), from line `line` on. Not part of the chain.
+   */
   torn?: { file: string; line: number; bytes: number };
 }
 
@@ -77,8 +83,16 @@ interface Line {
   seq: number;
   time: string;
   prev: string;
-  mac: string;
   [member: string]: unknown;
+}
+
+/** The last line of a file that a seal (or a v1 MAC) covers, and the chain state there. */
+interface SealedPoint {
+  lineNo: number;
+  /** Byte offset just after it. */
+  end: number;
+  seq: number;
+  value: Uint8Array;
 }
 
 /** Raised inside the walk to stop at the first problem. */
@@ -135,10 +149,11 @@ export async function verifyAuditFiles(opts: VerifyOptions): Promise<VerifyResul
 /** What the next file's opening line must agree with about the file before it. */
 interface PreviousFile {
   name: string;
-  /** Bytes through the last `\n`. */
+  /** Bytes through the last sealed line. */
   completeSize: number;
+  /** Its line number. */
   lines: number;
-  /** Bytes after the last `\n`. */
+  /** Bytes after it: the torn tail. */
   torn: number;
 }
 
@@ -146,7 +161,9 @@ interface PreviousFile {
 class ChainWalk {
   #opts: VerifyOptions;
   #seq = 0;
-  #mac: Uint8Array = ZERO_MAC;
+  /** The chain value of the last line: what the next `prev` must name. */
+  #value: Uint8Array = ZERO_MAC;
+  #sealed: SealedPoint = { lineNo: 0, end: 0, seq: 0, value: ZERO_MAC };
   #previous: PreviousFile | undefined;
   #macs: MacWindow;
   /** Seqs of this file's lines (checkpoints aside) that no checkpoint covers yet. */
@@ -162,6 +179,7 @@ class ChainWalk {
     const name = basename(path);
     const hashes = new CheckpointHashes();
     this.#unsigned = [];
+    this.#sealed = { lineNo: 0, end: 0, seq: this.#seq, value: this.#value };
     let lineNo = 0;
     let offset = 0;
     let tail: Uint8Array = new Uint8Array(0);
@@ -186,14 +204,35 @@ class ChainWalk {
           : "no complete line (a start that failed before its first line was durable)",
       );
     }
-    this.#linkCheckedBy(name, offset, lineNo, tail.length);
+    if (tail.length > 0) await this.#tornTail(name, lineNo + 1, tail, report);
+    const sealed = this.#sealed;
+    if (sealed.lineNo < lineNo) this.#unsealedTail(sealed, lineNo, report);
+    this.#linkCheckedBy(name, sealed.end, sealed.lineNo, offset + tail.length - sealed.end);
+    this.#unsigned = this.#unsigned.filter((seq) => seq <= sealed.seq);
     if (this.#unsigned.length > 0) {
       const n = this.#unsigned.length;
-      report.notes.push(`${n} line(s) after the last checkpoint are covered by the MAC chain only`);
+      report.notes.push(`${n} line(s) after the last checkpoint are covered by the seals only`);
     }
-    if (tail.length === 0) return undefined;
-    await this.#tornTail(name, lineNo + 1, tail, report);
-    return { file: name, line: lineNo + 1, bytes: tail.length };
+    if (tail.length === 0 && sealed.lineNo === lineNo) return undefined;
+    return { file: name, line: sealed.lineNo + 1, bytes: offset + tail.length - sealed.end };
+  }
+
+  /**
+   * Whole lines after the last seal: a group cut before its seal reached the disk (never
+   * acknowledged: the seal is written with the group, before its fdatasync), or lines added
+   * without the key. Either way no key vouches for them: they leave the chain, which continues
+   * (in the next file) from the last sealed line.
+   */
+  #unsealedTail(sealed: SealedPoint, lineNo: number, report: FileReport): void {
+    const first = sealed.lineNo + 1;
+    report.notes.push(
+      `line(s) ${first}–${lineNo} have no seal after them (a group cut by a crash before its ` +
+        "sync, never acknowledged, or lines added without the audit key): not part of the chain",
+    );
+    this.#seq = sealed.seq;
+    this.#value = sealed.value;
+    report.lastSeq = sealed.lineNo > 0 ? sealed.seq : undefined;
+    if (sealed.lineNo === 0) report.firstSeq = undefined;
   }
 
   /** The next file must say where this one ended; remember what it must say. */
@@ -215,7 +254,7 @@ class ChainWalk {
     };
     const parsed = parseLine(bytes);
     if (typeof parsed === "string") return await fail(parsed);
-    const { line, body, mac } = parsed;
+    const { line, body, value, version, seal } = parsed;
     if (lineNo === 1) await this.#opening(file, line, fail);
     else if (OPENING_EVENTS.has(line.event)) {
       await fail(`a '${line.event}' line may only open a file`);
@@ -232,17 +271,39 @@ class ChainWalk {
           } was expected: lines are out of order or repeated`,
       );
     }
-    if (line.prev !== this.#mac.toHex()) {
+    if (line.prev !== this.#value.toHex()) {
       await fail(
-        `its prev does not match the MAC of the line before it: the chain was broken here`,
+        `its prev does not match the ${
+          version === 1 ? "MAC" : "hash"
+        } of the line before it: the chain was broken here`,
       );
     }
-    this.#macs.check(macInput(this.#mac, body), mac, { file, line: lineNo });
+    const input = chainInput(this.#value, body);
+    if (version === 1) {
+      this.#macs.check(input, value, {
+        file,
+        line: lineNo,
+        message: "its MAC does not match: the line was edited, or written without the audit key",
+      });
+    } else if (!bytesEqual(lineHash(input), value)) {
+      await fail("its hash does not match its bytes: the line was edited");
+    }
+    if (seal) {
+      const from = this.#sealed.lineNo + 1;
+      this.#macs.check(sealInput(value), seal, {
+        file,
+        line: lineNo,
+        message: `its seal does not match: ${
+          from === lineNo ? "the line" : `one of lines ${from}–${lineNo} (the group it seals)`
+        } was edited and re-hashed, or the seal was made without the audit key`,
+      });
+    }
     this.#seq = line.seq;
-    this.#mac = mac;
+    this.#value = value;
+    if (version === 1 || seal) this.#sealed = { lineNo, end, seq: line.seq, value };
     report.firstSeq ??= line.seq;
     report.lastSeq = line.seq;
-    hashes.add(line.seq, line.mac, end, bytes);
+    hashes.add(line.seq, value.toHex(), end, bytes);
     if (line.event === "checkpoint") {
       const why = await this.#checkpoint(file, line, hashes);
       if (why) await fail(why);
@@ -277,7 +338,8 @@ class ChainWalk {
         );
       }
       this.#seq = line.seq - 1; // a subset: trust the link into the first file given
-      this.#mac = Uint8Array.fromHex(line.prev);
+      this.#value = Uint8Array.fromHex(line.prev);
+      this.#sealed = { lineNo: 0, end: 0, seq: this.#seq, value: this.#value };
       return;
     }
     const before = this.#previous!;
@@ -315,8 +377,9 @@ class ChainWalk {
   }
 
   /**
-   * An earlier file's partial last line must be the one a crash left there, which the next file's
-   * opening recorded (`prev_torn`, absent = 0): the writer never adds to a file it has left.
+   * An earlier file's torn tail (bytes after its last sealed line) must be the one a crash left
+   * there, which the next file's opening recorded (`prev_torn`, absent = 0): the writer never adds
+   * to a file it has left.
    */
   #tornAsRecorded(before: PreviousFile, file: string, recorded: unknown): void {
     const expected = typeof recorded === "number" ? recorded : 0;
@@ -325,10 +388,11 @@ class ChainWalk {
       file: before.name,
       line: before.lines + 1,
       message: before.torn > expected
-        ? `the file ends with a partial line of ${before.torn} byte(s), but ${file} line 1 ` +
-          `records ${expected} byte(s) after its last complete line: bytes were added after it was closed`
-        : `the file ends with ${before.torn} byte(s) after its last complete line, but ${file} ` +
-          `line 1 records ${expected}: the partial line a crash left was cut or removed`,
+        ? `the file ends with a partial line of ${before.torn} byte(s) (or lines no seal covers), ` +
+          `but ${file} line 1 records ${expected} byte(s) after its last sealed line: bytes were ` +
+          "added after it was closed"
+        : `the file ends with ${before.torn} byte(s) after its last sealed line, but ${file} ` +
+          `line 1 records ${expected}: the tail a crash left was cut or removed`,
     });
   }
 
@@ -338,22 +402,25 @@ class ChainWalk {
     line: Line,
     hashes: CheckpointHashes,
   ): Promise<string | undefined> {
-    const { through_seq: seq, through_mac: mac, through_size: size, sha256, signature } = line;
+    const { through_seq: seq, through_size: size, sha256, signature } = line;
+    const version = line.through_mac !== undefined ? 1 : 2;
+    const head = version === 1 ? line.through_mac : line.through_hash;
+    const headName = version === 1 ? "through_mac" : "through_hash";
     if (line.file !== file) {
       return `the checkpoint names ${JSON.stringify(line.file)}, not this file`;
     }
     if (
-      typeof seq !== "number" || typeof size !== "number" || !isHex(mac, MAC_BYTES) ||
+      typeof seq !== "number" || typeof size !== "number" || !isHex(head, MAC_BYTES) ||
       !isHex(sha256, 32) ||
       typeof signature !== "string"
     ) {
-      return "the checkpoint lacks through_seq, through_mac, through_size, sha256 or signature";
+      return `the checkpoint lacks through_seq, ${headName}, through_size, sha256 or signature`;
     }
     const covered = hashes.through(size);
     if (typeof covered === "string") return covered;
-    if (covered.seq !== seq || covered.mac !== mac) {
-      return `the checkpoint claims seq ${seq} with MAC ${mac}, but the line ending at byte ${size} ` +
-        `is seq ${covered.seq} with MAC ${covered.mac}`;
+    if (covered.seq !== seq || covered.value !== head) {
+      return `the checkpoint claims seq ${seq} with ${headName} ${head}, but the line ending at ` +
+        `byte ${size} is seq ${covered.seq} with ${covered.value}`;
     }
     if (covered.sha256 !== sha256) {
       return `the file's first ${size} bytes do not have the SHA-256 the checkpoint claims`;
@@ -368,9 +435,10 @@ class ChainWalk {
     const message = checkpointMessage({
       file,
       seq,
-      mac: Uint8Array.fromHex(mac as string),
+      head: Uint8Array.fromHex(head),
       size,
       sha256: Uint8Array.fromHex(sha256 as string),
+      version,
     });
     const ok = await crypto.subtle.verify(
       "Ed25519",
@@ -381,7 +449,10 @@ class ChainWalk {
     return ok ? undefined : "the checkpoint signature does not verify with the public key";
   }
 
-  /** A last line without its newline: torn by a crash, unless it is a whole line with a bad MAC. */
+  /**
+   * A last line without its newline: torn by a crash, unless it is a whole line whose hash, seal
+   * or MAC does not match. Never part of the chain (a new file continues from the last `\n`).
+   */
   async #tornTail(
     file: string,
     lineNo: number,
@@ -390,19 +461,19 @@ class ChainWalk {
   ): Promise<void> {
     const parsed = parseLine(tail);
     const whole = typeof parsed !== "string" && parsed.line.seq === this.#seq + 1 &&
-      parsed.line.prev === this.#mac.toHex();
-    if (whole && this.#opts.mac) {
-      const mac = await this.#opts.mac(macInput(this.#mac, parsed.body));
-      if (!bytesEqual(mac, parsed.mac)) {
+      parsed.line.prev === this.#value.toHex();
+    if (whole) {
+      const wrong = await this.#wholeLineProblem(parsed);
+      if (wrong) {
         throw new Found({
           file,
           line: lineNo,
-          message:
-            "a complete line without its newline whose MAC does not match: written without the audit key",
+          message: `a complete line without its newline whose ${wrong} does not match: ` +
+            "written without the audit key",
         });
       }
       report.notes.push(
-        `line ${lineNo} is whole and its MAC is valid but its newline is missing (torn write)`,
+        `line ${lineNo} is whole and valid but its newline is missing (torn write)`,
       );
       return;
     }
@@ -411,21 +482,33 @@ class ChainWalk {
         "not part of the chain, nothing before it is doubted",
     );
   }
+
+  /** Which of a whole line's values is wrong ("hash", "seal", "MAC"), if any. */
+  async #wholeLineProblem(p: ParsedLine): Promise<string | undefined> {
+    const input = chainInput(this.#value, p.body);
+    const mac = this.#opts.mac;
+    if (p.version === 1) {
+      return mac && !bytesEqual(await mac(input), p.value) ? "MAC" : undefined;
+    }
+    if (!bytesEqual(lineHash(input), p.value)) return "hash";
+    if (p.seal && mac && !bytesEqual(await mac(sealInput(p.value)), p.seal)) return "seal";
+    return undefined;
+  }
 }
 
 /** Computes MACs of consecutive lines concurrently and reports the first mismatch in line order. */
 class MacWindow {
   #mac: VerifyOptions["mac"];
   #size: number;
-  #queue: { at: Omit<Problem, "message">; expected: Uint8Array; result: Promise<Uint8Array> }[] =
-    [];
+  #queue: { at: Problem; expected: Uint8Array; result: Promise<Uint8Array> }[] = [];
 
   constructor(mac: VerifyOptions["mac"], size: number) {
     this.#mac = mac;
     this.#size = Math.max(1, size);
   }
 
-  check(input: Uint8Array, expected: Uint8Array, at: Omit<Problem, "message">): void {
+  /** Queues one MAC; `at` is the problem to report when it does not match. */
+  check(input: Uint8Array, expected: Uint8Array, at: Problem): void {
     if (!this.#mac) return;
     const result = this.#mac(input);
     result.catch(() => {}); // awaited in order below
@@ -445,10 +528,7 @@ class MacWindow {
     const mac = await result;
     if (!bytesEqual(mac, expected)) {
       this.#queue = [];
-      throw new Found({
-        ...at,
-        message: "its MAC does not match: the line was edited, or written without the audit key",
-      });
+      throw new Found(at);
     }
   }
 }
@@ -457,18 +537,18 @@ class MacWindow {
 class CheckpointHashes {
   #hash: Hash = createHash("sha256");
   #hashedTo = 0;
-  #last: { seq: number; mac: string } | undefined;
-  #pending: { seq: number; mac: string; end: number; bytes: Uint8Array }[] = [];
+  #last: { seq: number; value: string } | undefined;
+  #pending: { seq: number; value: string; end: number; bytes: Uint8Array }[] = [];
   #pendingBytes = 0;
 
-  add(seq: number, mac: string, end: number, bytes: Uint8Array): void {
-    this.#pending.push({ seq, mac, end, bytes: bytes.slice() });
+  add(seq: number, value: string, end: number, bytes: Uint8Array): void {
+    this.#pending.push({ seq, value, end, bytes: bytes.slice() });
     this.#pendingBytes += bytes.length + 1;
     while (this.#pendingBytes > MAX_UNHASHED && this.#pending.length > 1) this.#feed();
   }
 
   /** The line ending at byte `size` and the SHA-256 of the bytes before; or what is wrong. */
-  through(size: number): { seq: number; mac: string; sha256: string } | string {
+  through(size: number): { seq: number; value: string; sha256: string } | string {
     if (size < this.#hashedTo) {
       return `the checkpoint covers byte ${size}, which this verifier has already passed`;
     }
@@ -485,27 +565,34 @@ class CheckpointHashes {
     this.#hash.update(NEWLINE);
     this.#hashedTo = line.end;
     this.#pendingBytes -= line.bytes.length + 1;
-    this.#last = { seq: line.seq, mac: line.mac };
+    this.#last = { seq: line.seq, value: line.value };
   }
 }
 
 const NEWLINE = new Uint8Array([0x0a]);
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
+/** A line parsed: its members, and the body and values at its end (see {@link splitTrailer}). */
+export interface ParsedLine {
+  line: Line;
+  body: Uint8Array;
+  version: 1 | 2;
+  value: Uint8Array;
+  seal?: Uint8Array;
+}
+
 /**
- * Parses one line (without `\n`) into its members, the body its MAC covers and the MAC, or says
- * what is wrong with it.
+ * Parses one line (without `\n`) into its members, the body its hash or MAC covers and the values
+ * at its end, or says what is wrong with it.
  *
  * @example
  * ```ts
  * const p = parseLine(bytes); // string = the reason it is not an audit line
  * ```
  */
-export function parseLine(
-  bytes: Uint8Array,
-): { line: Line; body: Uint8Array; mac: Uint8Array } | string {
-  const parts = splitMac(bytes);
-  if (!parts) return "not an audit line: it does not end with its MAC";
+export function parseLine(bytes: Uint8Array): ParsedLine | string {
+  const parts = splitTrailer(bytes);
+  if (!parts) return "not an audit line: it does not end with its hash or MAC";
   let value: unknown;
   try {
     value = JSON.parse(strictUtf8.decode(bytes));
@@ -525,10 +612,11 @@ export function parseLine(
   if (typeof line.time !== "string" || !isHex(line.prev, MAC_BYTES)) {
     return "not an audit line: time or prev is missing";
   }
-  if (line.mac !== parts.mac.toHex()) {
-    return "not an audit line: its mac member is not the MAC at its end";
+  const name = parts.version === 1 ? "mac" : "hash";
+  if (line[name] !== parts.value.toHex() || line.seal !== parts.seal?.toHex()) {
+    return `not an audit line: its ${name} or seal member is not the value at its end`;
   }
-  return { line, body: parts.body, mac: parts.mac };
+  return { line, ...parts };
 }
 
 function isHex(x: unknown, bytes: number): x is string {
