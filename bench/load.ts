@@ -8,6 +8,7 @@
  * ```sh
  * deno run -A bench/load.ts --socket .demo/auth.sock --key demo-ec --concurrency 16 --seconds 5
  * deno run -A bench/load.ts --socket /tmp/echo.sock --path /echo --seconds 3 --warmup 0.5
+ * deno run -A bench/load.ts --socket .demo/public.sock --path /ocsp --body-file req.der
  * ```
  */
 import { parseArgs } from "node:util";
@@ -68,13 +69,15 @@ export async function runLoad(opts: {
   seconds: number;
   path?: string;
   messageBytes?: number;
+  /** A fixed body for every request (e.g. an OCSP request); default: random `messageBytes`. */
+  body?: Uint8Array;
 }): Promise<LoadResult> {
   const latencies: number[] = [];
   let errors = 0;
   const end = performance.now() + opts.seconds * 1000;
   const start = performance.now();
   await Promise.all(Array.from({ length: opts.concurrency }, async (_, i) => {
-    const body = crypto.getRandomValues(new Uint8Array(opts.messageBytes ?? 32));
+    const body = opts.body ?? crypto.getRandomValues(new Uint8Array(opts.messageBytes ?? 32));
     const bytes = requestBytes(opts.path ?? "/sign", `CN=bench${i},O=Bench`, opts.key, body);
     const buf = new Uint8Array(16384);
     while (performance.now() < end) {
@@ -109,6 +112,7 @@ if (import.meta.main) {
       seconds: { type: "string", default: "5" },
       path: { type: "string", default: "/sign" },
       warmup: { type: "string", default: "0" },
+      "body-file": { type: "string" },
     },
   });
   // /sign needs a key; other paths (bench/http-echo.ts's /echo) ignore the header.
@@ -116,7 +120,7 @@ if (import.meta.main) {
   if (!values.socket || !key) {
     console.error(
       "usage: bench/load.ts --socket PATH --key LABEL [--path /sign] [--concurrency N] " +
-        "[--seconds S] [--warmup S]",
+        "[--seconds S] [--warmup S] [--body-file FILE]",
     );
     Deno.exit(2);
   }
@@ -126,6 +130,7 @@ if (import.meta.main) {
     concurrency: Number(values.concurrency),
     seconds: Number(values.seconds),
     path: values.path,
+    body: values["body-file"] ? Deno.readFileSync(values["body-file"]) : undefined,
   };
   // A fresh process: let the JIT settle before the measured run, unmeasured.
   const warmup = Number(values.warmup);
