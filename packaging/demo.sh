@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make demo`: a fresh SoftHSM2 token with demo keys and a policy in .demo/, then the daemon in the
-# foreground on .demo/auth.sock with the caller as the proxy uid. Ctrl-C stops it.
+# `make demo`: a fresh SoftHSM2 token with demo keys, a CA (`svcd ca init`) with one client
+# certificate and a policy in .demo/, then the daemon in the foreground on .demo/auth.sock (the
+# caller as the proxy uid) and .demo/public.sock (certificates, OCSP). Ctrl-C stops it.
 # DEMO_MODULE=svcmod uses the project's PKCS#11 v3.2 test module (ML-DSA and composite keys).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,12 +18,14 @@ if [ "${DEMO_MODULE:-softhsm}" = svcmod ]; then
   printf 'tokendir = %s\nsecure_heap_kb = 4096\n' "$DEMO/tokens" >"$DEMO/svcmod.conf"
   export SVCMOD_CONF=$DEMO/svcmod.conf
   KEYS="demo-ec:ec-p256 demo-ed:ed25519 demo-mldsa:ml-dsa-65 demo-composite:composite-mldsa65-ed25519"
+  CA_KEY_TYPE=ml-dsa-65
 else
   MODULE=/usr/lib/softhsm/libsofthsm2.so
   printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' \
     "$DEMO/tokens" >"$DEMO/softhsm2.conf"
   export SOFTHSM2_CONF=$DEMO/softhsm2.conf
   KEYS="demo-ec:ec-p256 demo-ed:ed25519"
+  CA_KEY_TYPE=ec-p256
 fi
 export CREDENTIALS_DIRECTORY=$DEMO/creds
 
@@ -35,7 +38,17 @@ for pair in $KEYS; do
 done
 svcd token list --module "$MODULE" --token demo
 
+echo "demo: a CA over the token key demo-ca ($CA_KEY_TYPE) and a client certificate for $SUBJECT"
+CA=$DEMO/ca
+svcd ca init --ca-dir "$CA" --module "$MODULE" --token demo --key-label demo-ca \
+  --key-type "$CA_KEY_TYPE" --subject "CN=svcd demo CA,O=Example,C=DE"
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$DEMO/client.key" \
+  -subj "/C=DE/O=Example/CN=demo-client" -out "$DEMO/client.csr" 2>/dev/null
+svcd ca issue --ca-dir "$CA" --module "$MODULE" --token demo --csr "$DEMO/client.csr" \
+  --out "$DEMO/client.pem"
+
 SOCK=$DEMO/auth.sock
+PUB=$DEMO/public.sock
 cat <<TXT
 
 demo: the daemon starts below. In another terminal:
@@ -50,10 +63,24 @@ demo: the daemon starts below. In another terminal:
   # health, and the caller's keys
   curl -sS --unix-socket $SOCK -H 'X-SVC-Client-Subject: $SUBJECT' http://svcd/health
   curl -sS --unix-socket $SOCK -H 'X-SVC-Client-Subject: $SUBJECT' http://svcd/token
+  # the public socket: the CA chain, and OCSP for the demo client certificate
+  curl -sS --unix-socket $PUB http://svcd/certificates
+  openssl ocsp -issuer $CA/ca.pem -cert $DEMO/client.pem -reqout /tmp/demo-ocsp.req
+  curl -sS --unix-socket $PUB -H 'Content-Type: application/ocsp-request' \\
+      --data-binary @/tmp/demo-ocsp.req http://svcd/ocsp -o /tmp/demo-ocsp.resp
+  # (the request carries a nonce, which the answer echoes; -no_nonce because openssl compares it
+  #  with a fresh request of its own when given -cert)
+  openssl ocsp -respin /tmp/demo-ocsp.resp -issuer $CA/ca.pem -CAfile $CA/ca.pem \\
+      -cert $DEMO/client.pem -no_nonce   # EC CA (DEMO_MODULE=svcmod: ML-DSA, which openssl 3.0 lacks)
+  # revoke it: the next OCSP answer says revoked, no restart
+  ${SOFTHSM2_CONF:+SOFTHSM2_CONF=$SOFTHSM2_CONF }${SVCMOD_CONF:+SVCMOD_CONF=$SVCMOD_CONF }CREDENTIALS_DIRECTORY=$DEMO/creds \\
+      $DENO task -q svcd ca revoke \$(openssl x509 -noout -serial -in $DEMO/client.pem | cut -d= -f2) \\
+      --reason keyCompromise --ca-dir $CA --module $MODULE --token demo
   # audit chain
   CREDENTIALS_DIRECTORY=$DEMO/creds ${SOFTHSM2_CONF:+SOFTHSM2_CONF=$SOFTHSM2_CONF }${SVCMOD_CONF:+SVCMOD_CONF=$SVCMOD_CONF }\\
       $DENO task -q svcd audit verify --module $MODULE --token demo --dir $DEMO/audit
 
 TXT
 exec "$DENO" task -q svcd serve --module "$MODULE" --token demo --socket "$SOCK" \
-  --proxy-uid "$(id -u)" --policy "$DEMO/policy" --audit-dir "$DEMO/audit" --state-dir "$DEMO/state"
+  --proxy-uid "$(id -u)" --policy "$DEMO/policy" --audit-dir "$DEMO/audit" --state-dir "$DEMO/state" \
+  --public-socket "$PUB" --revocation-db "$CA/index.txt" --ocsp-label demo-ca --ca-cert "$CA/ca.pem"
