@@ -12,7 +12,14 @@
  */
 import { createHash } from "node:crypto";
 import { parseArgs } from "node:util";
-import { CKA, CKF, CKO, encodeMechanism, loadModule, ulongBytes } from "../ffi/pkcs11/mod.ts";
+import {
+  CKA,
+  CKF_MECHANISM,
+  CKO,
+  encodeMechanism,
+  loadModule,
+  ulongBytes,
+} from "../ffi/pkcs11/mod.ts";
 import { KEY_TYPES, type KeyTypeName, type SigningKey, type Token } from "../lib/token/mod.ts";
 import { findObjects, openSession, utf8 } from "../lib/token/session_ops.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../tests/support/token.ts";
@@ -78,7 +85,7 @@ function syncLoop(
 ): number {
   const mod = loadModule(modulePath);
   const spec = KEY_TYPES[key.keyType];
-  const signing = spec.signing.find((m) => token.offers(m.mechanism, CKF.SIGN))!;
+  const signing = spec.signing.find((m) => token.offers(m.mechanism, CKF_MECHANISM.SIGN))!;
   const data = signing.prehash ? createHash(signing.prehash).update(message).digest() : message;
   const session = openSession(mod, token.slotId);
   try {

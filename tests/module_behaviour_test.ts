@@ -7,7 +7,7 @@
  * a concurrent call held by a gate) run as build/p11_test.
  */
 import assert from "node:assert/strict";
-import { CKF, CKR, decodeTokenInfo, loadModule } from "../ffi/pkcs11/mod.ts";
+import { CKF_TOKEN, CKR, decodeTokenInfo, loadModule } from "../ffi/pkcs11/mod.ts";
 import { initialize, SVCMOD_BUILD, SVCMOD_LIB, writeSvcmodConfig } from "./module/fixture.ts";
 
 const SCENARIO = new URL("./module/scenario.ts", import.meta.url).pathname;
@@ -177,7 +177,7 @@ Deno.test("svcmod: five failed logins lock the user, seen by every later process
     initialize(mod);
     const info = new Uint8Array(208);
     assert.equal(mod.fn.C_GetTokenInfo(0, info), CKR.OK);
-    assert.ok(decodeTokenInfo(info).flags & CKF.USER_PIN_LOCKED);
+    assert.ok(decodeTokenInfo(info).flags & CKF_TOKEN.USER_PIN_LOCKED);
     mod.fn.C_Finalize(null);
   } finally {
     await token.cleanup();

@@ -4,7 +4,7 @@
  * for the same token (wrong offsets would shift text fields and scramble flags and versions).
  */
 import assert from "node:assert/strict";
-import { check, CKF, decodeSlotInfo, loadModule, SIZE } from "../ffi/pkcs11/mod.ts";
+import { check, CKF_SLOT, CKF_TOKEN, decodeSlotInfo, loadModule, SIZE } from "../ffi/pkcs11/mod.ts";
 import { SOFTHSM_PATH } from "./support/modules.ts";
 import { makeTestToken, openTestToken } from "./support/token.ts";
 
@@ -31,20 +31,20 @@ function fields(block: string): Map<string, string> {
 
 // pkcs11-tool's names for token flags (opensc's print_token_info).
 const PKCS11_TOOL_FLAGS: Record<string, number> = {
-  "rng": CKF.RNG,
-  "write protected": CKF.WRITE_PROTECTED,
-  "login required": CKF.LOGIN_REQUIRED,
-  "PIN initialized": CKF.USER_PIN_INITIALIZED,
-  "PIN pad present": CKF.PROTECTED_AUTHENTICATION_PATH,
-  "token initialized": CKF.TOKEN_INITIALIZED,
-  "user PIN count low": CKF.USER_PIN_COUNT_LOW,
-  "final user PIN try": CKF.USER_PIN_FINAL_TRY,
-  "user PIN locked": CKF.USER_PIN_LOCKED,
-  "user PIN to be changed": CKF.USER_PIN_TO_BE_CHANGED,
-  "SO PIN count low": CKF.SO_PIN_COUNT_LOW,
-  "final SO PIN try": CKF.SO_PIN_FINAL_TRY,
-  "SO PIN locked": CKF.SO_PIN_LOCKED,
-  "SO PIN to be changed": CKF.SO_PIN_TO_BE_CHANGED,
+  "rng": CKF_TOKEN.RNG,
+  "write protected": CKF_TOKEN.WRITE_PROTECTED,
+  "login required": CKF_TOKEN.LOGIN_REQUIRED,
+  "PIN initialized": CKF_TOKEN.USER_PIN_INITIALIZED,
+  "PIN pad present": CKF_TOKEN.PROTECTED_AUTHENTICATION_PATH,
+  "token initialized": CKF_TOKEN.TOKEN_INITIALIZED,
+  "user PIN count low": CKF_TOKEN.USER_PIN_COUNT_LOW,
+  "final user PIN try": CKF_TOKEN.USER_PIN_FINAL_TRY,
+  "user PIN locked": CKF_TOKEN.USER_PIN_LOCKED,
+  "user PIN to be changed": CKF_TOKEN.USER_PIN_TO_BE_CHANGED,
+  "SO PIN count low": CKF_TOKEN.SO_PIN_COUNT_LOW,
+  "final SO PIN try": CKF_TOKEN.SO_PIN_FINAL_TRY,
+  "SO PIN locked": CKF_TOKEN.SO_PIN_LOCKED,
+  "SO PIN to be changed": CKF_TOKEN.SO_PIN_TO_BE_CHANGED,
 };
 
 function parseFlags(text: string): number {
@@ -85,8 +85,11 @@ Deno.test({
       assert.equal(t.get("Model"), info.model);
       assert.equal(t.get("Hardware version"), info.hardwareVersion);
       assert.equal(t.get("Firmware version"), info.firmwareVersion);
-      assert.equal(t.get("Initialized"), info.flags & CKF.TOKEN_INITIALIZED ? "yes" : "no");
-      assert.equal(t.get("User PIN init."), info.flags & CKF.USER_PIN_INITIALIZED ? "yes" : "no");
+      assert.equal(t.get("Initialized"), info.flags & CKF_TOKEN.TOKEN_INITIALIZED ? "yes" : "no");
+      assert.equal(
+        t.get("User PIN init."),
+        info.flags & CKF_TOKEN.USER_PIN_INITIALIZED ? "yes" : "no",
+      );
 
       const mod = loadModule(made.modulePath);
       const slotBuf = new Uint8Array(SIZE.CK_SLOT_INFO);
@@ -102,7 +105,7 @@ Deno.test({
         s.get("Firmware version"),
         `${slot.firmwareVersion.major}.${slot.firmwareVersion.minor}`,
       );
-      assert.equal(s.get("Token present"), slot.flags & CKF.TOKEN_PRESENT ? "yes" : "no");
+      assert.equal(s.get("Token present"), slot.flags & CKF_SLOT.TOKEN_PRESENT ? "yes" : "no");
 
       // pkcs11-tool -T: flags by name, PIN length bounds (the CK_ULONGs right after the session counts).
       const listing = await run("pkcs11-tool", ["--module", SOFTHSM_PATH, "-T"], env);

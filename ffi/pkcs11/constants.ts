@@ -270,19 +270,87 @@ export const CKS = {
   RW_SO_FUNCTIONS: 0x4,
 } as const;
 
-/** Flags of C_Initialize, sessions, slots, tokens, mechanisms and interfaces. */
-export const CKF = {
-  // CK_C_INITIALIZE_ARGS
+declare const flagOf: unique symbol;
+
+/**
+ * A CKF_ bit of one structure's flags: the bits of different structures share values (CKF_RW_SESSION
+ * and CKF_OS_LOCKING_OK are both 0x2), so each structure has its own type and one cannot be passed
+ * where another is expected.
+ *
+ * @example
+ * ```ts
+ * const sign: Flag<"mechanism"> = CKF_MECHANISM.SIGN;
+ * ```
+ */
+export type Flag<Of extends string> = number & { readonly [flagOf]: Of };
+
+/** A bit of CK_C_INITIALIZE_ARGS.flags. Example: `CKF_INIT.OS_LOCKING_OK`. */
+export type InitFlag = Flag<"init">;
+/** A bit of a session's flags (C_OpenSession, CK_SESSION_INFO). Example: `CKF_SESSION.RW_SESSION`. */
+export type SessionFlag = Flag<"session">;
+/** A bit of CK_SLOT_INFO.flags. Example: `CKF_SLOT.TOKEN_PRESENT`. */
+export type SlotFlag = Flag<"slot">;
+/** A bit of CK_TOKEN_INFO.flags. Example: `CKF_TOKEN.TOKEN_INITIALIZED`. */
+export type TokenFlag = Flag<"token">;
+/** A bit of CK_MECHANISM_INFO.flags. Example: `CKF_MECHANISM.SIGN`. */
+export type MechanismFlag = Flag<"mechanism">;
+/** A bit of CK_INTERFACE.flags. Example: `CKF_INTERFACE.FORK_SAFE`. */
+export type InterfaceFlag = Flag<"interface">;
+
+function flags<Of extends string>() {
+  return <T extends Record<string, number>>(bits: T) =>
+    Object.freeze(bits) as unknown as { readonly [K in keyof T]: Flag<Of> };
+}
+
+/**
+ * Flags of CK_C_INITIALIZE_ARGS.
+ *
+ * @example
+ * ```ts
+ * encodeInitializeArgs(CKF_INIT.OS_LOCKING_OK);
+ * ```
+ */
+export const CKF_INIT = flags<"init">()({
   LIBRARY_CANT_CREATE_OS_THREADS: 0x1,
   OS_LOCKING_OK: 0x2,
-  // sessions
+});
+
+/**
+ * Flags of a session (C_OpenSession, CK_SESSION_INFO).
+ *
+ * @example
+ * ```ts
+ * openSession(mod, slot, CKF_SESSION.RW_SESSION);
+ * ```
+ */
+export const CKF_SESSION = flags<"session">()({
   RW_SESSION: 0x2,
   SERIAL_SESSION: 0x4,
-  // slots
+});
+
+/**
+ * Flags of CK_SLOT_INFO.
+ *
+ * @example
+ * ```ts
+ * if (decodeSlotInfo(buf).flags & CKF_SLOT.TOKEN_PRESENT) console.log("a token is in");
+ * ```
+ */
+export const CKF_SLOT = flags<"slot">()({
   TOKEN_PRESENT: 0x1,
   REMOVABLE_DEVICE: 0x2,
   HW_SLOT: 0x4,
-  // tokens
+});
+
+/**
+ * Flags of CK_TOKEN_INFO.
+ *
+ * @example
+ * ```ts
+ * if (!(decodeTokenInfo(buf).flags & CKF_TOKEN.TOKEN_INITIALIZED)) console.log("run svcd token init");
+ * ```
+ */
+export const CKF_TOKEN = flags<"token">()({
   RNG: 0x1,
   WRITE_PROTECTED: 0x2,
   LOGIN_REQUIRED: 0x4,
@@ -302,7 +370,17 @@ export const CKF = {
   SO_PIN_LOCKED: 0x400000,
   SO_PIN_TO_BE_CHANGED: 0x800000,
   ERROR_STATE: 0x1000000,
-  // mechanisms
+});
+
+/**
+ * Flags of CK_MECHANISM_INFO.
+ *
+ * @example
+ * ```ts
+ * const canSign = (decodeMechanismInfo(buf).flags & CKF_MECHANISM.SIGN) !== 0;
+ * ```
+ */
+export const CKF_MECHANISM = flags<"mechanism">()({
   HW: 0x1,
   ENCRYPT: 0x100,
   DECRYPT: 0x200,
@@ -313,9 +391,19 @@ export const CKF = {
   VERIFY_RECOVER: 0x4000,
   GENERATE: 0x8000,
   GENERATE_KEY_PAIR: 0x10000,
-  // interfaces
-  INTERFACE_FORK_SAFE: 0x1,
-} as const;
+});
+
+/**
+ * Flags of CK_INTERFACE.
+ *
+ * @example
+ * ```ts
+ * const forkSafe = (iface.flags & CKF_INTERFACE.FORK_SAFE) !== 0;
+ * ```
+ */
+export const CKF_INTERFACE = flags<"interface">()({
+  FORK_SAFE: 0x1,
+});
 
 /** CK_UNAVAILABLE_INFORMATION (~0 as a CK_ULONG). */
 export const CK_UNAVAILABLE_INFORMATION = 0xffff_ffff_ffff_ffffn;

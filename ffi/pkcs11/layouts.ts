@@ -11,7 +11,7 @@
  * mech.bytes.length === SIZE.CK_MECHANISM; // 24
  * ```
  */
-import { CK_UNAVAILABLE_INFORMATION } from "./constants.ts";
+import { CK_UNAVAILABLE_INFORMATION, type InitFlag } from "./constants.ts";
 
 /** Sizes of the structures in bytes (LP64). Example: `SIZE.CK_TOKEN_INFO === 208`. */
 export const SIZE = {
@@ -29,6 +29,72 @@ export const SIZE = {
   CK_RSA_PKCS_PSS_PARAMS: 24,
   CK_SIGN_ADDITIONAL_CONTEXT: 24,
 } as const;
+
+/**
+ * Byte offsets of the fields svcd reads or writes, by their C names (LP64). The encoders and
+ * decoders below use these numbers and no others; layouts_test.ts compares them, and SIZE, with
+ * what a C compiler computes from a PKCS#11 header (layouts_check.c).
+ *
+ * @example
+ * ```ts
+ * OFFSET.CK_TOKEN_INFO.flags; // 96
+ * ```
+ */
+export const OFFSET = {
+  CK_VERSION: { major: 0, minor: 1 },
+  CK_ATTRIBUTE: { type: 0, pValue: 8, ulValueLen: 16 },
+  CK_MECHANISM: { mechanism: 0, pParameter: 8, ulParameterLen: 16 },
+  CK_MECHANISM_INFO: { ulMinKeySize: 0, ulMaxKeySize: 8, flags: 16 },
+  CK_INFO: {
+    cryptokiVersion: 0,
+    manufacturerID: 2,
+    flags: 40,
+    libraryDescription: 48,
+    libraryVersion: 80,
+  },
+  CK_SLOT_INFO: {
+    slotDescription: 0,
+    manufacturerID: 64,
+    flags: 96,
+    hardwareVersion: 104,
+    firmwareVersion: 106,
+  },
+  CK_TOKEN_INFO: {
+    label: 0,
+    manufacturerID: 32,
+    model: 64,
+    serialNumber: 80,
+    flags: 96,
+    ulMaxSessionCount: 104,
+    ulSessionCount: 112,
+    ulMaxRwSessionCount: 120,
+    ulRwSessionCount: 128,
+    ulMaxPinLen: 136,
+    ulMinPinLen: 144,
+    ulTotalPublicMemory: 152,
+    ulFreePublicMemory: 160,
+    ulTotalPrivateMemory: 168,
+    ulFreePrivateMemory: 176,
+    hardwareVersion: 184,
+    firmwareVersion: 186,
+    utcTime: 188,
+  },
+  CK_SESSION_INFO: { slotID: 0, state: 8, flags: 16, ulDeviceError: 24 },
+  CK_C_INITIALIZE_ARGS: {
+    CreateMutex: 0,
+    DestroyMutex: 8,
+    LockMutex: 16,
+    UnlockMutex: 24,
+    flags: 32,
+    pReserved: 40,
+  },
+  CK_INTERFACE: { pInterfaceName: 0, pFunctionList: 8, flags: 16 },
+  CK_RSA_PKCS_PSS_PARAMS: { hashAlg: 0, mgf: 8, sLen: 16 },
+  CK_SIGN_ADDITIONAL_CONTEXT: { hedgeVariant: 0, pContext: 8, ulContextLen: 16 },
+} as const;
+
+const A = OFFSET.CK_ATTRIBUTE, M = OFFSET.CK_MECHANISM, INFO = OFFSET.CK_INFO;
+const SLOT = OFFSET.CK_SLOT_INFO, TOKEN = OFFSET.CK_TOKEN_INFO;
 
 /** Bytes plus the buffers they reference; keep `keep` alive for the duration of the call. */
 export interface Encoded {
@@ -83,9 +149,9 @@ export function encodeTemplate(attrs: AttributeIn[]): Encoded {
   const keep: Uint8Array[] = [];
   attrs.forEach((attr, i) => {
     const at = i * SIZE.CK_ATTRIBUTE;
-    view.setBigUint64(at, BigInt(attr.type), true);
-    view.setBigUint64(at + 8, addressOf(attr.value), true);
-    view.setBigUint64(at + 16, BigInt(attr.value?.byteLength ?? 0), true);
+    view.setBigUint64(at + A.type, BigInt(attr.type), true);
+    view.setBigUint64(at + A.pValue, addressOf(attr.value), true);
+    view.setBigUint64(at + A.ulValueLen, BigInt(attr.value?.byteLength ?? 0), true);
     if (attr.value) keep.push(attr.value);
   });
   return { bytes, keep };
@@ -97,7 +163,9 @@ export function encodeTemplate(attrs: AttributeIn[]): Encoded {
  */
 export function readTemplateLengths(template: Uint8Array, count: number): (number | null)[] {
   const out: (number | null)[] = [];
-  for (let i = 0; i < count; i++) out.push(readUlongOrNull(template, i * SIZE.CK_ATTRIBUTE + 16));
+  for (let i = 0; i < count; i++) {
+    out.push(readUlongOrNull(template, i * SIZE.CK_ATTRIBUTE + A.ulValueLen));
+  }
   return out;
 }
 
@@ -110,10 +178,10 @@ export function encodeMechanism(mechanism: number, parameter?: Encoded | Uint8Ar
   const view = new DataView(bytes.buffer);
   const keep: Uint8Array[] = [];
   const param = parameter instanceof Uint8Array ? { bytes: parameter, keep: [] } : parameter;
-  view.setBigUint64(0, BigInt(mechanism), true);
+  view.setBigUint64(M.mechanism, BigInt(mechanism), true);
   if (param) {
-    view.setBigUint64(8, addressOf(param.bytes), true);
-    view.setBigUint64(16, BigInt(param.bytes.byteLength), true);
+    view.setBigUint64(M.pParameter, addressOf(param.bytes), true);
+    view.setBigUint64(M.ulParameterLen, BigInt(param.bytes.byteLength), true);
     keep.push(param.bytes, ...param.keep);
   }
   return { bytes, keep };
@@ -126,9 +194,10 @@ export function encodeMechanism(mechanism: number, parameter?: Encoded | Uint8Ar
 export function encodePssParams(hashAlg: number, mgf: number, saltLength: number): Encoded {
   const bytes = new Uint8Array(SIZE.CK_RSA_PKCS_PSS_PARAMS);
   const view = new DataView(bytes.buffer);
-  view.setBigUint64(0, BigInt(hashAlg), true);
-  view.setBigUint64(8, BigInt(mgf), true);
-  view.setBigUint64(16, BigInt(saltLength), true);
+  const at = OFFSET.CK_RSA_PKCS_PSS_PARAMS;
+  view.setBigUint64(at.hashAlg, BigInt(hashAlg), true);
+  view.setBigUint64(at.mgf, BigInt(mgf), true);
+  view.setBigUint64(at.sLen, BigInt(saltLength), true);
   return { bytes, keep: [] };
 }
 
@@ -139,19 +208,20 @@ export function encodePssParams(hashAlg: number, mgf: number, saltLength: number
 export function encodeSignAdditionalContext(hedgeVariant: number, context?: Uint8Array): Encoded {
   const bytes = new Uint8Array(SIZE.CK_SIGN_ADDITIONAL_CONTEXT);
   const view = new DataView(bytes.buffer);
-  view.setBigUint64(0, BigInt(hedgeVariant), true);
-  view.setBigUint64(8, addressOf(context), true);
-  view.setBigUint64(16, BigInt(context?.byteLength ?? 0), true);
+  const at = OFFSET.CK_SIGN_ADDITIONAL_CONTEXT;
+  view.setBigUint64(at.hedgeVariant, BigInt(hedgeVariant), true);
+  view.setBigUint64(at.pContext, addressOf(context), true);
+  view.setBigUint64(at.ulContextLen, BigInt(context?.byteLength ?? 0), true);
   return { bytes, keep: context ? [context] : [] };
 }
 
 /**
  * CK_C_INITIALIZE_ARGS: four mutex callbacks (NULL) @0..31, flags@32, pReserved@40.
- * Example: `encodeInitializeArgs(CKF.OS_LOCKING_OK)`.
+ * Example: `encodeInitializeArgs(CKF_INIT.OS_LOCKING_OK)`.
  */
-export function encodeInitializeArgs(flags: number): Uint8Array<ArrayBuffer> {
+export function encodeInitializeArgs(flags: InitFlag): Uint8Array<ArrayBuffer> {
   const bytes = new Uint8Array(SIZE.CK_C_INITIALIZE_ARGS);
-  new DataView(bytes.buffer).setBigUint64(32, BigInt(flags), true);
+  new DataView(bytes.buffer).setBigUint64(OFFSET.CK_C_INITIALIZE_ARGS.flags, BigInt(flags), true);
   return bytes;
 }
 
@@ -163,7 +233,8 @@ export interface CkVersion {
 
 /** Reads a CK_VERSION (2 bytes). Example: `readVersion(info, 0)` → `{ major: 2, minor: 40 }`. */
 export function readVersion(buf: Uint8Array, offset: number): CkVersion {
-  return { major: buf[offset], minor: buf[offset + 1] };
+  const at = OFFSET.CK_VERSION;
+  return { major: buf[offset + at.major], minor: buf[offset + at.minor] };
 }
 
 /** "major.minor" with the minor as printed by PKCS#11 tools. Example: `formatVersion({major:2,minor:40})` → "2.40". */
@@ -202,11 +273,11 @@ export interface CkInfo {
 /** Decodes CK_INFO: version@0, manufacturerID[32]@2, flags@40, libraryDescription[32]@48, libraryVersion@80. */
 export function decodeInfo(buf: Uint8Array): CkInfo {
   return {
-    cryptokiVersion: readVersion(buf, 0),
-    manufacturerId: readPaddedText(buf, 2, 32),
-    flags: readUlong(buf, 40),
-    libraryDescription: readPaddedText(buf, 48, 32),
-    libraryVersion: readVersion(buf, 80),
+    cryptokiVersion: readVersion(buf, INFO.cryptokiVersion),
+    manufacturerId: readPaddedText(buf, INFO.manufacturerID, 32),
+    flags: readUlong(buf, INFO.flags),
+    libraryDescription: readPaddedText(buf, INFO.libraryDescription, 32),
+    libraryVersion: readVersion(buf, INFO.libraryVersion),
   };
 }
 
@@ -222,11 +293,11 @@ export interface CkSlotInfo {
 /** Decodes CK_SLOT_INFO: description[64]@0, manufacturerID[32]@64, flags@96, hw@104, fw@106. */
 export function decodeSlotInfo(buf: Uint8Array): CkSlotInfo {
   return {
-    slotDescription: readPaddedText(buf, 0, 64),
-    manufacturerId: readPaddedText(buf, 64, 32),
-    flags: readUlong(buf, 96),
-    hardwareVersion: readVersion(buf, 104),
-    firmwareVersion: readVersion(buf, 106),
+    slotDescription: readPaddedText(buf, SLOT.slotDescription, 64),
+    manufacturerId: readPaddedText(buf, SLOT.manufacturerID, 32),
+    flags: readUlong(buf, SLOT.flags),
+    hardwareVersion: readVersion(buf, SLOT.hardwareVersion),
+    firmwareVersion: readVersion(buf, SLOT.firmwareVersion),
   };
 }
 
@@ -252,27 +323,27 @@ export interface CkTokenInfo {
   utcTime: string;
 }
 
-/** Decodes CK_TOKEN_INFO; offsets as in docs/pkcs11.md (label@0 … flags@96 … utcTime@188). */
+/** Decodes CK_TOKEN_INFO (208 bytes; offsets in {@link OFFSET}). */
 export function decodeTokenInfo(buf: Uint8Array): CkTokenInfo {
   return {
-    label: readPaddedText(buf, 0, 32),
-    manufacturerId: readPaddedText(buf, 32, 32),
-    model: readPaddedText(buf, 64, 16),
-    serialNumber: readPaddedText(buf, 80, 16),
-    flags: readUlong(buf, 96),
-    maxSessionCount: readUlongOrNull(buf, 104),
-    sessionCount: readUlongOrNull(buf, 112),
-    maxRwSessionCount: readUlongOrNull(buf, 120),
-    rwSessionCount: readUlongOrNull(buf, 128),
-    maxPinLen: readUlong(buf, 136),
-    minPinLen: readUlong(buf, 144),
-    totalPublicMemory: readUlongOrNull(buf, 152),
-    freePublicMemory: readUlongOrNull(buf, 160),
-    totalPrivateMemory: readUlongOrNull(buf, 168),
-    freePrivateMemory: readUlongOrNull(buf, 176),
-    hardwareVersion: readVersion(buf, 184),
-    firmwareVersion: readVersion(buf, 186),
-    utcTime: readPaddedText(buf, 188, 16),
+    label: readPaddedText(buf, TOKEN.label, 32),
+    manufacturerId: readPaddedText(buf, TOKEN.manufacturerID, 32),
+    model: readPaddedText(buf, TOKEN.model, 16),
+    serialNumber: readPaddedText(buf, TOKEN.serialNumber, 16),
+    flags: readUlong(buf, TOKEN.flags),
+    maxSessionCount: readUlongOrNull(buf, TOKEN.ulMaxSessionCount),
+    sessionCount: readUlongOrNull(buf, TOKEN.ulSessionCount),
+    maxRwSessionCount: readUlongOrNull(buf, TOKEN.ulMaxRwSessionCount),
+    rwSessionCount: readUlongOrNull(buf, TOKEN.ulRwSessionCount),
+    maxPinLen: readUlong(buf, TOKEN.ulMaxPinLen),
+    minPinLen: readUlong(buf, TOKEN.ulMinPinLen),
+    totalPublicMemory: readUlongOrNull(buf, TOKEN.ulTotalPublicMemory),
+    freePublicMemory: readUlongOrNull(buf, TOKEN.ulFreePublicMemory),
+    totalPrivateMemory: readUlongOrNull(buf, TOKEN.ulTotalPrivateMemory),
+    freePrivateMemory: readUlongOrNull(buf, TOKEN.ulFreePrivateMemory),
+    hardwareVersion: readVersion(buf, TOKEN.hardwareVersion),
+    firmwareVersion: readVersion(buf, TOKEN.firmwareVersion),
+    utcTime: readPaddedText(buf, TOKEN.utcTime, 16),
   };
 }
 
@@ -283,12 +354,12 @@ export interface CkMechanismInfo {
   flags: number;
 }
 
-/** Decodes CK_MECHANISM_INFO (24 bytes). Example: `decodeMechanismInfo(buf).flags & CKF.SIGN`. */
+/** Decodes CK_MECHANISM_INFO (24 bytes). Example: `decodeMechanismInfo(buf).flags & CKF_MECHANISM.SIGN`. */
 export function decodeMechanismInfo(buf: Uint8Array): CkMechanismInfo {
   return {
-    minKeySize: readUlong(buf, 0),
-    maxKeySize: readUlong(buf, 8),
-    flags: readUlong(buf, 16),
+    minKeySize: readUlong(buf, OFFSET.CK_MECHANISM_INFO.ulMinKeySize),
+    maxKeySize: readUlong(buf, OFFSET.CK_MECHANISM_INFO.ulMaxKeySize),
+    flags: readUlong(buf, OFFSET.CK_MECHANISM_INFO.flags),
   };
 }
 
@@ -303,10 +374,10 @@ export interface CkSessionInfo {
 /** Decodes CK_SESSION_INFO (32 bytes). */
 export function decodeSessionInfo(buf: Uint8Array): CkSessionInfo {
   return {
-    slotId: readUlong(buf, 0),
-    state: readUlong(buf, 8),
-    flags: readUlong(buf, 16),
-    deviceError: readUlong(buf, 24),
+    slotId: readUlong(buf, OFFSET.CK_SESSION_INFO.slotID),
+    state: readUlong(buf, OFFSET.CK_SESSION_INFO.state),
+    flags: readUlong(buf, OFFSET.CK_SESSION_INFO.flags),
+    deviceError: readUlong(buf, OFFSET.CK_SESSION_INFO.ulDeviceError),
   };
 }
 
@@ -320,10 +391,11 @@ export interface CkInterface {
 /** Reads a CK_INTERFACE the module returned. Example: `readInterface(ptr).name === "PKCS 11"`. */
 export function readInterface(ptr: Deno.PointerObject): CkInterface {
   const view = new Deno.UnsafePointerView(ptr);
-  const namePtr = view.getPointer(0);
+  const at = OFFSET.CK_INTERFACE;
+  const namePtr = view.getPointer(at.pInterfaceName);
   return {
     name: namePtr ? Deno.UnsafePointerView.getCString(namePtr) : "",
-    functionList: view.getPointer(8),
-    flags: Number(view.getBigUint64(16)),
+    functionList: view.getPointer(at.pFunctionList),
+    flags: Number(view.getBigUint64(at.flags)),
   };
 }

@@ -2,7 +2,10 @@ import assert from "node:assert/strict";
 import {
   addressOf,
   CKA,
-  CKF,
+  CKF_INIT,
+  CKF_MECHANISM,
+  CKF_SESSION,
+  CKF_TOKEN,
   CKG,
   CKH,
   CKK,
@@ -17,8 +20,11 @@ import {
   encodeTemplate,
   entryCount,
   FUNCTION_ORDER,
+  type MechanismFlag,
+  OFFSET,
   padText,
   Pkcs11Error,
+  type SessionFlag,
   SIZE,
   tableOffset,
   ulongBytes,
@@ -27,7 +33,7 @@ import {
 const u64 = (b: Uint8Array, at: number) =>
   new DataView(b.buffer, b.byteOffset).getBigUint64(at, true);
 
-Deno.test("function table offsets match the 3.2 header (docs/pkcs11.md)", () => {
+Deno.test("function table offsets follow the entry order of the OASIS v3.2 function list", () => {
   const expected: Record<string, number> = {
     C_Initialize: 8,
     C_Finalize: 16,
@@ -122,7 +128,7 @@ Deno.test("CK_MECHANISM with CK_RSA_PKCS_PSS_PARAMS and CK_SIGN_ADDITIONAL_CONTE
 });
 
 Deno.test("CK_C_INITIALIZE_ARGS: 48 bytes, flags at 32", () => {
-  const a = encodeInitializeArgs(CKF.OS_LOCKING_OK);
+  const a = encodeInitializeArgs(CKF_INIT.OS_LOCKING_OK);
   assert.equal(a.length, 48);
   assert.equal(u64(a, 32), 2n);
   assert.ok(a.subarray(0, 32).every((b) => b === 0) && a.subarray(40).every((b) => b === 0));
@@ -178,4 +184,66 @@ Deno.test("post-quantum and composite constants; CKR names in errors", () => {
   const e = new Pkcs11Error("C_Sign", 0xc1);
   assert.equal(e.message, "C_Sign: CKR_SIGNATURE_LEN_RANGE (0xc1)");
   assert.equal(e.code, "CKR_SIGNATURE_LEN_RANGE");
+});
+
+/** Compiles layouts_check.c against one header and returns what the compiler laid out. */
+async function compilerLayout(header: "NSS" | "SVCMOD", dir: string): Promise<Map<string, number>> {
+  const source = new URL("./layouts_check.c", import.meta.url).pathname;
+  const include = header === "NSS"
+    ? ["-I/usr/include/nss", "-I/usr/include/nspr"]
+    : [`-I${new URL("../../tests/module/src", import.meta.url).pathname}`];
+  const exe = `${dir}/layouts_${header}`;
+  const cc = await new Deno.Command("gcc", {
+    args: ["-Wall", "-Werror", `-DHEADER_${header}`, ...include, "-o", exe, source],
+    stderr: "piped",
+  }).output();
+  assert.equal(cc.code, 0, new TextDecoder().decode(cc.stderr));
+  const run = await new Deno.Command(exe, { stdout: "piped" }).output();
+  assert.equal(run.code, 0);
+  const out = new Map<string, number>();
+  for (const line of new TextDecoder().decode(run.stdout).trim().split("\n")) {
+    const [name, value] = line.split(" ");
+    out.set(name, Number(value));
+  }
+  return out;
+}
+
+Deno.test({
+  name: "SIZE and OFFSET are what a C compiler lays out from NSS's and the test module's headers",
+  permissions: { run: true, read: true, write: true },
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "svcd-layouts-" });
+    try {
+      const ours = new Map<string, number>(Object.entries(SIZE));
+      for (const [struct, fields] of Object.entries(OFFSET)) {
+        for (const [field, at] of Object.entries(fields)) ours.set(`${struct}.${field}`, at);
+      }
+      const seen = new Set<string>();
+      for (const header of ["NSS", "SVCMOD"] as const) {
+        for (const [name, value] of await compilerLayout(header, dir)) {
+          assert.ok(ours.has(name), `${name} (${header}) is not in SIZE/OFFSET`);
+          assert.equal(
+            ours.get(name),
+            value,
+            `${name}: layouts.ts says ${ours.get(name)}, ${header} ${value}`,
+          );
+          seen.add(name);
+        }
+      }
+      const unchecked = [...ours.keys()].filter((name) => !seen.has(name));
+      assert.deepEqual(unchecked, [], "every size and offset layouts.ts uses is checked");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test("flags are typed by structure: a token flag is not a mechanism or session flag", () => {
+  const sign: MechanismFlag = CKF_MECHANISM.SIGN;
+  const rw: SessionFlag = CKF_SESSION.RW_SESSION;
+  // @ts-expect-error CKF_TOKEN.RNG is a CK_TOKEN_INFO bit (0x1), not a CK_MECHANISM_INFO one
+  const wrong: MechanismFlag = CKF_TOKEN.RNG;
+  // @ts-expect-error CKF_INIT.OS_LOCKING_OK and CKF_SESSION.RW_SESSION are both 0x2
+  encodeInitializeArgs(CKF_SESSION.RW_SESSION);
+  assert.deepEqual([sign, rw, wrong], [0x800, 0x2, 0x1]);
 });

@@ -4,9 +4,9 @@
  *
  * @example
  * ```ts
- * import { CKF, encodeInitializeArgs, loadModule } from "./mod.ts";
+ * import { CKF_INIT, encodeInitializeArgs, loadModule } from "./mod.ts";
  * const mod = loadModule("/usr/lib/softhsm/libsofthsm2.so");
- * mod.fn.C_Initialize(encodeInitializeArgs(CKF.OS_LOCKING_OK));
+ * mod.fn.C_Initialize(encodeInitializeArgs(CKF_INIT.OS_LOCKING_OK));
  * ```
  */
 export * from "./constants.ts";

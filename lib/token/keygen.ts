@@ -14,7 +14,7 @@ import {
   type AttributeIn,
   boolBytes,
   CKA,
-  CKF,
+  CKF_MECHANISM,
   CKK,
   CKM,
   ckmName,
@@ -51,8 +51,8 @@ const MAC_KEY_BYTES = 32;
  * ```
  */
 export function requireKeyGeneration(offered: MechanismCatalogue, spec: KeyTypeSpec): void {
-  if (offered.offersFor(spec, spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR)) return;
-  const why = offered.offers(spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR)
+  if (offered.offersFor(spec, spec.keyGenMechanism, CKF_MECHANISM.GENERATE_KEY_PAIR)) return;
+  const why = offered.offers(spec.keyGenMechanism, CKF_MECHANISM.GENERATE_KEY_PAIR)
     ? `for ${spec.keySizeBits}-bit keys (C_GetMechanismInfo key size range)`
     : "(C_GetMechanismInfo: CKR_MECHANISM_INVALID)";
   throw new MechanismUnavailableError(
@@ -115,8 +115,8 @@ export async function generateSigningKeyPair(
  */
 export function requireMacKeyGeneration(offered: MechanismCatalogue): void {
   if (
-    offered.offers(CKM.GENERIC_SECRET_KEY_GEN, CKF.GENERATE) &&
-    offered.offers(CKM.SHA256_HMAC, CKF.SIGN)
+    offered.offers(CKM.GENERIC_SECRET_KEY_GEN, CKF_MECHANISM.GENERATE) &&
+    offered.offers(CKM.SHA256_HMAC, CKF_MECHANISM.SIGN)
   ) return;
   throw new MechanismUnavailableError(
     "the module does not offer CKM_GENERIC_SECRET_KEY_GEN and CKM_SHA256_HMAC, needed for the audit MAC key",

@@ -10,11 +10,12 @@
  * ```
  */
 import {
-  CKF,
+  CKF_MECHANISM,
   type CkMechanismInfo,
   ckmName,
   CKR,
   decodeMechanismInfo,
+  type MechanismFlag,
   Pkcs11Error,
   type Pkcs11Module,
   SIZE,
@@ -34,7 +35,7 @@ import {
  * @example
  * ```ts
  * const offered = new MechanismCatalogue(mod, slot);
- * if (!offered.offers(CKM.ML_DSA, CKF.SIGN)) console.log("no ML-DSA here");
+ * if (!offered.offers(CKM.ML_DSA, CKF_MECHANISM.SIGN)) console.log("no ML-DSA here");
  * ```
  */
 export class MechanismCatalogue {
@@ -61,13 +62,13 @@ export class MechanismCatalogue {
   }
 
   /** Whether the module offers `mechanism` for an operation (a CKF_ flag such as CKF_SIGN). */
-  offers(mechanism: number, flag: number): boolean {
+  offers(mechanism: number, flag: MechanismFlag): boolean {
     const info = this.info(mechanism);
     return info !== null && (info.flags & flag) !== 0;
   }
 
   /** Offered, and for this key size where the module states a range (svcmod: EC 256..256 only). */
-  offersFor(spec: KeyTypeSpec, mechanism: number, flag: number): boolean {
+  offersFor(spec: KeyTypeSpec, mechanism: number, flag: MechanismFlag): boolean {
     if (!this.offers(mechanism, flag)) return false;
     const info = this.info(mechanism)!;
     if (spec.keySizeBits === undefined || info.maxKeySize === 0) return true;
@@ -77,8 +78,8 @@ export class MechanismCatalogue {
   /** Whether the module offers everything a key type needs: generation and signing. */
   offersKeyType(type: KeyTypeName): boolean {
     const spec = KEY_TYPES[type];
-    return this.offersFor(spec, spec.keyGenMechanism, CKF.GENERATE_KEY_PAIR) &&
-      spec.signing.some((m) => this.offersFor(spec, m.mechanism, CKF.SIGN));
+    return this.offersFor(spec, spec.keyGenMechanism, CKF_MECHANISM.GENERATE_KEY_PAIR) &&
+      spec.signing.some((m) => this.offersFor(spec, m.mechanism, CKF_MECHANISM.SIGN));
   }
 
   /** Key types this module can generate and sign with. Example: `["ec-p256", "ed25519", …]`. */
@@ -91,7 +92,7 @@ export class MechanismCatalogue {
    * order of preference); throws {@link MechanismUnavailableError} when it offers none.
    */
   signingFor(spec: KeyTypeSpec, label: string): SigningMechanism {
-    const offered = spec.signing.find((m) => this.offersFor(spec, m.mechanism, CKF.SIGN));
+    const offered = spec.signing.find((m) => this.offersFor(spec, m.mechanism, CKF_MECHANISM.SIGN));
     if (!offered) {
       const names = spec.signing.map((m) => ckmName(m.mechanism)).join(" or ");
       throw new MechanismUnavailableError(

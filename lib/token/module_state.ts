@@ -12,7 +12,7 @@
  */
 import {
   check,
-  CKF,
+  CKF_INIT,
   CKR,
   encodeInitializeArgs,
   loadModule,
@@ -32,7 +32,7 @@ export function acquireModule(path: string): Pkcs11Module {
   const mod = loadModule(path);
   const state = states.get(mod) ?? { refs: 0, ownsInitialize: false };
   if (state.refs === 0) {
-    const rv = mod.fn.C_Initialize(encodeInitializeArgs(CKF.OS_LOCKING_OK));
+    const rv = mod.fn.C_Initialize(encodeInitializeArgs(CKF_INIT.OS_LOCKING_OK));
     if (rv !== CKR.OK && rv !== CKR.CRYPTOKI_ALREADY_INITIALIZED) {
       throw new Pkcs11Error("C_Initialize", rv, initializeHint(path, rv));
     }

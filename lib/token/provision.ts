@@ -11,7 +11,8 @@
 import { join } from "node:path";
 import {
   check,
-  CKF,
+  CKF_SESSION,
+  CKF_TOKEN,
   CKU,
   decodeTokenInfo,
   padText,
@@ -127,7 +128,9 @@ function initialiseSlot(
       `a token labelled '${label}' is already initialised in ${mod.path}; choose another --label`,
     );
   }
-  const slot = listSlots(mod, true).find((s) => !(tokenInfo(mod, s).flags & CKF.TOKEN_INITIALIZED));
+  const slot = listSlots(mod, true).find((s) =>
+    !(tokenInfo(mod, s).flags & CKF_TOKEN.TOKEN_INITIALIZED)
+  );
   if (slot === undefined) {
     throw new Error(
       `${mod.path} has no uninitialised token left (every slot's token is initialised)`,
@@ -139,7 +142,7 @@ function initialiseSlot(
 }
 
 function setUserPin(mod: Pkcs11Module, slot: number, soPin: Uint8Array, userPin: Uint8Array): void {
-  const session = openSession(mod, slot, CKF.RW_SESSION);
+  const session = openSession(mod, slot, CKF_SESSION.RW_SESSION);
   try {
     check("C_Login", mod.fn.C_Login(session, CKU.SO, soPin, soPin.byteLength));
     try {
@@ -162,7 +165,7 @@ function tokenInfo(mod: Pkcs11Module, slot: number) {
 function findInitialisedSlot(mod: Pkcs11Module, label: string): number | undefined {
   return listSlots(mod, true).find((s) => {
     const info = tokenInfo(mod, s);
-    return (info.flags & CKF.TOKEN_INITIALIZED) !== 0 && info.label === label;
+    return (info.flags & CKF_TOKEN.TOKEN_INITIALIZED) !== 0 && info.label === label;
   });
 }
 

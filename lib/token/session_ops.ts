@@ -12,7 +12,7 @@
 import {
   type AttributeIn,
   check,
-  CKF,
+  CKF_SESSION,
   CKR,
   type Encoded,
   encodeMechanism,
@@ -20,6 +20,7 @@ import {
   Pkcs11Error,
   type Pkcs11Module,
   readTemplateLengths,
+  type SessionFlag,
 } from "../../ffi/pkcs11/mod.ts";
 
 /** A session or object handle (CK_ULONG). */
@@ -33,13 +34,23 @@ export function utf8(text: string): Uint8Array<ArrayBuffer> {
 /**
  * C_OpenSession on `slot` with `flags` (CKF_SERIAL_SESSION is always added); Pkcs11Error on refusal.
  * Pair with `mod.fn.C_CloseSession(session)`.
- * Example: `const s = openSession(mod, token.slotId, CKF.RW_SESSION)`.
+ * Example: `const s = openSession(mod, token.slotId, CKF_SESSION.RW_SESSION)`.
  */
-export function openSession(mod: Pkcs11Module, slot: number, flags = 0): Handle {
+export function openSession(
+  mod: Pkcs11Module,
+  slot: number,
+  flags: SessionFlag | 0 = 0,
+): Handle {
   const out = new BigUint64Array(1);
   check(
     "C_OpenSession",
-    mod.fn.C_OpenSession(slot, CKF.SERIAL_SESSION | flags, null, null, new Uint8Array(out.buffer)),
+    mod.fn.C_OpenSession(
+      slot,
+      CKF_SESSION.SERIAL_SESSION | flags,
+      null,
+      null,
+      new Uint8Array(out.buffer),
+    ),
   );
   return Number(out[0]);
 }

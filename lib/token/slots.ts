@@ -8,7 +8,14 @@
  * const slot = findSlotByLabel(mod, "svcd");
  * ```
  */
-import { check, CKF, CKR, decodeTokenInfo, type Pkcs11Module, SIZE } from "../../ffi/pkcs11/mod.ts";
+import {
+  check,
+  CKF_TOKEN,
+  CKR,
+  decodeTokenInfo,
+  type Pkcs11Module,
+  SIZE,
+} from "../../ffi/pkcs11/mod.ts";
 
 /**
  * Slot ids (C_GetSlotList).
@@ -54,7 +61,7 @@ export function findSlotByLabel(mod: Pkcs11Module, label: string): number {
     if (rv === CKR.TOKEN_NOT_PRESENT || rv === CKR.TOKEN_NOT_RECOGNIZED) continue;
     check("C_GetTokenInfo", rv);
     const info = decodeTokenInfo(buf);
-    if (!(info.flags & CKF.TOKEN_INITIALIZED)) continue;
+    if (!(info.flags & CKF_TOKEN.TOKEN_INITIALIZED)) continue;
     seen.push(info.label);
     if (info.label === label) matches.push(slot);
   }

@@ -17,7 +17,7 @@ import { createHash } from "node:crypto";
 import {
   check,
   CKA,
-  CKF,
+  CKF_SESSION,
   type CkInfo,
   CKM,
   ckmName,
@@ -31,6 +31,7 @@ import {
   decodeTokenInfo,
   formatVersion,
   loadedModule,
+  type MechanismFlag,
   Pkcs11Error,
   type Pkcs11Module,
   SIZE,
@@ -418,9 +419,9 @@ export class Token {
 
   /**
    * Whether the module offers a mechanism for an operation (C_GetMechanismInfo, cached).
-   * Example: `token.offers(CKM.ML_DSA, CKF.SIGN)`.
+   * Example: `token.offers(CKM.ML_DSA, CKF_MECHANISM.SIGN)`.
    */
-  offers(mechanism: number, flag: number): boolean {
+  offers(mechanism: number, flag: MechanismFlag): boolean {
     return this.#offered.offers(mechanism, flag);
   }
 
@@ -565,7 +566,7 @@ export class Token {
   }
 
   async #withReadWriteSession<T>(fn: (session: Handle) => Promise<T> | T): Promise<T> {
-    const session = openSession(this.#mod, this.#slot, CKF.RW_SESSION);
+    const session = openSession(this.#mod, this.#slot, CKF_SESSION.RW_SESSION);
     try {
       return await fn(session);
     } finally {

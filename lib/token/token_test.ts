@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import {
   CKA,
-  CKF,
+  CKF_INIT,
+  CKF_SESSION,
   CKO,
   CKR,
   encodeInitializeArgs,
@@ -32,7 +33,7 @@ Deno.test({
       const before = await token.mac("rotating", data);
       // Replace the key behind the token's back: same label, new object, new handle.
       const mod = loadModule(made.modulePath);
-      const s = openSession(mod, token.slotId, CKF.RW_SESSION);
+      const s = openSession(mod, token.slotId, CKF_SESSION.RW_SESSION);
       try {
         const [old] = findObjects(mod, s, [
           { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
@@ -84,7 +85,7 @@ Deno.test({
       await Promise.resolve();
       assert.deepEqual(late, told, "a listener that comes later still hears of it");
     } finally {
-      mod.fn.C_Initialize(encodeInitializeArgs(CKF.OS_LOCKING_OK)); // so close() can finalise
+      mod.fn.C_Initialize(encodeInitializeArgs(CKF_INIT.OS_LOCKING_OK)); // so close() can finalise
       token.close();
       await made.cleanup();
     }

@@ -13,7 +13,7 @@
  */
 import {
   check,
-  CKF,
+  CKF_INIT, CKF_SESSION,
   CKR,
   CKU,
   encodeInitializeArgs,
@@ -71,10 +71,10 @@ export function loadSvcmod(): Pkcs11Module {
 
 /** C_Initialize with OS locking; a leftover initialisation in this process is finalised first. */
 export function initialize(mod: Pkcs11Module): void {
-  let rv = mod.fn.C_Initialize(encodeInitializeArgs(CKF.OS_LOCKING_OK));
+  let rv = mod.fn.C_Initialize(encodeInitializeArgs(CKF_INIT.OS_LOCKING_OK));
   if (rv === CKR.CRYPTOKI_ALREADY_INITIALIZED) {
     check("C_Finalize", mod.fn.C_Finalize(null));
-    rv = mod.fn.C_Initialize(encodeInitializeArgs(CKF.OS_LOCKING_OK));
+    rv = mod.fn.C_Initialize(encodeInitializeArgs(CKF_INIT.OS_LOCKING_OK));
   }
   check("C_Initialize", rv);
 }
@@ -82,7 +82,7 @@ export function initialize(mod: Pkcs11Module): void {
 /** Opens a session (read-write unless `readOnly`). */
 export function openSession(mod: Pkcs11Module, readOnly = false): number {
   const out = new BigUint64Array(1);
-  const flags = CKF.SERIAL_SESSION | (readOnly ? 0 : CKF.RW_SESSION);
+  const flags = CKF_SESSION.SERIAL_SESSION | (readOnly ? 0 : CKF_SESSION.RW_SESSION);
   check("C_OpenSession", mod.fn.C_OpenSession(0, flags, null, null, new Uint8Array(out.buffer)));
   return Number(out[0]);
 }

@@ -1,5 +1,6 @@
 /* PKCS#11 v3.2 declarations used by svcmod, written for this module from the OASIS v3.2 base
- * specification and ../../../shared/docs/pkcs11.md (LP64: CK_ULONG is 8 bytes, natural alignment).
+ * specification (LP64: CK_ULONG is 8 bytes, natural alignment; ffi/pkcs11/layouts_test.ts checks
+ * the layouts against it and against NSS's header).
  * Only what the module implements is declared; the rest of the function table is filled with one
  * stub answering CKR_FUNCTION_NOT_SUPPORTED. */
 #ifndef SVCMOD_PKCS11_H
