@@ -88,7 +88,6 @@ interface Outcome {
 /** The load: each client signs its own messages one after the other until done or the daemon is gone. */
 async function load(daemon: TestDaemon, label: string, exited: () => boolean): Promise<Outcome> {
   const out: Outcome = { served: [], refused: {}, unanswered: 0 };
-  const stopping = () => exited() || daemon.stderr().includes("stopping: token is dead");
   await Promise.all(CLIENTS.map(async (subject, c) => {
     for (let i = 0; i < REQUESTS_PER_CLIENT && !exited(); i++) {
       const message = new TextEncoder().encode(`${label} client ${c} message ${i}`);
@@ -104,7 +103,11 @@ async function load(daemon: TestDaemon, label: string, exited: () => boolean): P
       assert.notEqual(res?.status, 0, `closed without an answer:\n${daemon.stderr()}`);
       if (!res) {
         // Only a daemon that is going away refuses a connection (its socket is gone): done.
-        assert.ok(stopping(), `connection refused while serving:\n${daemon.stderr()}`);
+        // Its log line may still be in the pipe when the socket is already gone: wait for it.
+        await guarded(daemon.waitForLog("stopping: token is dead"), HANG_MS, "the stop's log line")
+          .catch((err) =>
+            assert.fail(`connection refused while serving (${err.message}):\n${daemon.stderr()}`)
+          );
         out.unanswered++;
         return;
       }

@@ -349,6 +349,8 @@ export interface CampaignOptions {
   progressEvery?: number;
   /** One incomplete request in this many is left open until the daemon's deadline (default 500; 0 never). */
   holdOpenEvery?: number;
+  /** Polled before each case: true ends the campaign early (its report covers what ran). */
+  interrupted?: () => boolean;
   /** Stop at the first finding. */
   stopOnFinding?: boolean;
 }
@@ -415,7 +417,10 @@ export async function runCampaign(t: FuzzTarget, o: CampaignOptions): Promise<Ca
   };
   const every = o.progressEvery ?? 1000;
   const worker = async () => {
-    while (next < from + o.cases && !exited && !(o.stopOnFinding && report.findings.length > 0)) {
+    while (
+      next < from + o.cases && !exited && !(o.stopOnFinding && report.findings.length > 0) &&
+      !o.interrupted?.()
+    ) {
       const index = next++;
       const c = generateCase(o.seed, index, t.fixture);
       // Bytes that are not yet a whole request would wait for the body deadline (10 s): most are

@@ -2,7 +2,7 @@
  * `make fuzz N=… SEED=…`: the HTTP fuzz campaign against a fresh daemon, then the parsers (policy,
  * index.txt, DER, OCSP request). Prints progress every few thousand cases and a summary; findings are written
  * to a folder as `.http` files ready to become regression inputs (tests/fuzz/regressions/).
- * Exit 1 when anything was found.
+ * Exit 1 when anything was found. Ctrl-C stops early and still prints the summary.
  *
  *   deno run -A tests/fuzz/main.ts --cases 100000 --seed 1 [--from 0] [--concurrency 8]
  *                                  [--parser-cases 20000] [--findings DIR]
@@ -35,6 +35,10 @@ if (!Number.isSafeInteger(cases) || !Number.isSafeInteger(seed) || cases < 0) {
   Deno.exit(2);
 }
 
+// Ctrl-C ends the campaign early with its summary (the cases that ran are reported).
+let interrupted = false;
+Deno.addSignalListener("SIGINT", () => interrupted = true);
+
 const target = await startFuzzTarget();
 console.log(`fuzz: daemon pid ${target.daemon.pid}, seed ${seed}, ${cases} HTTP cases`);
 const report = await runCampaign(target, {
@@ -43,6 +47,7 @@ const report = await runCampaign(target, {
   from: Number(values.from),
   concurrency: Number(values.concurrency),
   progressEvery: 5000,
+  interrupted: () => interrupted,
   onProgress: (r) =>
     console.log(
       `fuzz: ${r.cases} cases in ${r.seconds.toFixed(0)} s (${
