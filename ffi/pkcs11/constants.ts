@@ -306,7 +306,7 @@ function flags<Of extends string>() {
  * Flags of CK_C_INITIALIZE_ARGS.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * encodeInitializeArgs(CKF_INIT.OS_LOCKING_OK);
  * ```
  */
@@ -319,7 +319,7 @@ export const CKF_INIT = flags<"init">()({
  * Flags of a session (C_OpenSession, CK_SESSION_INFO).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * openSession(mod, slot, CKF_SESSION.RW_SESSION);
  * ```
  */
@@ -332,7 +332,7 @@ export const CKF_SESSION = flags<"session">()({
  * Flags of CK_SLOT_INFO.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * if (decodeSlotInfo(buf).flags & CKF_SLOT.TOKEN_PRESENT) console.log("a token is in");
  * ```
  */
@@ -346,7 +346,7 @@ export const CKF_SLOT = flags<"slot">()({
  * Flags of CK_TOKEN_INFO.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * if (!(decodeTokenInfo(buf).flags & CKF_TOKEN.TOKEN_INITIALIZED)) console.log("run svcd token init");
  * ```
  */
@@ -376,7 +376,7 @@ export const CKF_TOKEN = flags<"token">()({
  * Flags of CK_MECHANISM_INFO.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const canSign = (decodeMechanismInfo(buf).flags & CKF_MECHANISM.SIGN) !== 0;
  * ```
  */
@@ -397,7 +397,7 @@ export const CKF_MECHANISM = flags<"mechanism">()({
  * Flags of CK_INTERFACE.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const forkSafe = (iface.flags & CKF_INTERFACE.FORK_SAFE) !== 0;
  * ```
  */

@@ -56,7 +56,7 @@ export async function listAuditFiles(dir: string): Promise<string[]> {
  * The chain head a new file in `dir` must continue from (see {@link ChainTail}).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const { nextNumber, seq, mac } = await findChainTail(dir);
  * ```
  */
@@ -122,7 +122,7 @@ function parseHead(line: Uint8Array): { seq: number; value: Uint8Array } | strin
  * whose sync never finished (the seal is written last) or lines added by someone without the key.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const { line, sealedSize } = await readLastSealedLine(`${dir}/audit.log.000003`);
  * ```
  */

@@ -262,7 +262,7 @@ export function lineBody(head: string, seq: number, tail: string, prev: Uint8Arr
  * UTF-8. A v2 line's `hash` is SHA-256 of it; a v1 line's `mac` was HMAC-SHA256 of it.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const hash = sha256(chainInput(prevValue, utf8Body));
  * ```
  */
@@ -277,7 +277,7 @@ export function chainInput(prev: Uint8Array, body: Uint8Array): Uint8Array {
  * The SHA-256 of a v2 line: its chain value (what the next line's `prev` names).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const hash = lineHash(chainInput(prev, body)); // 32 bytes
  * ```
  */
@@ -290,7 +290,7 @@ export function lineHash(input: Uint8Array): Uint8Array {
  * same length as a v1 MAC input (32 bytes ‖ a non-empty body), so neither can stand for the other.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const seal = await keys.mac(sealInput(hash));
  * ```
  */
@@ -306,7 +306,7 @@ export function sealInput(hash: Uint8Array): Uint8Array {
  * logs written before the seals had these; {@link splitTrailer} still reads them.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * lineBytesV1(bodyBytes, mac); // {…,"prev":"…","mac":"…"}\n
  * ```
  */
@@ -319,7 +319,7 @@ export function lineBytesV1(body: Uint8Array, mac: Uint8Array): Uint8Array {
  * group) before its closing brace, and `\n`.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * lineBytes(bodyBytes, hash, seal); // {…,"prev":"…","hash":"…","seal":"…"}\n
  * ```
  */
@@ -343,7 +343,7 @@ function withTrailer(body: Uint8Array, trailer: string): Uint8Array {
  * encoding per line.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const input = chainInputWithRoom(prev, lineBody(head, seq, tail, prev));
  * const line = hashedLine(input, lineHash(input));
  * ```
@@ -361,7 +361,7 @@ export function chainInputWithRoom(prev: Uint8Array, body: string): Uint8Array {
  * {@link chainInputWithRoom} result and its hash, built in the same buffer.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * hashedLine(input, hash); // {…,"prev":"…","hash":"…"}\n
  * ```
  */
@@ -382,7 +382,7 @@ export function hashedLine(input: Uint8Array, hash: Uint8Array): Uint8Array {
  * then ends `,"hash":"…","seal":"…"}\n`.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const last = sealedLine(line, await keys.mac(sealInput(hash)));
  * ```
  */
@@ -412,7 +412,7 @@ export interface LineTrailer {
  * (64 lowercase hex digits each).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const t = splitTrailer(line); // { body, version, value, seal? } or undefined
  * ```
  */
@@ -458,7 +458,7 @@ export interface CheckpointClaim {
  * The exact bytes an Ed25519 checkpoint signature covers (ASCII, one line, no newline).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * checkpointMessage({ file: "audit.log.000001", seq: 1000, head, size: 301234, sha256, version: 2 });
  * // "svcd-audit-checkpoint-v2 file=audit.log.000001 seq=1000 hash=… size=301234 sha256=…"
  * ```

@@ -22,7 +22,7 @@
  * which a failed attempt is cut back and retried like in any other file.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const log = await AuditLog.open({ dir: "/var/log/svcd", keys, login: { token: "svcd" } });
  * const seq = await log.append("sign", subject, { key: "k1", request_id: "r1" }); // durable now
  * await log.close();
@@ -142,7 +142,7 @@ const INTERNAL_EVENTS: ReadonlySet<string> = new Set([
  * One audit file of one module opening (see the module comment for the pipeline and recovery).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const log = await AuditLog.open({ dir, keys, login: {} });
  * ```
  */
@@ -196,7 +196,7 @@ export class AuditLog {
    * `login_ok` line durable; that line chains to the last complete line of the previous file.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * const log = await AuditLog.open({ dir: "/var/log/svcd", keys, login: { token: "svcd" } });
    * ```
    */
@@ -234,7 +234,7 @@ export class AuditLog {
    * bad arguments. `actor` is a byte string (one char per byte), e.g. a header value.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * await log.append("sign", "CN=alice,O=Example", { key: "k1", request_id: "r-17" });
    * ```
    */
@@ -266,7 +266,7 @@ export class AuditLog {
    * Counters since open: durable lines, fdatasync calls, largest group.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * const { lines, syncs } = log.stats(); // syncs / lines = fdatasync per line
    * ```
    */
@@ -278,7 +278,7 @@ export class AuditLog {
    * Tries to resume now (the retry timer does the same while unhealthy); resolves with `healthy`.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * if (!log.healthy) await log.retry();
    * ```
    */
@@ -294,7 +294,7 @@ export class AuditLog {
    * after close are refused. Rejects (after closing the file) when those lines cannot be written.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * await log.close();
    * ```
    */

@@ -3,7 +3,7 @@
  * {@link verifyAuditFiles} checks it; `svcd audit verify` is ./cli.ts. Format: ./README.md.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { AuditLog, auditKeysFromToken } from "./lib/audit/mod.ts";
  * const log = await AuditLog.open({ dir: "/var/log/svcd", keys: auditKeysFromToken(token), login: {} });
  * ```

@@ -19,7 +19,7 @@ let next = 0;
  * A fresh zero-filled view of `n` bytes (a buffer of its own when `n` is larger than a slab).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const group = slabBytes(total);
  * ```
  */

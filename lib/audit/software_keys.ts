@@ -6,7 +6,7 @@
  * grouping of lines independent of timing in tests.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const k = await softwareAuditKeys();
  * const log = await AuditLog.open({ dir, keys: k.keys, login: {} });
  * await verifyAuditFiles({ files, mac: k.keys.mac, publicKey: k.publicKey });
@@ -108,7 +108,7 @@ async function ed25519Pair(pkcs8?: Uint8Array): Promise<CryptoKeyPair> {
  * PEM armour for DER bytes (64-character lines).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * pemEncode("PUBLIC KEY", spki); // "-----BEGIN PUBLIC KEY-----\n…"
  * ```
  */

@@ -5,7 +5,7 @@
  * methods it calls.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const log = await AuditLog.open({ dir, keys: auditKeysFromToken(token), login: { token: "svcd" } });
  * ```
  */
@@ -26,7 +26,7 @@ export interface AuditToken<K> {
  * (and again after a failure), so a token without it fails that checkpoint, not the start.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const keys = auditKeysFromToken(token);
  * ```
  */

@@ -10,7 +10,7 @@
  * bytes there were added after the file was closed, which is tampering.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const result = await verifyAuditFiles({ files: ["/var/log/svcd/audit.log.000001"], mac, fromStart: true });
  * if (!result.ok) console.error(result.problem);
  * ```
@@ -110,7 +110,7 @@ const MAX_UNHASHED = 64 << 20;
  * files.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const r = await verifyAuditFiles({ files, mac: keys.mac, publicKey, fromStart: true });
  * ```
  */
@@ -586,7 +586,7 @@ export interface ParsedLine {
  * at its end, or says what is wrong with it.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const p = parseLine(bytes); // string = the reason it is not an audit line
  * ```
  */

@@ -4,7 +4,7 @@
  * temporary file in the same folder, fsync it, rename it over the target, fsync the folder.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { writeFileAtomic } from "./atomic.ts";
  * await writeFileAtomic("/var/lib/svcd/ca/index.txt", new TextEncoder().encode(text));
  * ```

@@ -5,7 +5,7 @@
  * signature AlgorithmIdentifier and value encoding are lib/ocsp/algorithms.ts's, as in responses.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { buildCertificate, clientExtensions } from "./certificate.ts";
  * const der = await buildCertificate({ serial, issuer, subject, spki, notBefore, notAfter,
  *   extensions: clientExtensions(spki, caSpki) }, signer);
@@ -72,7 +72,7 @@ function time(date: Date): pkijs.Time {
  * Builds and signs a certificate; returns its DER.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const der = await buildCertificate(fields, signer);
  * ```
  */
@@ -117,7 +117,7 @@ function keyUsage(bits: number[]): asn1js.BitString {
  * The key identifier of RFC 5280 §4.2.1.2 method 1: SHA-1 of the subjectPublicKey bits.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * keyIdentifier(spkiDer); // 20 bytes
  * ```
  */
@@ -157,7 +157,7 @@ function endEntity(usage: string, subjectSpki: Uint8Array, issuerSpki: Uint8Arra
  * keyUsage keyCertSign + cRLSign + digitalSignature (so it can sign OCSP responses itself).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * caExtensions(caSpki);
  * ```
  */
@@ -178,7 +178,7 @@ export function caExtensions(spki: Uint8Array): pkijs.Extension[] {
  * Client certificate extensions for the proxy's client authentication (EKU clientAuth).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * clientExtensions(clientSpki, caSpki);
  * ```
  */
@@ -191,7 +191,7 @@ export function clientExtensions(spki: Uint8Array, issuerSpki: Uint8Array): pkij
  * §4.2.2.2.1: clients do not check the responder's own status).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * responderExtensions(responderSpki, caSpki);
  * ```
  */

@@ -506,7 +506,7 @@ function time(ms: number | undefined): string {
  * The index as text columns. Example: `formatList(entries)`.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * console.log(formatList(parseIndex(text)));
  * ```
  */

@@ -151,7 +151,7 @@ function rdns(name: pkijs.RelativeDistinguishedNames): pkijs.AttributeTypeAndVal
  * Throws NameError for an attribute type outside the known table.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * nginxSubject(certificate.subject); // → "CN=alice,O=Example,C=DE"
  * ```
  */
@@ -191,7 +191,7 @@ function joinEntries(
  * outside printable ASCII as `\xHH`.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * slashSubject(certificate.subject); // → "/C=DE/O=Example/CN=alice"
  * ```
  */

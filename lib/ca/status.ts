@@ -5,7 +5,7 @@
  * response is then read back and its signature checked before the status is reported.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { caStatus } from "./status.ts";
  * console.log(await caStatus(token, folder, certDer)); // "good\t…"
  * ```
@@ -30,7 +30,7 @@ const iso = (ms: number) => new Date(ms).toISOString().replace(".000Z", "Z");
  * refuses, or when its answer does not verify.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * await caStatus(token, folder, der, "ocsp"); // signed by the delegated responder key "ocsp"
  * ```
  */

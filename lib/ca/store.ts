@@ -11,7 +11,7 @@
  * on `.lock`, so two `svcd ca` commands cannot lose each other's lines.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { CaFolder } from "./store.ts";
  * const folder = await CaFolder.open("/var/lib/svcd/ca");
  * await folder.locked(async () => folder.appendIndex({ status: "V", expires, serial, subject }));
@@ -84,7 +84,7 @@ export class CaFolder {
    * Makes a new CA folder around a CA certificate; refuses a folder that already holds a CA.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * await CaFolder.create(dir, { keyLabel: "ca" }, caDer, 0x4000n);
    * ```
    */
@@ -182,7 +182,7 @@ export class CaFolder {
    * Takes the next serial from `serial` and advances it (call under `locked`).
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * const serial = await folder.takeSerial();
    * ```
    */
@@ -203,7 +203,7 @@ export class CaFolder {
    * byte. A serial already in the file is refused.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * await folder.appendIndex({ status: "V", expires, serial: "1A", subject: "/CN=alice" });
    * ```
    */
@@ -223,7 +223,7 @@ export class CaFolder {
    * reason; every other line is kept byte for byte. Returns the entry as it was.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * await folder.revoke("1A", Date.now(), 1); // keyCompromise
    * ```
    */
@@ -259,7 +259,7 @@ export class CaFolder {
    * Stores an issued certificate as certs/SERIAL.pem and at each of `copies`; returns the first path.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * await folder.storeCertificate("1A", der, ["/etc/svcd/tls/alice.pem"]);
    * ```
    */

@@ -10,7 +10,7 @@
  * so insertion-ordered Maps are deadline-ordered queues.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const l = Listener.open({ path, proxyUid: 33, workers: 4, handler: async () => ({ status: 204 }) });
  * const done = l.serve();
  * // … on SIGTERM

@@ -3,7 +3,7 @@
  * that holds silent connections, strict parsing, deadlines, and RFC 9457 problem responses.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { Listener, problem } from "./lib/http/mod.ts";
  * const l = Listener.open({
  *   path: "/run/svcd/auth.sock", proxyUid: 33, workers: 4,

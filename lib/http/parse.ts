@@ -10,7 +10,7 @@
  * refused in any version (RFC 9112 §3.2).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const reader = new RequestReader({ maxHeaderBytes: 16384, maxBodyBytes: 1 << 20 });
  * const step = reader.feed(bytes); // { kind: "more" } | { kind: "done", … } | { kind: "refuse", … }
  * ```

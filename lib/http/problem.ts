@@ -2,7 +2,7 @@
  * RFC 9457 problem details: the body of every error response.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * return problem(429, "Too many requests", "at most 3 at once per identity", [["Retry-After", "1"]]);
  * ```
  */

@@ -3,7 +3,7 @@
  * in, every byte until the server closes out) and a response splitter. Used by tests only.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const res = parseRawResponse(await exchange(path, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
  * assert.equal(res.status, 200);
  * ```

@@ -3,7 +3,7 @@
  * worker's own view of the request. Messages: {path} in → "listening" out; "close" in → "closed" out.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const w = new Worker(new URL("./testing_worker.ts", import.meta.url), { type: "module" });
  * w.postMessage({ path });
  * ```

@@ -11,7 +11,7 @@
  * empty context, and the composite as draft-ietf-lamps-pq-composite-sigs-19 defines.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { SIGNATURE_ALGORITHMS, signatureFields } from "./algorithms.ts";
  * SIGNATURE_ALGORITHMS["ed25519"].algorithmIdentifier; // 30 05 06 03 2b 65 70
  * const [algId, sigBits] = await signatureFields(signer, tbs); // SEQUENCE { tbs, algId, sigBits }
@@ -179,7 +179,7 @@ export function spkiAlgorithmIdentifier(keyType: KeyTypeName): Uint8Array {
  * AlgorithmIdentifier and the signature BIT STRING.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const cert = sequence(tbs, ...(await signatureFields(signer, tbs)));
  * ```
  */

@@ -40,7 +40,7 @@ export interface CertificateInfo {
  * Parses one DER certificate. Throws DerError on anything that is not a strict DER certificate.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * parseCertificate(der).publicKey; // key bits
  * ```
  */

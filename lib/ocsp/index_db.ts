@@ -318,7 +318,7 @@ let versions = 0;
  * A snapshot over entries already in memory (tests, `svcd ca status` on a parsed file).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const snap = snapshotOf(parseIndex(text));
  * ```
  */

@@ -3,7 +3,7 @@
  * response codecs, and the Responder that the daemon's /ocsp and `svcd ca status` share.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { IndexFileSource, Responder } from "./mod.ts";
  * const responder = new Responder({ source: new IndexFileSource(path), issuer, signer });
  * const body = await responder.answer(requestBytes);

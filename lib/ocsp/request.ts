@@ -15,7 +15,7 @@
  *   version exists.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { encodeOcspRequest, parseOcspRequest } from "./request.ts";
  * const req = parseOcspRequest(encodeOcspRequest({ certIds: [certId], nonce }));
  * req.certIds[0].serial; // INTEGER content
@@ -105,7 +105,7 @@ export class MalformedRequest extends Error {
  * Parses an OCSPRequest. Throws MalformedRequest (with the reason) on anything the rules refuse.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const { certIds, nonce } = parseOcspRequest(body);
  * ```
  */
@@ -265,7 +265,7 @@ export interface CertIdFields {
  * A CertID (DER) for a certificate with `serial` issued by `issuer`.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const id = certIdFor(ca, Uint8Array.of(0x1a), "sha256");
  * ```
  */
@@ -286,7 +286,7 @@ export function certIdFor(
  * Encodes one CertID.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * encodeCertId({ hash: "sha1", issuerNameHash, issuerKeyHash, serial: Uint8Array.of(1) });
  * ```
  */
@@ -307,7 +307,7 @@ export function encodeCertId(f: CertIdFields): Uint8Array {
  * optional nonce.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const body = encodeOcspRequest({ certIds: [certIdFor(ca, serial)], nonce: crypto.getRandomValues(new Uint8Array(16)) });
  * ```
  */

@@ -21,7 +21,7 @@
  * identical requests share one signature. Nonce requests are signed live.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { Responder } from "./responder.ts";
  * const responder = new Responder({ source, issuer: caDer, signer, validitySeconds: 3600 });
  * const body = await responder.answer(requestBytes);
@@ -88,7 +88,7 @@ interface CacheEntry {
  * Answers OCSP requests for one CA.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const responder = new Responder({ source: new IndexFileSource(path), issuer, signer });
  * await responder.answer(body); // a DER OCSPResponse, never a throw
  * ```
@@ -221,7 +221,7 @@ export class Responder {
  * The status the database gives a serial (INTEGER content) of our CA.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * statusOf(source.current()!, Uint8Array.of(0x1a)); // { status: "good" }
  * ```
  */
@@ -239,7 +239,7 @@ export function statusOf(snapshot: RevocationSnapshot, serial: Uint8Array): Cert
  * The CA's name and key hashes under every CertID hash algorithm.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * issuerHashes(parseCertificate(caDer)).sha256.key; // SHA-256 of the CA's key bits
  * ```
  */

@@ -8,7 +8,7 @@
  * responder's certificate in `certs` when one signs.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { MALFORMED_REQUEST, signResponse } from "./response.ts";
  * MALFORMED_REQUEST; // 30 03 0a 01 01
  * const der = await signResponse(signer, { responderKeyHash, producedAt, answers, nonce });
@@ -96,7 +96,7 @@ export interface ResponseFields {
  * SHA-1 of a certificate's key bits: what responderID byKey and CertID's SHA-1 key hash hold.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const keyHash = responderKeyHash(parseCertificate(der));
  * ```
  */
@@ -123,7 +123,7 @@ function certStatusDer(s: CertStatus): Uint8Array {
  * The tbsResponseData (ResponseData DER) that the signature covers.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const tbs = encodeResponseData(fields);
  * ```
  */
@@ -149,7 +149,7 @@ export function encodeResponseData(f: ResponseFields): Uint8Array {
  * A successful OCSPResponse around a BasicOCSPResponse signed by `signer`.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const body = await signResponse(signer, fields);
  * ```
  */
@@ -201,7 +201,7 @@ const NONCE_OID = oidContent(OCSP_NONCE_OID);
  * response type other than id-pkix-ocsp-basic.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const r = parseOcspResponse(body);
  * r.basic?.singles[0].certStatus.status; // "good" | "revoked" | "unknown"
  * ```

@@ -12,7 +12,7 @@
  * a reload never stalls the requests being served.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const file = await PolicyFile.load("/etc/svcd/policy");
  * Deno.addSignalListener("SIGHUP", async () => {
  *   const r = await file.reload();
@@ -91,7 +91,7 @@ export class PolicyFile {
    * Concurrent calls run one after another, so the last call's file wins.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * const r = await file.reload(); // r.ok ? r.policy.warnings : r.error
    * ```
    */

@@ -4,7 +4,7 @@
  * every edge case (CRLF, whitespace, BOM, control bytes, non-UTF-8, duplicates, empty file).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { PolicyFile } from "./lib/policy/mod.ts";
  * const file = await PolicyFile.load("/etc/svcd/policy");
  * for (const w of file.current.warnings) console.error(w);

@@ -23,7 +23,7 @@
  *   that could sign with the audit key could forge the checkpoints `svcd audit verify` trusts.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const r = parsePolicyText(latin1("CN=alice,O=Ex\tsigning-key\n"), "/etc/svcd/policy");
  * // r.grants → [{ subject: "CN=alice,O=Ex", label: "signing-key", line: 1 }]
  * ```
@@ -88,7 +88,7 @@ export const PARSE_SLICE_MS = 0.5;
  * served (a 1 MiB file takes hundreds of ms to parse).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const parsed = await parsePolicyTextSliced(text, "/etc/svcd/policy");
  * ```
  */

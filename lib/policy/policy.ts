@@ -25,7 +25,7 @@ const MAX_LISTED_ERRORS = 5;
  * fault, e.g. unreadable); `problems` lists every bad line; the message names file and line.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * try { Policy.parse(bytes, "/etc/svcd/policy"); } catch (e) {
  *   if (e instanceof PolicyError) console.error(e.message); // "/etc/svcd/policy line 3: no TAB …"
  * }
@@ -55,7 +55,7 @@ function describeProblems(source: string, problems: PolicyProblem[]): string {
  * Subject → labels, built from one successfully parsed file.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * Policy.parse(bytes, "/etc/svcd/policy").labelsFor("CN=alice,O=Ex"); // → ["signing-key"]
  * ```
  */
@@ -121,7 +121,7 @@ export class Policy {
    * per byte, as the HTTP layer hands header values over).
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * policy.allows("CN=alice,O=Ex", "signing-key"); // → true
    * ```
    */
@@ -133,7 +133,7 @@ export class Policy {
    * The labels granted to `subject`, in file order; empty for an unknown subject.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * policy.labelsFor("CN=nobody"); // → []
    * ```
    */

@@ -3,7 +3,7 @@
  * reloads of the largest file.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const text = policyOfSize(MAX_POLICY_BYTES, ["CN=bob\tk1"]);
  * ```
  */

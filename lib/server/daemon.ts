@@ -3,7 +3,7 @@
  * one login, the audit file of this module opening, the listener, signals, and the stop.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const code = await runDaemon(parseServeArgs(Deno.args));
  * ```
  */
@@ -60,7 +60,7 @@ export function flushLog(): void {
  * start against the process limit on open files).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * checkFileLimit(config, { soft: 4096, hard: 4096 }); // throws StartupError when too small
  * ```
  */
@@ -212,7 +212,7 @@ export function checkStateFile(config: ServeConfig): void {
  * (a reload, a checkpoint, a retry) is reported by the token itself (Token.onDead).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const audit = await openAuditLog(config, token);
  * ```
  */
@@ -261,7 +261,7 @@ interface Opened {
  * Whatever start-up step fails or is interrupted, what it opened before is closed again.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * Deno.exit(await runDaemon(config));
  * ```
  */

@@ -11,7 +11,7 @@
  *   also escapes `"`, `\` and every byte outside printable ASCII, so it cannot pose as our own words.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const log = new DaemonLog();
  * log.line("request", `request ${id} ${clientText(path)} failed`);
  * ```

@@ -4,7 +4,7 @@
  * by systemd, or Type=simple) every call does nothing.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const notify = ServiceNotifier.fromEnv();
  * notify.ready("listening on /run/svcd/auth.sock"); // READY=1: `systemctl start` returns
  * notify.stopping();                                 // STOPPING=1
@@ -33,7 +33,7 @@ export class ServiceNotifier {
    * The notifier of this process: `$NOTIFY_SOCKET`, if set.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * ServiceNotifier.fromEnv(log).ready("up");
    * ```
    */

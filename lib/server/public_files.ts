@@ -61,7 +61,7 @@ export function loadPublicFiles(paths: PublicFilePaths): PublicFiles {
  * responder's when there is one, else the CA's own (RFC 6960 §4.2.2.2).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * checkResponderKey(files, await token.key("ocsp")); // throws PublicFileError on a mismatch
  * ```
  */

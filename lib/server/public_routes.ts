@@ -4,7 +4,7 @@
  * OCSP responder, and nothing is logged per request (§6).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { publicHandler } from "./public_routes.ts";
  * const handler = publicHandler({ certificates: pemBytes, responder });
  * const res = await handler(request); // GET /certificates → 200 PEM chain
@@ -38,7 +38,7 @@ const ROUTES: Record<string, Record<string, Route>> = {
  * Builds the handler of the public listener.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const res = await publicHandler(deps)(request);
  * ```
  */

@@ -4,7 +4,7 @@
  * and, for a signature, the audit line is made durable before the answer is released.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const handler = authenticatedHandler(deps);
  * const listener = Listener.open({ path, proxyUid, workers, handler });
  * ```
@@ -94,7 +94,7 @@ const PUBLIC_ONLY = new Set(["/certificates", "/ocsp"]);
  * Builds the handler of the authenticated listener.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const res = await authenticatedHandler(deps)(request);
  * ```
  */
@@ -111,7 +111,7 @@ export function authenticatedHandler(
  * come. The handler checks all of it again with the body.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const admit = authenticatedAdmission(deps);
  * admit(head); // { status: 403, … } → answered at once, the body is never read
  * ```

@@ -23,7 +23,7 @@
  *   in bytes too.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const budget = RefusalBudget.open({ stateDir: "/var/lib/svcd" });
  * const limit = budget.check(subject);
  * if (limit.limited) return respond(429, { "Retry-After": String(limit.retryAfterSeconds) });
@@ -67,7 +67,7 @@ const LONG_IDENTITY = 512;
  * The budget: an in-memory map of identities with refusals, written through to sqlite.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const budget = RefusalBudget.open({ stateDir, threshold: 5 });
  * ```
  */
@@ -118,7 +118,7 @@ export class RefusalBudget {
    * Whether `identity` is limited now. Cheap: one map lookup for an identity never refused.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * budget.check("CN=alice"); // → { limited: false }
    * ```
    */
@@ -135,7 +135,7 @@ export class RefusalBudget {
    * Counts one refused request of `identity` (not a 429). Reports the crossing exactly once.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * const { crossed, count, delaySeconds } = budget.recordRefusal("CN=alice");
    * ```
    */
@@ -161,7 +161,7 @@ export class RefusalBudget {
    * How many identities are limited now (for /health; never who).
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * budget.limitedCount(); // → 0
    * ```
    */
@@ -178,7 +178,7 @@ export class RefusalBudget {
    * Identities remembered now (at most maxEntries).
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * budget.size; // → 0 on a fresh state dir
    * ```
    */
@@ -190,7 +190,7 @@ export class RefusalBudget {
    * Closes the state file (checkpointing the WAL). Further calls throw.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * budget.close();
    * ```
    */

@@ -4,7 +4,7 @@
  * limit of at least 1, a client sending one request at a time is never capped.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const cap = ConcurrencyCap.forWorkers(4); // limit 3
  * const release = cap.tryAcquire(subject);
  * if (!release) return respond(429, { "Retry-After": "1" });
@@ -47,7 +47,7 @@ export class ConcurrencyCap {
    * when the identity already has `limit` requests in flight.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * const release = cap.tryAcquire("CN=alice"); // release?.()
    * ```
    */
@@ -69,7 +69,7 @@ export class ConcurrencyCap {
    * Requests of `identity` in flight now.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * cap.inFlight("CN=alice"); // → 0
    * ```
    */
@@ -81,7 +81,7 @@ export class ConcurrencyCap {
    * Identities with a request in flight (the map never holds idle identities).
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * cap.identities; // → 0 when idle
    * ```
    */

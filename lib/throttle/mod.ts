@@ -3,7 +3,7 @@
  * restarts, and the per-identity concurrency cap. Defaults and reasoning: README.md beside this file.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { ConcurrencyCap, RefusalBudget } from "./lib/throttle/mod.ts";
  * const budget = RefusalBudget.open({ stateDir: "/var/lib/svcd" });
  * const cap = ConcurrencyCap.forWorkers(4);

@@ -29,7 +29,7 @@ const SCHEMA_VERSION = 1;
  * The state file cannot be used; the message names the file and what to do.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * try { RefusalBudget.open({ stateDir }); } catch (e) { if (e instanceof StateError) exit(e.message); }
  * ```
  */
@@ -58,7 +58,7 @@ const SQLITE_BUSY = 5, SQLITE_LOCKED = 6;
  * The table of refusal entries, one row per identity.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * store.write("CN=alice", entry, { durable: true });
  * ```
  */
@@ -112,7 +112,7 @@ export class StateStore {
    * Every row, least recently refused first; throws StateError on a row that cannot be right.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * const entries = new Map(store.loadAll());
    * ```
    */
@@ -140,7 +140,7 @@ export class StateStore {
    * to disk before returning (used at a crossing).
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * store.write("CN=alice", { count: 1, anchorMs: now, limitedUntilMs: 0, touchedMs: now });
    * ```
    */
@@ -166,7 +166,7 @@ export class StateStore {
    * Drops one identity (evicted).
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * store.remove("CN=alice");
    * ```
    */
@@ -178,7 +178,7 @@ export class StateStore {
    * Drops every row that has decayed to zero and is not limited at `nowMs`.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * store.removeForgotten(Date.now(), 60_000);
    * ```
    */
@@ -190,7 +190,7 @@ export class StateStore {
    * Number of rows (for tests and diagnostics).
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * store.rowCount(); // → 0 on a fresh file
    * ```
    */
@@ -202,7 +202,7 @@ export class StateStore {
    * Checkpoints the WAL into the file and closes it.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * store.close();
    * ```
    */

@@ -53,7 +53,7 @@ export type KeyUnusableReason =
  * Callers that list keys report it for that key and go on; any other error is not theirs to hide.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * try {
  *   await token.key("web");
  * } catch (err) {
@@ -73,7 +73,7 @@ export class KeyUnusableError extends Error {
  * key type whose mechanism the module does not offer.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const keys = [];
  * try {
  *   keys.push(await token.key("web"));

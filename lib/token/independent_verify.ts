@@ -4,7 +4,7 @@
  * id-MLDSA65-Ed25519-SHA512). Used by `svcd token selftest` and the tests as an oracle.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { verifyIndependently } from "./independent_verify.ts";
  * const { ok, verifier } = await verifyIndependently(key, message, signature);
  * ```

@@ -4,7 +4,7 @@
  * and the checks that the module offers the mechanism before anything is attempted.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { generateSigningKeyPair, requireKeyGeneration } from "./keygen.ts";
  * requireKeyGeneration(offered, KEY_TYPES["ed25519"]);
  * await generateSigningKeyPair(mod, rwSession, KEY_TYPES["ed25519"], "web");
@@ -46,7 +46,7 @@ const MAC_KEY_BYTES = 32;
  * its size), naming the types it can generate instead.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * requireKeyGeneration(offered, KEY_TYPES["ml-dsa-65"]);
  * ```
  */
@@ -66,7 +66,7 @@ export function requireKeyGeneration(offered: MechanismCatalogue, spec: KeyTypeS
  * sensitive, not extractable, signing only; both halves share a random CKA_ID.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * await generateSigningKeyPair(mod, rwSession, KEY_TYPES["ec-p256"], "web");
  * ```
  */
@@ -109,7 +109,7 @@ export async function generateSigningKeyPair(
  * Throws {@link MechanismUnavailableError} unless the module can make and use the audit MAC key.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * requireMacKeyGeneration(offered);
  * ```
  */
@@ -128,7 +128,7 @@ export function requireMacKeyGeneration(offered: MechanismCatalogue): void {
  * (CKA_SIGN/CKA_VERIFY only) with CKM_GENERIC_SECRET_KEY_GEN.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * generateMacSecret(mod, rwSession, "svc-audit");
  * ```
  */

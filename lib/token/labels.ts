@@ -13,7 +13,7 @@
  * Label of the HMAC-SHA256 secret that chains the audit log.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * await token.mac(AUDIT_MAC_LABEL, line);
  * ```
  */
@@ -23,7 +23,7 @@ export const AUDIT_MAC_LABEL = "svc-audit";
  * Label of the Ed25519 key pair that signs audit checkpoints.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const key = await token.key(AUDIT_SIGN_LABEL);
  * ```
  */

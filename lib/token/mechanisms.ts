@@ -3,7 +3,7 @@
  * type can be generated and signed with here, and which of a key type's signing mechanisms to use.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { MechanismCatalogue } from "./mechanisms.ts";
  * const offered = new MechanismCatalogue(mod, slot);
  * offered.keyTypes(); // ["ec-p256", "ed25519", …]
@@ -33,7 +33,7 @@ import {
  * The mechanisms of one slot, cached: a module's answer does not change while it is loaded.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const offered = new MechanismCatalogue(mod, slot);
  * if (!offered.offers(CKM.ML_DSA, CKF_MECHANISM.SIGN)) console.log("no ML-DSA here");
  * ```

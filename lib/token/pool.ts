@@ -4,7 +4,7 @@
  * growing at its current size and later callers wait for a session to be returned.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { SessionPool } from "./pool.ts";
  * const pool = new SessionPool({
  *   open: () => ({ handle: openSession(mod, slot) }),

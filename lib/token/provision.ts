@@ -3,7 +3,7 @@
  * PIN stored only in the svc-pin credential, and the audit keys created.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { initToken } from "./provision.ts";
  * await initToken({ modulePath, tokenLabel: "svcd", credential: { plainDir: "/tmp/creds" } }, console.log);
  * ```

@@ -4,7 +4,7 @@
  * standard SubjectPublicKeyInfo, and the fingerprint `svcd token list` prints.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { identifyKeyType, readPublicKey } from "./public_key.ts";
  * const spec = identifyKeyType(mod, session, handle, "web");
  * const { publicKeyRaw, publicKeySpki } = readPublicKey(mod, session, handle, spec, "web");
@@ -31,7 +31,7 @@ export interface PublicKey {
  * type svcd does not sign with.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * identifyKeyType(mod, session, pub, "web").name; // "ec-p256"
  * ```
  */
@@ -101,7 +101,7 @@ function bitLength(bytes: Uint8Array): number {
  * {@link KeyUnusableError} when it is missing or the wrong size.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const { publicKeySpki } = readPublicKey(mod, session, pub, KEY_TYPES["ed25519"], "web");
  * ```
  */
@@ -166,7 +166,7 @@ function ecPointRaw(value: Uint8Array, spec: KeyTypeSpec, label: string): Uint8A
  * SHA-256 of the SPKI (or of the raw key where no SPKI exists), hex.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * console.log(`${key.label} ${fingerprint(key)}`);
  * ```
  */

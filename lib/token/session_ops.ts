@@ -4,7 +4,7 @@
  * buffers they hand to the module for the whole call.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { findObjects } from "./session_ops.ts";
  * const handles = findObjects(mod, session, [{ type: CKA.LABEL, value: utf8("svc-audit") }]);
  * ```

@@ -3,7 +3,7 @@
  * slot number: ids change after C_InitToken).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { findSlotByLabel } from "./slots.ts";
  * const slot = findSlotByLabel(mod, "svcd");
  * ```
@@ -21,7 +21,7 @@ import {
  * Slot ids (C_GetSlotList).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * listSlots(mod, true); // slots with a token present
  * ```
  */
@@ -48,7 +48,7 @@ export function listSlots(mod: Pkcs11Module, tokenPresent: boolean): number[] {
  * what to do.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const slot = findSlotByLabel(mod, "svcd");
  * ```
  */

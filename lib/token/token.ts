@@ -180,7 +180,7 @@ export class Token {
    * subscribes once and stops; nothing else needs to look for a dead token.
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * token.onDead((err) => stop(75, `token is dead: ${err.message}`));
    * ```
    */
@@ -386,7 +386,7 @@ export class Token {
    * logged in?" for /health. Throws Pkcs11Error when the module cannot answer (e.g. a dead token).
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * if (!(await token.loggedIn())) console.error("login lost");
    * ```
    */

@@ -6,7 +6,7 @@
  * bytes on every run, whatever the concurrency.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const c = generateCase(42, 7, fixture);
  * c.bytes; // what is written to the socket; c.writes: where the writes split it
  * ```
@@ -92,7 +92,7 @@ const EXTRA_HEADERS: Array<[string, string]> = [
  * Case `index` of `seed`: its own generator, so that cases are independent of each other.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const same = generateCase(1, 5, fx).bytes; // identical on every call
  * ```
  */

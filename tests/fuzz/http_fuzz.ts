@@ -125,7 +125,7 @@ export interface Exchange {
  * closes, or the guard (a hang) fires.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const ex = await sendCase(target.daemon.socket, fuzzCase);
  * ```
  */
@@ -191,7 +191,7 @@ export interface Judgement {
  * key decide.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const j = await judge(fixture, fuzzCase.bytes, exchange);
  * if (j.finding) console.log(j.finding);
  * ```
@@ -360,7 +360,7 @@ export interface CampaignOptions {
  * the daemon's process (alive, RSS, fds) every few hundred cases.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const r = await runCampaign(target, { seed: 7, cases: 500 });
  * r.findings.length; // 0 when nothing was found
  * ```

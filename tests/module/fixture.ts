@@ -4,7 +4,7 @@
  * initialised, the user PIN set and the user logged in on one read-write session.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * import { openSvcmod } from "./module/fixture.ts";
  * const t = await openSvcmod();
  * // t.mod.fn.C_SignInit(t.session, ...)

@@ -2,7 +2,7 @@
  * Reads the audit lines a test daemon wrote, oldest file first, as parsed JSON objects.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const signs = (await readAuditLines(daemon.auditDir)).filter((l) => l.event === "sign");
  * ```
  */
@@ -43,7 +43,7 @@ const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
  * Runs `svcd audit verify --dir DIR` against a test token (logging in through its credential).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const r = await runAuditVerify(token, daemon.auditDir);
  * assert.equal(r.code, 0, r.text);
  * ```

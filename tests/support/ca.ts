@@ -3,7 +3,7 @@
  * openssl command line, for the CA tool's tests.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const ca = await makeTestCa(token, { keyLabel: "ca", keyType: "ec-p256" });
  * const csr = await opensslRequest(ca.dir, "alice", "/C=DE/O=Example/CN=alice");
  * const issued = await ca.issue(["--csr", csr.request, "--grant", "web"]);
@@ -38,7 +38,7 @@ export interface Issued {
  * Runs `svcd ca init` (with --key-type the key is generated, else the label must exist).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const ca = await makeTestCa(token, { keyLabel: "ca-ed", subject: "CN=Ed CA" });
  * ```
  */
@@ -74,7 +74,7 @@ export async function makeTestCa(
  * Reads what `svcd ca issue` printed.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * parseIssued(result.stdout).policyLines;
  * ```
  */
@@ -102,7 +102,7 @@ export function parseIssued(stdout: string): Issued {
  * Runs openssl and asserts success; returns its output.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * await openssl(["verify", "-CAfile", ca.caPem, cert]);
  * ```
  */
@@ -116,7 +116,7 @@ export async function openssl(args: string[]): Promise<string> {
  * A client key and PKCS#10 request made by openssl (`-subj` takes the slash form, and -utf8).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const { key, request } = await opensslRequest(dir, "bob", "/CN=bob", "ed25519");
  * ```
  */

@@ -2,7 +2,7 @@
  * Runs a command to completion for a test and returns its exit code and output as text.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const r = await runCommand("openssl", ["version"]);
  * assert.equal(r.code, 0, r.text);
  * ```

@@ -3,7 +3,7 @@
  * prints "listening on" to stderr), never by sleeping.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const d = await startDaemon({ token, policy: "CN=a\tk\n" });
  * const res = await request(d.socket, { method: "POST", path: "/sign", ... });
  * await d.stop();
@@ -60,7 +60,7 @@ export interface TestDaemon {
  * `policy`, `audit/`, `state/`) on a test token.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const args = serveArgs(token, workDir, Deno.uid());
  * ```
  */
@@ -91,7 +91,7 @@ export function serveArgs(
  * Spawns the daemon and resolves once it is listening; rejects with its log if it exits first.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const d = await startDaemon({ token, policy: "" });
  * ```
  */

@@ -3,7 +3,7 @@
  * send duplicate or malformed headers) and reads the answer to EOF (the daemon always closes).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const res = await request(sock, { method: "POST", path: "/sign", headers: [["X-SVC-Key", "k"]], body });
  * ```
  */
@@ -39,7 +39,7 @@ export async function request(socket: string, req: ClientRequest): Promise<Clien
  * The bytes of a request as `request()` sends them.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * await conn.write(encodeRequest({ method: "POST", path: "/sign", body: "m" }));
  * ```
  */
@@ -60,7 +60,7 @@ export function encodeRequest(req: ClientRequest): Uint8Array {
  * before any byte is an empty answer.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const raw = await rawExchange(sock, new TextEncoder().encode("GET / HTTP/1.1\r\nHost: svcd\r\n\r\n"));
  * ```
  */
@@ -78,7 +78,7 @@ export async function rawExchange(socket: string, bytes: Uint8Array): Promise<Ui
  * Reads everything until EOF (a reset after data ends the answer the same way).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const raw = await readAll(conn);
  * ```
  */
@@ -89,7 +89,7 @@ export const readAll: (conn: Deno.Conn) => Promise<Uint8Array> = readToEnd;
  * status 0.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * parseResponse(await readAll(conn)).status;
  * ```
  */

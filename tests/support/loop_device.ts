@@ -8,7 +8,7 @@
  * every container, loop devices often are).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const disk = await LoopDisk.mount(dir);
  * disk.failWrites(); // fdatasync in dir now fails with EIO
  * disk.heal();

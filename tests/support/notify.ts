@@ -4,7 +4,7 @@
  * a thread (never by sleeping).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const n = listenNotify(`${dir}/notify.sock`);
  * const d = await startDaemon({ token: { ...token, env: { ...token.env, NOTIFY_SOCKET: n.path } }, policy });
  * assert.match(await n.next(), /READY=1/);

@@ -4,7 +4,7 @@
  * no ML-DSA), and signers over those keys that behave as a token does (raw signatures).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const ca = await opensslCa(dir, "ec-p256");
  * const responder = new Responder({ source, issuer: ca.der, signer: ca.signer });
  * ```
@@ -73,7 +73,7 @@ async function openssl(args: string[]): Promise<void> {
  * A signer over a node:crypto private key that returns what the token returns (r‖s for ECDSA).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const signer = nodeSigner("ec-p256", privateKey);
  * ```
  */
@@ -103,7 +103,7 @@ export function nodeSigner(keyType: OpensslKeyType, key: nodeCrypto.KeyObject): 
  * A self-signed CA made by `openssl req -x509` with a fresh software key of `keyType`.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const ca = await opensslCa(dir, "ed25519");
  * ```
  */
@@ -139,7 +139,7 @@ export async function opensslCa(
  * A delegated OCSP responder certificate (id-kp-OCSPSigning, id-pkix-ocsp-nocheck) issued by `ca`.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const responder = await opensslResponder(dir, ca, "ec-p256");
  * ```
  */
@@ -243,7 +243,7 @@ export function pqKey(keyType: PqKeyType): { publicKey: Uint8Array; signer: Sign
  * A self-signed CA certificate over a post-quantum key, written in `dir` as PEM.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const ca = await pqCa(dir, "ml-dsa-65");
  * ```
  */

@@ -5,7 +5,7 @@
  * public key from the daemon's /token answer rather than a SigningKey.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * assert.ok(await verifyIndependently("ec-p256", { raw, spki }, message, signature));
  * ```
  */

@@ -3,7 +3,7 @@
  * certificate for localhost, client certificates, and a rogue CA the proxy does not trust.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const pki = await makePki(dir, ["CN=alice,O=Example,C=DE"]);
  * pki.clients[0].cert; // path of alice's certificate
  * ```
