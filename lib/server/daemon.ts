@@ -45,12 +45,16 @@ const daemonLog = new DaemonLog();
 /**
  * Writes one line to the daemon's own log (stderr, read by journald), rate-limited per `kind` and
  * made safe by lib/server/log.ts; text from a client must already be quoted with `clientText`.
+ * @example log("policy reloaded: 3 grants"); log(listenerEventText(event), event.kind)
  */
 export function log(message: string, kind = "daemon"): void {
   daemonLog.line(kind, message);
 }
 
-/** Writes the counts of suppressed lines still pending (before the process exits). */
+/**
+ * Writes the counts of suppressed lines still pending (before the process exits).
+ * @example flushLog()
+ */
 export function flushLog(): void {
   daemonLog.flush();
 }
