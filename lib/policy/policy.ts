@@ -10,7 +10,6 @@
  */
 import { latin1 } from "../bytes/mod.ts";
 import {
-  type Grant,
   type ParsedPolicy,
   type ParseOptions,
   parsePolicyText,
@@ -60,21 +59,16 @@ function describeProblems(source: string, problems: PolicyProblem[]): string {
  * ```
  */
 export class Policy {
-  readonly #labels: Map<string, Set<string>>;
+  readonly #labels: Map<string, Map<string, number>>;
   /** Lines that parse but probably do not do what the operator means; each names file and line. */
   readonly warnings: string[];
   /** Number of distinct (subject, label) grants. */
   readonly size: number;
 
-  private constructor(grants: Grant[], warnings: string[]) {
-    this.#labels = new Map();
-    for (const { subject, label } of grants) {
-      let labels = this.#labels.get(subject);
-      if (labels === undefined) this.#labels.set(subject, labels = new Set());
-      labels.add(label);
-    }
-    this.warnings = warnings;
-    this.size = grants.length;
+  private constructor(parsed: ParsedPolicy) {
+    this.#labels = parsed.bySubject;
+    this.warnings = parsed.warnings;
+    this.size = parsed.grants.length;
     Object.freeze(this.warnings);
   }
 
@@ -113,7 +107,7 @@ export class Policy {
       const first = parsed.errors[0];
       throw new PolicyError(source, first.line, first.message, parsed.errors);
     }
-    return new Policy(parsed.grants, parsed.warnings);
+    return new Policy(parsed);
   }
 
   /**
@@ -138,6 +132,6 @@ export class Policy {
    * ```
    */
   labelsFor(subject: string): string[] {
-    return [...(this.#labels.get(subject) ?? [])];
+    return [...(this.#labels.get(subject)?.keys() ?? [])];
   }
 }
