@@ -6,11 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
-import { readCertificates } from "../lib/ocsp/certificate.ts";
-import { oid, sequence } from "../lib/ocsp/der.ts";
-import { verifyIndependently } from "../lib/token/independent_verify.ts";
-import { makeTestToken } from "./support/token.ts";
-import { makeTestCa, openssl, opensslRequest } from "./support/ca.ts";
+import { readCertificates } from "../../lib/ocsp/certificate.ts";
+import { oid, sequence } from "../../lib/ocsp/der.ts";
+import { verifyIndependently } from "../../lib/token/independent_verify.ts";
+import { makeTestToken } from "../support/token.ts";
+import { makeTestCa, openssl, opensslRequest } from "../support/ca.ts";
 
 const PQ = {
   "ml-dsa-44": { oid: "2.16.840.1.101.3.4.3.17", verify: ml_dsa44.verify },

@@ -18,9 +18,9 @@ import {
   encodeTemplate,
   readUlong,
   ulongBytes,
-} from "../ffi/pkcs11/mod.ts";
-import { generateKeyPair, getAttributes, signOnce, verifyOnce } from "../lib/token/session_ops.ts";
-import { openSvcmod, type SvcmodToken, verifySignatureEntries } from "./module/fixture.ts";
+} from "../../ffi/pkcs11/mod.ts";
+import { generateKeyPair, getAttributes, signOnce, verifyOnce } from "../../lib/token/session_ops.ts";
+import { openSvcmod, type SvcmodToken, verifySignatureEntries } from "./fixture.ts";
 
 const SETS = [
   { set: 1, name: "ML-DSA-44", noble: ml_dsa44, sig: 2420 },

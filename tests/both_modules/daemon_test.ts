@@ -4,8 +4,8 @@
  * §7, and the operational checks 1, 3, 4.
  */
 import assert from "node:assert/strict";
-import { makeTestToken } from "./support/token.ts";
-import { startDaemon } from "./support/daemon.ts";
+import { makeTestToken } from "../support/token.ts";
+import { startDaemon } from "../support/daemon.ts";
 import {
   type ClientResponse,
   encodeRequest,
@@ -13,9 +13,9 @@ import {
   rawExchange,
   readAll,
   request,
-} from "./support/http_client.ts";
-import { verifyIndependently } from "./support/oracle.ts";
-import { readAuditLines } from "./support/audit.ts";
+} from "../support/http_client.ts";
+import { verifyIndependently } from "../support/oracle.ts";
+import { readAuditLines } from "../support/audit.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const BOB = "CN=bob,O=Example,C=DE";

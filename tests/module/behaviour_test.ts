@@ -7,11 +7,11 @@
  * a concurrent call held by a gate) run as build/p11_test.
  */
 import assert from "node:assert/strict";
-import { CKF_TOKEN, CKR, decodeTokenInfo, loadModule } from "../ffi/pkcs11/mod.ts";
-import { initialize, SVCMOD_BUILD, SVCMOD_LIB, writeSvcmodConfig } from "./module/fixture.ts";
+import { CKF_TOKEN, CKR, decodeTokenInfo, loadModule } from "../../ffi/pkcs11/mod.ts";
+import { initialize, SVCMOD_BUILD, SVCMOD_LIB, writeSvcmodConfig } from "./fixture.ts";
 
-const SCENARIO = new URL("./module/scenario.ts", import.meta.url).pathname;
-const REPO = new URL("..", import.meta.url).pathname;
+const SCENARIO = new URL("./scenario.ts", import.meta.url).pathname;
+const REPO = new URL("../..", import.meta.url).pathname;
 const CKS_RW_PUBLIC_SESSION = 2, CKS_RW_USER_FUNCTIONS = 3;
 
 interface Token {

@@ -4,9 +4,9 @@
  */
 import assert from "node:assert/strict";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
-import { readSharedJson } from "./support/testdata.ts";
+import { readSharedJson } from "../support/testdata.ts";
 
-const CLI = new URL("./module/build/mldsa_cli", import.meta.url).pathname;
+const CLI = new URL("./build/mldsa_cli", import.meta.url).pathname;
 const LEVELS = [
   { level: 44, noble: ml_dsa44, pk: 1312, sig: 2420 },
   { level: 65, noble: ml_dsa65, pk: 1952, sig: 3309 },

@@ -11,11 +11,11 @@ import {
   sign as nodeSign,
   verify as nodeVerify,
 } from "node:crypto";
-import { AuditLog, listAuditFiles, verifyAuditFiles, type VerifyResult } from "../lib/audit/mod.ts";
-import { type SoftwareAuditKeys, softwareAuditKeys } from "../lib/audit/software_keys.ts";
-import { runCommand } from "./support/command.ts";
+import { AuditLog, listAuditFiles, verifyAuditFiles, type VerifyResult } from "./mod.ts";
+import { type SoftwareAuditKeys, softwareAuditKeys } from "./software_keys.ts";
+import { runCommand } from "../../tests/support/command.ts";
 
-const MAIN = new URL("../main.ts", import.meta.url).pathname;
+const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const DENO = Deno.execPath();
 
 /** Three module openings, ten sign lines each, a checkpoint every 4 lines. */

@@ -4,8 +4,8 @@
  * A module with no limit below the load (SoftHSM) has nothing to show, which is logged.
  */
 import assert from "node:assert/strict";
-import { verifyIndependently } from "../lib/token/independent_verify.ts";
-import { makeTestToken, openTestToken, testTokenPin } from "./support/token.ts";
+import { verifyIndependently } from "../../lib/token/independent_verify.ts";
+import { makeTestToken, openTestToken, testTokenPin } from "../support/token.ts";
 
 Deno.test({
   name:

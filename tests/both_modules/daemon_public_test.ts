@@ -7,12 +7,12 @@
  * SoftHSM2 (EC CA) and the PKCS#11 v3.2 test module (ML-DSA-65 CA).
  */
 import assert from "node:assert/strict";
-import { makeTestToken } from "./support/token.ts";
-import { startDaemon, type TestDaemon } from "./support/daemon.ts";
-import { makeTestCa, openssl, opensslRequest, type TestCa } from "./support/ca.ts";
-import { type ClientResponse, rawExchange, request } from "./support/http_client.ts";
-import { verifyIndependently } from "./support/oracle.ts";
-import { readAuditLines } from "./support/audit.ts";
+import { makeTestToken } from "../support/token.ts";
+import { startDaemon, type TestDaemon } from "../support/daemon.ts";
+import { makeTestCa, openssl, opensslRequest, type TestCa } from "../support/ca.ts";
+import { type ClientResponse, rawExchange, request } from "../support/http_client.ts";
+import { verifyIndependently } from "../support/oracle.ts";
+import { readAuditLines } from "../support/audit.ts";
 import {
   certIdFor,
   encodeOcspRequest,
@@ -20,7 +20,7 @@ import {
   readCertificates,
   SIGNATURE_ALGORITHMS,
   TRY_LATER,
-} from "../lib/ocsp/mod.ts";
+} from "../../lib/ocsp/mod.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 /** The CA key type per module: what each one offers (SoftHSM 2.6.1 has no ML-DSA). */

@@ -4,9 +4,9 @@
  * for the same token (wrong offsets would shift text fields and scramble flags and versions).
  */
 import assert from "node:assert/strict";
-import { check, CKF_SLOT, CKF_TOKEN, decodeSlotInfo, loadModule, SIZE } from "../ffi/pkcs11/mod.ts";
-import { SOFTHSM_PATH } from "./support/modules.ts";
-import { makeTestToken, openTestToken } from "./support/token.ts";
+import { check, CKF_SLOT, CKF_TOKEN, decodeSlotInfo, loadModule, SIZE } from "./mod.ts";
+import { SOFTHSM_PATH } from "../../tests/support/modules.ts";
+import { makeTestToken, openTestToken } from "../../tests/support/token.ts";
 
 async function run(cmd: string, args: string[], env: Record<string, string>): Promise<string> {
   const out = await new Deno.Command(cmd, { args, env, stdin: "null" }).output();

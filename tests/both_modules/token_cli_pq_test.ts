@@ -4,7 +4,7 @@
  * an independent check; on one that does not (SoftHSM2) keygen says so and which types it can make.
  */
 import assert from "node:assert/strict";
-import { makeTestToken, runTokenCli } from "./support/token.ts";
+import { makeTestToken, runTokenCli } from "../support/token.ts";
 
 const PQ: Record<string, string> = {
   "pq-44": "ml-dsa-44",

@@ -1,7 +1,7 @@
 // The listener over a real UNIX socket: serving, peer-uid check, handler failures, socket file life.
 import assert from "node:assert/strict";
-import { type HttpRequest, Listener, type ListenerOptions } from "../lib/http/mod.ts";
-import { bytes, exchange, header, parseRawResponse } from "../lib/http/testing.ts";
+import { type HttpRequest, Listener, type ListenerOptions } from "./mod.ts";
+import { bytes, exchange, header, parseRawResponse } from "./testing.ts";
 
 type Opts = Partial<ListenerOptions>;
 
@@ -254,7 +254,7 @@ Deno.test("the operator-facing events are logged", async () => {
 });
 
 Deno.test("nofileLimit reports the process's RLIMIT_NOFILE", async () => {
-  const { nofileLimit } = await import("../lib/http/mod.ts");
+  const { nofileLimit } = await import("./mod.ts");
   const out = await new Deno.Command("sh", { args: ["-c", "ulimit -Sn; ulimit -Hn"] }).output();
   const [soft, hard] = new TextDecoder().decode(out.stdout).trim().split("\n").map((v) =>
     v === "unlimited" ? Infinity : Number(v)

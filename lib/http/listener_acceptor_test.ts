@@ -1,7 +1,7 @@
 // The acceptor and its deadlines over a real socket: queue depth and 503, first-byte release, body
 // deadline (408), handler slots, graceful close, and a listener inside a Worker.
 import assert from "node:assert/strict";
-import { type Handler, Listener, type ListenerOptions } from "../lib/http/mod.ts";
+import { type Handler, Listener, type ListenerOptions } from "./mod.ts";
 import {
   bytes,
   exchange,
@@ -10,7 +10,7 @@ import {
   readToEnd,
   until,
   writeAll,
-} from "../lib/http/testing.ts";
+} from "./testing.ts";
 
 async function withListener(
   opts: Partial<ListenerOptions> & { handler: Handler },
@@ -236,7 +236,7 @@ Deno.test("close() is bounded: a handler that never returns does not hold the pr
 Deno.test("a listener runs inside a Worker", async () => {
   const dir = Deno.makeTempDirSync({ prefix: "svcd-worker-" });
   const path = `${dir}/public.sock`;
-  const worker = new Worker(new URL("../lib/http/testing_worker.ts", import.meta.url), {
+  const worker = new Worker(new URL("./testing_worker.ts", import.meta.url), {
     type: "module",
   });
   const next = () => new Promise<unknown>((r) => (worker.onmessage = (e) => r(e.data)));

@@ -17,7 +17,7 @@ import {
   encodeMechanism,
   encodeTemplate,
   ulongBytes,
-} from "../ffi/pkcs11/mod.ts";
+} from "../../ffi/pkcs11/mod.ts";
 import {
   generateKey,
   generateKeyPair,
@@ -25,8 +25,8 @@ import {
   signOnce,
   signOnceSync,
   verifyOnce,
-} from "../lib/token/session_ops.ts";
-import { openSvcmod, type SvcmodToken } from "./module/fixture.ts";
+} from "../../lib/token/session_ops.ts";
+import { openSvcmod, type SvcmodToken } from "./fixture.ts";
 
 const OID_P256 = Uint8Array.fromHex("06082a8648ce3d030107");
 const OID_P384 = Uint8Array.fromHex("06052b81040022");

@@ -4,13 +4,8 @@
  * recovery afterwards.
  */
 import assert from "node:assert/strict";
-import {
-  AuditLog,
-  AuditUnavailableError,
-  listAuditFiles,
-  verifyAuditFiles,
-} from "../lib/audit/mod.ts";
-import { type SoftwareAuditKeys, softwareAuditKeys } from "../lib/audit/software_keys.ts";
+import { AuditLog, AuditUnavailableError, listAuditFiles, verifyAuditFiles } from "./mod.ts";
+import { type SoftwareAuditKeys, softwareAuditKeys } from "./software_keys.ts";
 
 const NEVER = 3_600_000; // retry timer out of the way: these tests call retry() themselves
 

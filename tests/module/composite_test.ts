@@ -16,10 +16,10 @@ import {
   encodeSignAdditionalContext,
   encodeTemplate,
   ulongBytes,
-} from "../ffi/pkcs11/mod.ts";
-import { generateKeyPair, getAttributes, signOnce, verifyOnce } from "../lib/token/session_ops.ts";
-import { openSvcmod, type SvcmodToken } from "./module/fixture.ts";
-import { readSharedJson } from "./support/testdata.ts";
+} from "../../ffi/pkcs11/mod.ts";
+import { generateKeyPair, getAttributes, signOnce, verifyOnce } from "../../lib/token/session_ops.ts";
+import { openSvcmod, type SvcmodToken } from "./fixture.ts";
+import { readSharedJson } from "../support/testdata.ts";
 
 const COMPOSITE = CK_COMPOSITE_MLDSA65_ED25519;
 const LABEL = new TextEncoder().encode("COMPSIG-MLDSA65-Ed25519-SHA512");

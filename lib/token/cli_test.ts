@@ -3,15 +3,15 @@
  */
 import assert from "node:assert/strict";
 import { createPublicKey } from "node:crypto";
-import { KEY_TYPE_NAMES, Token } from "../lib/token/mod.ts";
-import { testModule } from "./support/modules.ts";
+import { KEY_TYPE_NAMES, Token } from "./mod.ts";
+import { testModule } from "../../tests/support/modules.ts";
 import {
   makeTestToken,
   openTestToken,
   runTokenCli,
   type TestToken,
   testTokenPin,
-} from "./support/token.ts";
+} from "../../tests/support/token.ts";
 
 const CLASSICAL = {
   "k-p256": "ec-p256",

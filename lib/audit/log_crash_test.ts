@@ -7,11 +7,11 @@
  * `ack <request_id>` after each append resolves.
  */
 import assert from "node:assert/strict";
-import { AuditLog, listAuditFiles, verifyAuditFiles } from "../lib/audit/mod.ts";
-import { softwareAuditKeys } from "../lib/audit/software_keys.ts";
+import { AuditLog, listAuditFiles, verifyAuditFiles } from "./mod.ts";
+import { softwareAuditKeys } from "./software_keys.ts";
 
 const SELF = new URL(import.meta.url).pathname;
-const CONFIG = new URL("../deno.json", import.meta.url).pathname;
+const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 
 async function writer(dir: string): Promise<void> {
   const keys = await softwareAuditKeys({

@@ -13,11 +13,16 @@ import {
   encodeMechanism,
   loadModule,
   ulongBytes,
-} from "../ffi/pkcs11/mod.ts";
-import { findObjects, openSession, utf8 } from "../lib/token/session_ops.ts";
-import { verifyIndependently } from "../lib/token/independent_verify.ts";
-import type { SigningKey, Token } from "../lib/token/mod.ts";
-import { makeTestToken, openTestToken, type TestToken, testTokenPin } from "./support/token.ts";
+} from "../../ffi/pkcs11/mod.ts";
+import { findObjects, openSession, utf8 } from "./session_ops.ts";
+import { verifyIndependently } from "./independent_verify.ts";
+import type { SigningKey, Token } from "./mod.ts";
+import {
+  makeTestToken,
+  openTestToken,
+  type TestToken,
+  testTokenPin,
+} from "../../tests/support/token.ts";
 
 const te = new TextEncoder();
 

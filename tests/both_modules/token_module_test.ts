@@ -3,8 +3,8 @@
  * table's own version decides which entries exist.
  */
 import assert from "node:assert/strict";
-import { entryCount, loadModule } from "../ffi/pkcs11/mod.ts";
-import { makeTestToken, openTestToken } from "./support/token.ts";
+import { entryCount, loadModule } from "../../ffi/pkcs11/mod.ts";
+import { makeTestToken, openTestToken } from "../support/token.ts";
 
 Deno.test({
   name:

@@ -7,7 +7,7 @@ import {
   type HttpRequest,
   Listener,
   problem,
-} from "../lib/http/mod.ts";
+} from "./mod.ts";
 import {
   bytes,
   exchange,
@@ -16,7 +16,7 @@ import {
   readAtMost,
   readToEnd,
   writeAll,
-} from "../lib/http/testing.ts";
+} from "./testing.ts";
 
 async function withEcho(
   fn: (path: string, seen: HttpRequest[], l: Listener) => Promise<void>,

@@ -5,10 +5,10 @@
  * cap and makes callers wait instead of failing.
  */
 import assert from "node:assert/strict";
-import { makeTestToken, type TestToken } from "./support/token.ts";
-import { startDaemon, type TestDaemon } from "./support/daemon.ts";
-import { request } from "./support/http_client.ts";
-import { selectedModuleName } from "./support/modules.ts";
+import { makeTestToken, type TestToken } from "../support/token.ts";
+import { startDaemon, type TestDaemon } from "../support/daemon.ts";
+import { request } from "../support/http_client.ts";
+import { selectedModuleName } from "../support/modules.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const onSvcmod = selectedModuleName() === "svcmod";

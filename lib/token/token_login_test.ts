@@ -4,15 +4,15 @@
  * buffer is zero once C_Login has returned.
  */
 import assert from "node:assert/strict";
-import { runTokenCommand } from "../lib/token/cli.ts";
-import { CredentialError, Pkcs11Error, Token } from "../lib/token/mod.ts";
+import { runTokenCommand } from "./cli.ts";
+import { CredentialError, Pkcs11Error, Token } from "./mod.ts";
 import {
   makeTestToken,
   openTestToken,
   runTokenCli,
   type TestToken,
   testTokenPin,
-} from "./support/token.ts";
+} from "../../tests/support/token.ts";
 
 const logins = (made: TestToken) => Token.callCount(made.modulePath, "C_Login");
 
