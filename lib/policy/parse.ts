@@ -48,11 +48,17 @@ export interface ParseOptions {
   reservedLabels?: ReadonlySet<string>;
 }
 
+/** One subject's grants: its only grant, or label → grant for several. */
+export type SubjectGrants = Grant | Map<string, Grant>;
+
 /** What the parser found: grants in file order, warnings (already prefixed "FILE line N: "), errors. */
 export interface ParsedPolicy {
   grants: Grant[];
-  /** The grants by subject: label → line of its first grant, in file order. */
-  bySubject: Map<string, Map<string, number>>;
+  /**
+   * The grants by subject, in file order: the grant itself for a subject with one label (most of
+   * them; a Map each would be a large part of a big file's garbage), else label → its grant.
+   */
+  bySubject: Map<string, SubjectGrants>;
   warnings: string[];
   errors: PolicyProblem[];
 }
@@ -184,17 +190,25 @@ class LineParser {
       this.#out.errors.push({ line, message: reservedLabel(result.label) });
       return;
     }
-    const grant = { ...result, line };
+    const grant: Grant = { subject: result.subject, label: result.label, line };
     // Built here, in the parser's slices: built afterwards in one piece it held the event loop for
     // 100–250 ms with a 1 MiB file.
-    let labels = this.#out.bySubject.get(grant.subject);
-    if (labels === undefined) this.#out.bySubject.set(grant.subject, labels = new Map());
-    const first = labels.get(grant.label);
+    const bySubject = this.#out.bySubject;
+    const known = bySubject.get(grant.subject);
+    const first = known === undefined
+      ? undefined
+      : known instanceof Map
+      ? known.get(grant.label)
+      : known.label === grant.label
+      ? known
+      : undefined;
     if (first !== undefined) {
-      this.#warn(line, `duplicate of the grant on line ${first}; it changes nothing`);
+      this.#warn(line, `duplicate of the grant on line ${first.line}; it changes nothing`);
       return;
     }
-    labels.set(grant.label, line);
+    if (known === undefined) bySubject.set(grant.subject, grant);
+    else if (known instanceof Map) known.set(grant.label, grant);
+    else bySubject.set(grant.subject, new Map([[known.label, known], [grant.label, grant]]));
     this.#out.grants.push(grant);
     for (const message of grantWarnings(grant)) this.#warn(line, message);
   }

@@ -15,6 +15,7 @@ import {
   parsePolicyText,
   parsePolicyTextSliced,
   type PolicyProblem,
+  type SubjectGrants,
 } from "./parse.ts";
 
 const MAX_LISTED_ERRORS = 5;
@@ -59,7 +60,7 @@ function describeProblems(source: string, problems: PolicyProblem[]): string {
  * ```
  */
 export class Policy {
-  readonly #labels: Map<string, Map<string, number>>;
+  readonly #labels: Map<string, SubjectGrants>;
   /** Lines that parse but probably do not do what the operator means; each names file and line. */
   readonly warnings: string[];
   /** Number of distinct (subject, label) grants. */
@@ -120,7 +121,9 @@ export class Policy {
    * ```
    */
   allows(subject: string, label: string): boolean {
-    return this.#labels.get(subject)?.has(label) ?? false;
+    const grants = this.#labels.get(subject);
+    if (grants === undefined) return false;
+    return grants instanceof Map ? grants.has(label) : grants.label === label;
   }
 
   /**
@@ -132,6 +135,8 @@ export class Policy {
    * ```
    */
   labelsFor(subject: string): string[] {
-    return [...(this.#labels.get(subject)?.keys() ?? [])];
+    const grants = this.#labels.get(subject);
+    if (grants === undefined) return [];
+    return grants instanceof Map ? [...grants.keys()] : [grants.label];
   }
 }
