@@ -142,8 +142,13 @@ export class CaFolder {
       }
       throw err;
     }
-    const config = JSON.parse(configText) as CaConfig;
-    if (typeof config.keyLabel !== "string" || config.keyLabel === "") {
+    let config: CaConfig;
+    try {
+      config = JSON.parse(configText);
+    } catch (err) {
+      throw new CaFolderError(`${p.config} is not JSON (${(err as Error).message}); restore it`);
+    }
+    if (typeof config?.keyLabel !== "string" || config.keyLabel === "") {
       throw new CaFolderError(`${p.config} names no keyLabel; it is not a file svcd ca init wrote`);
     }
     return new CaFolder(dir, config, derFromPem(caPem, "CERTIFICATE"));
@@ -188,7 +193,13 @@ export class CaFolder {
    */
   async takeSerial(): Promise<bigint> {
     const path = CaFolder.paths(this.dir).serial;
-    const text = (await Deno.readTextFile(path)).trim();
+    const text = (await Deno.readTextFile(path).catch((err) => {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+      throw new CaFolderError(
+        `${path} is missing; it holds the next serial in hex (openssl's format): restore it, or ` +
+          `write a value above every serial in index.txt`,
+      );
+    })).trim();
     if (!/^[0-9A-Fa-f]{1,40}$/.test(text)) {
       throw new CaFolderError(`${path} holds '${text}', not a serial in hex`);
     }

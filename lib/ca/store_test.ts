@@ -94,3 +94,17 @@ Deno.test("store: an existing CA is never overwritten by create", async () => {
     await Deno.remove(f.dir, { recursive: true });
   }
 });
+
+Deno.test("store: a damaged ca.json or a missing serial file is named with what to do", async () => {
+  const f = await folder();
+  try {
+    await Deno.remove(CaFolder.paths(f.dir).serial);
+    await assert.rejects(f.takeSerial(), /serial is missing; it holds the next serial/);
+    await Deno.writeTextFile(CaFolder.paths(f.dir).config, "{keyLabel: ca");
+    await assert.rejects(CaFolder.open(f.dir), /ca\.json is not JSON/);
+    await Deno.writeTextFile(CaFolder.paths(f.dir).config, "null");
+    await assert.rejects(CaFolder.open(f.dir), /names no keyLabel/);
+  } finally {
+    await Deno.remove(f.dir, { recursive: true });
+  }
+});
