@@ -372,6 +372,7 @@ export class Listener {
       this.#counts.queueFull++;
       this.#opts.log?.({ kind: "queue_full", held });
       sendFd(fd, queueFullBytes, queueFullBytes.length);
+      this.#drainInput(fd); // a proxy writes its request right after connect
       c.close(fd);
       return;
     }
@@ -579,18 +580,23 @@ export class Listener {
     this.#closeConn(conn);
   }
 
+  /**
+   * Closing with unread input makes the kernel report ECONNRESET to the peer (a proxy then answers
+   * 502 instead of ours): read what is already there, bounded, so the peer sees our answer and then
+   * a clean end.
+   */
+  #drainInput(fd: number): void {
+    for (let drained = 0; drained < DRAIN_LIMIT;) {
+      const r = readFd(fd, this.#readBuf, this.#readBuf.length);
+      if (r <= 0) break;
+      drained += r;
+    }
+  }
+
   #closeConn(conn: Conn): void {
     if (conn.state === "closed") return;
     const c = libc();
-    if (conn.unread) {
-      // Closing with unread input makes the kernel report ECONNRESET to the peer; read what is
-      // already there (bounded) so the peer sees our answer and then a clean end.
-      for (let drained = 0; drained < DRAIN_LIMIT;) {
-        const r = readFd(conn.fd, this.#readBuf, this.#readBuf.length);
-        if (r <= 0) break;
-        drained += r;
-      }
-    }
+    if (conn.unread) this.#drainInput(conn.fd);
     c.close(conn.fd);
     conn.state = "closed";
     conn.out = null;

@@ -1,6 +1,7 @@
 // The acceptor and its deadlines over a real socket: queue depth and 503, first-byte release, body
 // deadline (408), handler slots, graceful close, and a listener inside a Worker.
 import assert from "node:assert/strict";
+import { AF_UNIX, errno, libc, readFd, SO, SOCK, sockaddrUn, writeFd } from "../../ffi/libc.ts";
 import { type Handler, Listener, type ListenerOptions } from "./mod.ts";
 import {
   bytes,
@@ -284,5 +285,44 @@ Deno.test("parsed requests waiting for a worker count against the queue depth", 
     }
     for (const p of await Promise.all(pending)) assert.equal(parseRawResponse(p).status, 204);
     assert.equal(l.stats().queueFull, 1);
+  });
+});
+
+/** getsockopt(2) SO_ERROR: the pending socket error, cleared by reading it. */
+const SO_ERROR = 4;
+
+Deno.test("a 503 for a full queue reads the request already sent, so the peer sees no reset", async () => {
+  await withListener({ queueDepth: 1, handler: ok }, async (l, path) => {
+    const silent = await Deno.connect({ transport: "unix", path });
+    await until(() => l.stats().waiting === 1);
+    // A proxy writes right after connect: the request is in the socket before the 503 is sent.
+    const c = libc();
+    const fd = c.socket(AF_UNIX, SOCK.STREAM | SOCK.NONBLOCK | SOCK.CLOEXEC, 0);
+    try {
+      const addr = sockaddrUn(path);
+      assert.equal(c.connect(fd, addr, addr.length), 0, `connect: errno ${errno()}`);
+      const request = bytes(GET);
+      assert.equal(writeFd(fd, request, request.length), request.length);
+      await until(() => l.stats().queueFull === 1);
+      // What a proxy's event loop asks on EPOLLERR (nginx: "recv() failed (104: Connection reset
+      // by peer)" and a 502 instead of this 503): SO_ERROR must be clear.
+      const soError = new Int32Array(1);
+      const len = new Uint32Array([4]);
+      const got = c.getsockopt(
+        fd,
+        SO.SOL_SOCKET,
+        SO_ERROR,
+        new Uint8Array(soError.buffer),
+        new Uint8Array(len.buffer),
+      );
+      assert.equal(got, 0);
+      assert.equal(soError[0], 0, `the peer saw errno ${soError[0]} (104 = ECONNRESET)`);
+      const buf = new Uint8Array(4096);
+      const n = readFd(fd, buf, buf.length);
+      assert.match(new TextDecoder().decode(buf.subarray(0, Math.max(n, 0))), /^HTTP\/1\.1 503 /);
+    } finally {
+      c.close(fd);
+      silent.close();
+    }
   });
 });
