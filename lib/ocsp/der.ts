@@ -143,9 +143,10 @@ export class DerReader {
   }
 
   /** The next element, which must have `tag`. Example: `r.expect(TAG.OCTET_STRING)`. */
-  expect(tag: number, what = tagName(tag)): Tlv {
+  expect(tag: number, what?: string): Tlv {
     if (this.peekTag() !== tag) {
-      throw new DerError(`expected ${what}${this.done ? ", found the end" : ""}`, this.#pos);
+      const found = this.done ? ", found the end" : "";
+      throw new DerError(`expected ${what ?? tagName(tag)}${found}`, this.#pos);
     }
     return this.next();
   }
@@ -156,7 +157,7 @@ export class DerReader {
   }
 
   /** A reader over the content of the next element, which must have `tag`. Example: `r.enter(TAG.SEQUENCE)`. */
-  enter(tag: number, what = tagName(tag)): DerReader {
+  enter(tag: number, what?: string): DerReader {
     const t = this.expect(tag, what);
     return new DerReader(this.bytes, t.contentStart, t.end, this.depth + 1);
   }
@@ -380,10 +381,13 @@ export function x509Time(ms: number): Uint8Array {
 }
 
 function timeDigits(ms: number, yearDigits: 2 | 4): string {
-  const iso = new Date(Math.floor(ms / 1000) * 1000).toISOString(); // YYYY-MM-DDTHH:MM:SS.000Z
-  if (iso.length !== 24) throw new RangeError(`time outside years 0000–9999: ${ms}`);
-  const digits = iso.slice(0, 19).replace(/[-T:]/g, "");
-  return (yearDigits === 2 ? digits.slice(2) : digits) + "Z";
+  const d = new Date(ms);
+  const year = d.getUTCFullYear();
+  if (year < 0 || year > 9999) throw new RangeError(`time outside years 0000–9999: ${ms}`);
+  const two = (n: number) => (n < 10 ? "0" : "") + n;
+  const y = String(year).padStart(4, "0");
+  return (yearDigits === 2 ? y.slice(2) : y) + two(d.getUTCMonth() + 1) + two(d.getUTCDate()) +
+    two(d.getUTCHours()) + two(d.getUTCMinutes()) + two(d.getUTCSeconds()) + "Z";
 }
 
 function ascii(s: string): Uint8Array {

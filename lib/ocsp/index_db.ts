@@ -22,7 +22,7 @@
  * snap?.lookup("1A2B")?.status; // "V" | "R" | "E"
  * ```
  */
-import { x509Time } from "./der.ts";
+import { bytesEqual, x509Time } from "./der.ts";
 
 /** CRLReason codes (RFC 5280 §5.3.1). Example: `CRL_REASON.keyCompromise === 1`. */
 export const CRL_REASON = {
@@ -422,7 +422,7 @@ export class IndexFileSource implements RevocationSource {
     } catch (e) {
       return this.#fail(null, `cannot read ${this.path}: ${(e as Error).message}`);
     }
-    if (loaded.bytes && sameBytes(loaded.bytes, bytes)) {
+    if (loaded.bytes && bytesEqual(loaded.bytes, bytes)) {
       loaded.verifiedAt = verifiedAt;
       if (loaded.changedAt + RACY_MS <= verifiedAt) loaded.bytes = null;
       return loaded.snapshot;
@@ -463,10 +463,4 @@ export class IndexFileSource implements RevocationSource {
       : { stamp: "", changedAt: Infinity, verifiedAt: 0, bytes: null, snapshot: null, error: why };
     return null;
   }
-}
-
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }

@@ -70,6 +70,7 @@ const HASH_BY_OID = Object.entries(CERT_ID_HASHES).map(([name, h]) => ({
 /** id-pkix-ocsp-nonce. Example: `oid(OCSP_NONCE_OID)`. */
 export const OCSP_NONCE_OID = "1.3.6.1.5.5.7.48.1.2";
 const NONCE_OID = oidContent(OCSP_NONCE_OID);
+const NONCE_OID_DER = oid(OCSP_NONCE_OID);
 
 /** One CertID as the client sent it. */
 export interface CertId {
@@ -250,6 +251,23 @@ export function serialHex(serial: Uint8Array): string | null {
 }
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 
+/**
+ * INTEGER content (minimal two's complement) of a non-negative serial given as hex, as CertID
+ * and certificates carry it. Throws on anything but hex digits.
+ *
+ * @example
+ * ```ts
+ * serialContent("98") // → 00 98
+ * ```
+ */
+export function serialContent(hex: string): Uint8Array {
+  if (!/^[0-9a-fA-F]+$/.test(hex)) throw new Error(`serial must be hex: ${JSON.stringify(hex)}`);
+  const digits = hex.replace(/^0+(?=.)/, "");
+  const even = digits.length % 2 ? `0${digits}` : digits;
+  const bytes = Uint8Array.fromHex(even);
+  return bytes[0] & 0x80 ? Uint8Array.of(0, ...bytes) : bytes;
+}
+
 /** What one CertID is made of, for the encoder. */
 export interface CertIdFields {
   hash: HashName;
@@ -329,7 +347,7 @@ export function encodeOcspRequest(
  * ```
  */
 export function nonceExtension(nonce: Uint8Array, critical = false): Uint8Array {
-  const parts = [oid(OCSP_NONCE_OID)];
+  const parts = [NONCE_OID_DER];
   if (critical) parts.push(boolean(true));
   parts.push(octetString(octetString(nonce)));
   return sequence(...parts);

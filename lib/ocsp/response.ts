@@ -104,12 +104,16 @@ export function responderKeyHash(cert: CertificateInfo): Uint8Array {
   return createHash("sha1").update(cert.publicKey).digest();
 }
 
+const GOOD = Uint8Array.of(ctxPrimitive(0), 0);
+const UNKNOWN = Uint8Array.of(ctxPrimitive(2), 0);
+const BASIC_OID_DER = oid(OCSP_BASIC_OID);
+
 function certStatusDer(s: CertStatus): Uint8Array {
   switch (s.status) {
     case "good":
-      return Uint8Array.of(ctxPrimitive(0), 0);
+      return GOOD;
     case "unknown":
-      return Uint8Array.of(ctxPrimitive(2), 0);
+      return UNKNOWN;
     case "revoked": {
       const time = generalizedTime(s.revokedAt);
       return s.reason === undefined
@@ -128,17 +132,24 @@ function certStatusDer(s: CertStatus): Uint8Array {
  * ```
  */
 export function encodeResponseData(f: ResponseFields): Uint8Array {
+  // thisUpdate, nextUpdate and producedAt repeat across singles: each distinct time encoded once.
+  const times = new Map<number, Uint8Array>();
+  const time = (ms: number) => {
+    let der = times.get(ms);
+    if (!der) times.set(ms, der = generalizedTime(ms));
+    return der;
+  };
   const singles = f.answers.map((a) =>
     sequence(
       a.certId,
       certStatusDer(a.certStatus),
-      generalizedTime(a.thisUpdate),
-      explicit(0, generalizedTime(a.nextUpdate)),
+      time(a.thisUpdate),
+      explicit(0, time(a.nextUpdate)),
     )
   );
   const parts = [
     explicit(2, octetString(f.responderKeyHash)),
-    generalizedTime(f.producedAt),
+    time(f.producedAt),
     sequence(...singles),
   ];
   if (f.nonce) parts.push(explicit(1, sequence(nonceExtension(f.nonce))));
@@ -161,7 +172,7 @@ export async function signResponse(signer: Signer, f: ResponseFields): Promise<U
   const basic = sequence(...basicParts);
   return sequence(
     enumerated(OCSP_STATUS.successful),
-    explicit(0, sequence(oid(OCSP_BASIC_OID), octetString(basic))),
+    explicit(0, sequence(BASIC_OID_DER, octetString(basic))),
   );
 }
 
