@@ -1,6 +1,6 @@
 /**
  * svcd — the command line. Parses the first word and hands the rest to the responsibility that owns
- * it; nothing else lives here.
+ * it; nothing else lives here. A new command is one entry in COMMANDS (its usage line comes from it).
  *
  * @example
  * ```sh
@@ -11,43 +11,84 @@
 import { runTokenCommand } from "./lib/token/cli.ts";
 import { runAuditCommand } from "./lib/audit/cli.ts";
 import { runServeCommand } from "./lib/server/cli.ts";
+import pkg from "./package.json" with { type: "json" };
+
+interface Command {
+  names: string[];
+  synopsis: string;
+  help: string;
+  run(args: string[]): Promise<number>;
+}
+
+const COMMANDS: Command[] = [
+  {
+    names: ["serve"],
+    synopsis: "serve [options]",
+    help: "run the daemon (see: svcd serve --help)",
+    run: (args) => runServeCommand(args, { checkOnly: false }),
+  },
+  {
+    names: ["--check-config", "check-config"],
+    synopsis: "--check-config [options]",
+    help: "the daemon's start-up checks without serving and without a login",
+    run: (args) => runServeCommand(args, { checkOnly: true }),
+  },
+  {
+    names: ["token"],
+    synopsis: "token init|keygen|list|selftest|pubkey [options]",
+    help: "operator tooling for the token (see: svcd token --help)",
+    run: runTokenCommand,
+  },
+  {
+    names: ["audit"],
+    synopsis: "audit verify [options]",
+    help: "check the audit log chain (see: svcd audit --help)",
+    run: runAuditCommand,
+  },
+  {
+    names: ["ca"],
+    synopsis: "ca init|issue|responder|revoke|status|list [options]",
+    help: "the CA over a token key: client and OCSP responder certificates, revocation " +
+      "(see: svcd ca --help)",
+    // Loaded on demand: the CA tool pulls in pkijs, which the daemon never needs.
+    run: async (args) => (await import("./lib/ca/cli.ts")).runCaCommand(args),
+  },
+];
 
 const USAGE = `usage: svcd <command> [options]
 
 commands:
-  serve [options]            run the daemon (see: svcd serve --help)
-  --check-config [options]   validate the daemon's options, policy and token without serving
-  token init|keygen|list|selftest [options]
-                             operator tooling for the token (see: svcd token --help)
-  audit verify [options]     check the audit log chain (see: svcd audit --help)
-  ca init|issue|responder|revoke|status|list [options]
-                             the CA over a token key: client and OCSP responder certificates,
-                             revocation (see: svcd ca --help)
+${
+  COMMANDS.map((c) =>
+    c.synopsis.length <= 28
+      ? `  ${c.synopsis.padEnd(28)} ${c.help}`
+      : `  ${c.synopsis}\n  ${"".padEnd(28)} ${c.help}`
+  ).join("\n")
+}
+  --version                    print the version
+
+exit codes: 0 done, 1 failed (the message says why and what to do), 2 usage;
+  serve: 75 the token died (the service manager restarts it);
+  token keygen: 3 a requested key type is not offered by the module (the others were made).
 `;
 
 async function main(args: string[]): Promise<number> {
-  const [command, ...rest] = args;
-  switch (command) {
-    case "serve":
-      return await runServeCommand(rest, { checkOnly: false });
-    case "--check-config":
-    case "check-config":
-      return await runServeCommand(rest, { checkOnly: true });
-    case "token":
-      return await runTokenCommand(rest);
-    case "audit":
-      return await runAuditCommand(rest);
-    case "ca":
-      // Loaded on demand: the CA tool pulls in pkijs, which the daemon never needs.
-      return await (await import("./lib/ca/cli.ts")).runCaCommand(rest);
+  const [name, ...rest] = args;
+  const command = COMMANDS.find((c) => c.names.includes(name));
+  if (command) return await command.run(rest);
+  switch (name) {
+    case "--version":
+    case "version":
+      console.log(`svcd ${pkg.version} (deno ${Deno.version.deno})`);
+      return 0;
     case undefined:
     case "-h":
     case "--help":
     case "help":
       console.log(USAGE);
-      return command === undefined ? 2 : 0;
+      return name === undefined ? 2 : 0;
     default:
-      console.error(`svcd: unknown command '${command}'\n\n${USAGE}`);
+      console.error(`svcd: unknown command '${name}'\n\n${USAGE}`);
       return 2;
   }
 }

@@ -85,6 +85,12 @@ const SYMBOLS = {
   shutdown: { parameters: ["i32", "i32"], result: "i32" },
   getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
+  getpwnam: { parameters: ["buffer"], result: "pointer" },
+  initgroups: { parameters: ["buffer", "u32"], result: "i32" },
+  setgroups: { parameters: ["usize", "buffer"], result: "i32" },
+  setresgid: { parameters: ["u32", "u32", "u32"], result: "i32" },
+  setresuid: { parameters: ["u32", "u32", "u32"], result: "i32" },
+  getuid: { parameters: [], result: "u32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The bound libc symbols. */
@@ -156,6 +162,58 @@ export function sendDatagram(
   to: { addr: Uint8Array<ArrayBuffer>; len: number },
 ): number {
   return Number(libc().sendto(fd, buf, BigInt(buf.length), MSG_NOSIGNAL, to.addr, to.len));
+}
+
+/** A user of the system's user database (the fields of struct passwd svcd needs). */
+export interface PasswdEntry {
+  name: string;
+  uid: number;
+  gid: number;
+}
+
+/**
+ * getpwnam(3): the user named `name`, or null when there is none.
+ * @example getpwnam("svcd")?.uid
+ */
+export function getpwnam(name: string): PasswdEntry | null {
+  const p = libc().getpwnam(cString(name));
+  if (p === null) return null;
+  // struct passwd: char *pw_name, char *pw_passwd, uid_t pw_uid, gid_t pw_gid, … (LP64)
+  const view = new Deno.UnsafePointerView(p);
+  return { name, uid: view.getUint32(16), gid: view.getUint32(20) };
+}
+
+/**
+ * Switches the process's user and groups to `user` (its supplementary groups from the group
+ * database, like a login): real and effective ids become the user's; the saved ids stay 0 so that
+ * {@link restoreRoot} can switch back. glibc applies the change to every thread of the process.
+ * Returns 0, or -1 with `errno()`.
+ * @example if (becomeUser(getpwnam("svcd")!) !== 0) throw new Error(`errno ${errno()}`);
+ */
+export function becomeUser(user: PasswdEntry): number {
+  const c = libc();
+  if (c.initgroups(cString(user.name), user.gid) !== 0) return -1;
+  if (c.setresgid(user.gid, user.gid, 0) !== 0) return -1;
+  return c.setresuid(user.uid, user.uid, 0);
+}
+
+/**
+ * Switches back to root after {@link becomeUser} (the saved uid 0 allows it): uid, gid and an
+ * empty supplementary group list. Returns 0, or -1 with `errno()`.
+ * @example restoreRoot();
+ */
+export function restoreRoot(): number {
+  const c = libc();
+  if (c.setresuid(0, 0, 0) !== 0) return -1;
+  if (c.setresgid(0, 0, 0) !== 0) return -1;
+  return c.setgroups(0n, new Uint8Array(4));
+}
+
+function cString(text: string): Uint8Array<ArrayBuffer> {
+  const bytes = new TextEncoder().encode(text);
+  const out = new Uint8Array(bytes.length + 1);
+  out.set(bytes);
+  return out;
 }
 
 /** Credentials of a connected UNIX socket's peer (struct ucred). */

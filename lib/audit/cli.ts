@@ -12,7 +12,7 @@
  */
 import { parseArgs } from "node:util";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
-import { Token } from "../token/mod.ts";
+import { asUser, loadPin, Token } from "../token/mod.ts";
 import { auditFileNumber } from "./format.ts";
 import { listAuditFiles } from "./files.ts";
 import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./token_keys.ts";
@@ -40,6 +40,9 @@ token error.
   --token LABEL      token label (default ${DEFAULT_TOKEN_LABEL}); with --public-key, use the
                      token as well
   --credentials DIR  where svc-pin is (default $CREDENTIALS_DIRECTORY), as for the daemon
+  --credential FILE  the encrypted credential instead (/etc/svcd/svc-pin.cred), decrypted into
+                     memory by systemd-creds (needs root)
+  --user NAME        run as root, use the token as this user (the daemon's, svcd)
 `;
 
 /** A usage, credential or token problem: exit 2. */
@@ -72,6 +75,8 @@ export async function runAuditCommand(args: string[]): Promise<number> {
         module: { type: "string" },
         token: { type: "string" },
         credentials: { type: "string" },
+        credential: { type: "string" },
+        user: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -97,6 +102,8 @@ interface VerifyValues {
   module?: string;
   token?: string;
   credentials?: string;
+  credential?: string;
+  user?: string;
 }
 
 async function verifyCommand(values: VerifyValues, positionals: string[]): Promise<number> {
@@ -104,16 +111,35 @@ async function verifyCommand(values: VerifyValues, positionals: string[]): Promi
     throw new SetupError("give --dir or FILEs, not both");
   }
   const { files, fromStart } = await filesToCheck(values.dir ?? DEFAULT_AUDIT_DIR, positionals);
-  let publicKey = values["public-key"] ? await readPublicKey(values["public-key"]) : undefined;
+  const publicKey = values["public-key"] ? await readPublicKey(values["public-key"]) : undefined;
   const useToken = !values["public-key"] || values.token !== undefined ||
     values.module !== undefined;
+  // The PIN first: decrypting the credential needs root, the token work is done as --user.
+  const pin = useToken
+    ? await loadPin(
+      values.credential ? { encryptedFile: values.credential } : {
+        dir: values.credentials,
+      },
+    )
+    : undefined;
+  return await asUser(values.user, () => verifyWith(values, files, fromStart, publicKey, pin))
+    .finally(() => pin?.fill(0));
+}
+
+async function verifyWith(
+  values: VerifyValues,
+  files: string[],
+  fromStart: boolean,
+  publicKey: CryptoKey | undefined,
+  pin: Uint8Array | undefined,
+): Promise<number> {
   let token: Token | undefined;
   try {
     let keyNote = values["public-key"]
       ? `checkpoint signatures checked with ${values["public-key"]}`
       : "";
-    if (useToken) {
-      token = await loggedInToken(values);
+    if (pin) {
+      token = await loggedInToken(values, pin);
       if (!publicKey) {
         publicKey = await tokenPublicKey(token);
         keyNote = publicKey
@@ -161,8 +187,7 @@ async function filesToCheck(
   return { files: names.map((n) => `${dir}/${n}`), fromStart: true };
 }
 
-async function loggedInToken(values: VerifyValues): Promise<Token> {
-  const pin = Token.readPinCredential(values.credentials);
+async function loggedInToken(values: VerifyValues, pin: Uint8Array): Promise<Token> {
   let token: Token;
   try {
     token = Token.open({

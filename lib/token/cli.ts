@@ -16,6 +16,8 @@ import { initToken } from "./provision.ts";
 import { fingerprint } from "./public_key.ts";
 import { type SigningKey, Token } from "./token.ts";
 import { pem } from "./der.ts";
+import { loadPin, type PinSource } from "./credential.ts";
+import { asUser, isRoot } from "./run_as.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
 
 const USAGE = `usage: svcd token <command> [options]
@@ -36,15 +38,27 @@ commands:
         the public key as PEM (SubjectPublicKeyInfo)
 
 common options:
-  --module PATH   PKCS#11 module (default ${DEFAULT_MODULE})
-  --token LABEL   token label (default ${DEFAULT_TOKEN_LABEL})
-  keygen, list, selftest log in with $CREDENTIALS_DIRECTORY/svc-pin.
+  --module PATH       PKCS#11 module (default ${DEFAULT_MODULE})
+  --token LABEL       token label (default ${DEFAULT_TOKEN_LABEL})
+  --credential FILE   keygen, list, selftest, pubkey: log in with the PIN in this encrypted
+                      credential (/etc/svcd/svc-pin.cred), decrypted into memory by systemd-creds
+                      (needs root); without it, $CREDENTIALS_DIRECTORY/svc-pin is read
+  --user NAME         run as root, do the token work as this user (the daemon's, svcd), so the
+                      module's files stay the daemon's; systemd-creds still runs as root
+
+On a host set up from the Debian package (see /usr/share/doc/svcd/operations.md):
+  svcd token init --label svcd --credential-out /etc/svcd/svc-pin.cred --user svcd
+  svcd token keygen --label web --type ec-p256 --credential /etc/svcd/svc-pin.cred --user svcd
 `;
 
 /** Which module and token a command works on (--module, --token). */
 export interface Common {
   modulePath: string;
   tokenLabel: string;
+  /** Where the PIN comes from (--credential FILE, else $CREDENTIALS_DIRECTORY). */
+  pin?: PinSource;
+  /** --user: the user the token work runs as. */
+  user?: string;
 }
 
 type Values = Record<string, string | string[] | boolean | undefined>;
@@ -69,6 +83,8 @@ export async function runTokenCommand(args: string[]): Promise<number> {
         type: { type: "string", multiple: true },
         "credential-out": { type: "string" },
         "plain-credential-dir": { type: "string" },
+        credential: { type: "string" },
+        user: { type: "string" },
         out: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
@@ -80,10 +96,19 @@ export async function runTokenCommand(args: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  const credential = str(values.credential);
   const common: Common = {
     modulePath: str(values.module) ?? DEFAULT_MODULE,
     tokenLabel: str(values.token) ?? DEFAULT_TOKEN_LABEL,
+    pin: credential ? { encryptedFile: credential } : {},
+    user: str(values.user),
   };
+  if (common.user === undefined && isRoot() && command !== "pubkey") {
+    console.error(
+      `svcd token ${command}: note: running as root without --user; a module such as SoftHSM ` +
+        "keeps what it creates readable by root only (pass --user svcd on a packaged host)",
+    );
+  }
   try {
     switch (command) {
       case "init":
@@ -147,6 +172,7 @@ async function init(common: Common, values: Values): Promise<number> {
       modulePath: common.modulePath,
       tokenLabel,
       credential: encryptedFile ? { encryptedFile } : { plainDir: plainDir! },
+      runTokenWork: (work) => asUser(common.user, work),
     },
     progress,
   );
@@ -155,11 +181,28 @@ async function init(common: Common, values: Values): Promise<number> {
 }
 
 /**
- * Reads the PIN credential first (no module work without it), then opens the token and logs in.
- * Also used by `svcd ca`. Example: `const token = await openLoggedIn({ modulePath, tokenLabel })`.
+ * Reads the PIN first (no module work without it; decrypting needs root), then, as --user if given,
+ * opens the token, logs in and runs `work`; the token is closed afterwards.
  */
-export async function openLoggedIn(common: Common): Promise<Token> {
-  const pin = Token.readPinCredential();
+async function withLoggedIn<T>(common: Common, work: (token: Token) => Promise<T>): Promise<T> {
+  const pin = await loadPin(common.pin ?? {});
+  return await asUser(common.user, async () => {
+    const token = await openLoggedIn(common, pin);
+    try {
+      return await work(token);
+    } finally {
+      token.close();
+    }
+  }).finally(() => pin.fill(0));
+}
+
+/**
+ * Opens the token and logs in with `pin`, or with the PIN from `common.pin` (read first: no module
+ * work without it). Also used by `svcd ca`.
+ * Example: `const token = await openLoggedIn({ modulePath, tokenLabel })`.
+ */
+export async function openLoggedIn(common: Common, pin?: Uint8Array): Promise<Token> {
+  pin ??= await loadPin(common.pin ?? {});
   let token: Token;
   try {
     token = Token.open(common);
@@ -186,9 +229,8 @@ async function keygen(common: Common, values: Values): Promise<number> {
   if (bad !== undefined) {
     return usageError(`unknown key type '${bad}'; one of: ${KEY_TYPE_NAMES.join(", ")}`);
   }
-  const token = await openLoggedIn(common);
-  let notOffered = 0;
-  try {
+  return await withLoggedIn(common, async (token) => {
+    let notOffered = 0;
     for (const [i, label] of labels.entries()) {
       const type = types[i] as KeyTypeName;
       console.log(
@@ -203,9 +245,7 @@ async function keygen(common: Common, values: Values): Promise<number> {
       }
     }
     return notOffered === 0 ? 0 : EXIT_NOT_OFFERED;
-  } finally {
-    token.close();
-  }
+  });
 }
 
 function keyLine(key: SigningKey): string {
@@ -213,22 +253,18 @@ function keyLine(key: SigningKey): string {
 }
 
 async function list(common: Common): Promise<number> {
-  const token = await openLoggedIn(common);
-  try {
+  return await withLoggedIn(common, async (token) => {
     const keys = await token.listKeys((label, reason) =>
       console.error(`skipped ${label}: ${reason}`)
     );
     for (const key of keys) console.log(keyLine(key));
     return 0;
-  } finally {
-    token.close();
-  }
+  });
 }
 
 async function selftest(common: Common): Promise<number> {
-  const token = await openLoggedIn(common);
-  let failures = 0;
-  try {
+  return await withLoggedIn(common, async (token) => {
+    let failures = 0;
     const keys = await token.listKeys((label, reason) => {
       failures++;
       console.log(`FAIL\t${label}\t${reason}`);
@@ -253,9 +289,7 @@ async function selftest(common: Common): Promise<number> {
       }\t${AUDIT_MAC_LABEL}\tgeneric-secret\tCKM_SHA256_HMAC\t${macDetail}`,
     );
     return failures === 0 ? 0 : 1;
-  } finally {
-    token.close();
-  }
+  });
 }
 
 /** Sign a fresh message; verify in the module and independently; a tampered message must fail both. */
@@ -304,26 +338,36 @@ async function checkMac(token: Token): Promise<string | undefined> {
 async function pubkey(common: Common, values: Values): Promise<number> {
   const label = str(values.label);
   if (!label) return usageError("pubkey needs --label K");
-  const token = Token.open(common);
-  try {
-    let key = await token.publicKey(label);
-    if (!key && Deno.env.get("CREDENTIALS_DIRECTORY")) {
-      // The module may keep public objects private until login.
-      await token.login(Token.readPinCredential());
-      key = await token.publicKey(label);
+  // A module may keep public objects private until login: have the PIN at hand if one is given
+  // (decrypting needs root, so before switching to --user).
+  const source = common.pin ?? {};
+  const pin = "encryptedFile" in source || Deno.env.get("CREDENTIALS_DIRECTORY")
+    ? await loadPin(source)
+    : undefined;
+  const spki = await asUser(common.user, async () => {
+    const token = Token.open(common);
+    try {
+      let key = await token.publicKey(label);
+      if (!key && pin) {
+        await token.login(pin);
+        key = await token.publicKey(label);
+      }
+      if (!key) {
+        throw new Error(`no public key labelled '${label}' on token '${common.tokenLabel}'`);
+      }
+      if (!key.publicKeySpki) {
+        throw new Error(`key '${label}' (${key.keyType}) has no standard SPKI encoding`);
+      }
+      return key.publicKeySpki;
+    } finally {
+      token.close();
     }
-    if (!key) throw new Error(`no public key labelled '${label}' on token '${common.tokenLabel}'`);
-    if (!key.publicKeySpki) {
-      throw new Error(`key '${label}' (${key.keyType}) has no standard SPKI encoding`);
-    }
-    const text = pem("PUBLIC KEY", key.publicKeySpki);
-    const out = str(values.out);
-    if (out) await Deno.writeTextFile(out, text);
-    else console.log(text.trimEnd());
-    return 0;
-  } finally {
-    token.close();
-  }
+  }).finally(() => pin?.fill(0));
+  const text = pem("PUBLIC KEY", spki);
+  const out = str(values.out);
+  if (out) await Deno.writeTextFile(out, text);
+  else console.log(text.trimEnd());
+  return 0;
 }
 
 // Runnable on its own (`deno run … lib/token/cli.ts list`) so token tooling and its tests do not

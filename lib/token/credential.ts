@@ -56,3 +56,82 @@ function trimOneNewline(bytes: Uint8Array): Uint8Array {
   bytes[bytes.length - 1] = 0;
   return bytes.subarray(0, bytes.length - 1);
 }
+
+/** Longest credential accepted from systemd-creds: a PIN is 44 bytes; anything near this is not one. */
+const MAX_CREDENTIAL_BYTES = 1024;
+
+/**
+ * The PIN from an encrypted credential file (`/etc/svcd/svc-pin.cred`), decrypted by
+ * `systemd-creds decrypt` straight into memory: its output is read as bytes into one buffer, every
+ * chunk wiped after copying, never a string, never a file. Needs root (the host key) like the
+ * service manager. Throws CredentialError naming the file and what to do.
+ *
+ * @example
+ * ```ts
+ * const pin = await decryptPinCredential("/etc/svcd/svc-pin.cred");
+ * await token.login(pin); // zeroizes it
+ * ```
+ */
+export async function decryptPinCredential(file: string): Promise<Uint8Array> {
+  let child: Deno.ChildProcess;
+  try {
+    child = new Deno.Command("systemd-creds", {
+      args: ["decrypt", `--name=${PIN_CREDENTIAL_NAME}`, file, "-"],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+  } catch (err) {
+    throw new CredentialError(
+      `systemd-creds cannot be run (${
+        (err as Error).message
+      }); --credential needs systemd 250 or later`,
+    );
+  }
+  const buffer = new Uint8Array(MAX_CREDENTIAL_BYTES);
+  let length = 0;
+  let tooLong = false;
+  const stderr = new Response(child.stderr).text();
+  for await (const chunk of child.stdout) {
+    if (length + chunk.length > buffer.length) tooLong = true;
+    else buffer.set(chunk, length);
+    length += chunk.length;
+    chunk.fill(0);
+  }
+  const { code } = await child.status;
+  if (code !== 0 || tooLong) {
+    buffer.fill(0);
+    const why = tooLong
+      ? `it holds ${length} bytes, not a PIN`
+      : `systemd-creds decrypt exit ${code}: ${(await stderr).trim()}`;
+    throw new CredentialError(
+      `the PIN credential ${file} cannot be decrypted (${why}); run the command as root (the ` +
+        `credential is bound to this host's key) and check that the file was made by ` +
+        `'svcd token init --credential-out'; no login was attempted`,
+    );
+  }
+  await stderr;
+  const pin = trimOneNewline(buffer.slice(0, length));
+  buffer.fill(0);
+  return pin;
+}
+
+/**
+ * Where an operator command takes the PIN from: the encrypted credential file (`--credential`), or
+ * the service manager's credentials directory (default `$CREDENTIALS_DIRECTORY`).
+ */
+export type PinSource = { encryptedFile: string } | { dir?: string };
+
+/**
+ * The PIN bytes from either source. Throws CredentialError.
+ *
+ * @example
+ * ```ts
+ * const pin = await loadPin({ encryptedFile: "/etc/svcd/svc-pin.cred" });
+ * ```
+ */
+export async function loadPin(source: PinSource): Promise<Uint8Array> {
+  return "encryptedFile" in source
+    ? await decryptPinCredential(source.encryptedFile)
+    : readPinCredential(source.dir);
+}

@@ -26,7 +26,14 @@ export {
   Pkcs11Error,
 } from "./errors.ts";
 export { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
-export { PIN_CREDENTIAL_NAME, readPinCredential } from "./credential.ts";
+export {
+  decryptPinCredential,
+  loadPin,
+  PIN_CREDENTIAL_NAME,
+  type PinSource,
+  readPinCredential,
+} from "./credential.ts";
+export { asUser, isRoot, RunAsError } from "./run_as.ts";
 export {
   COMPOSITE_MLDSA65_ED25519_LABEL,
   isKeyTypeName,

@@ -35,6 +35,11 @@ export interface InitOptions {
   modulePath: string;
   tokenLabel: string;
   credential: CredentialTarget;
+  /**
+   * Runs the module work (e.g. as the daemon's user, `asUser("svcd", work)`); the credential is
+   * written before, and removed after a failure, by the caller's own user.
+   */
+  runTokenWork?: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 /**
@@ -50,18 +55,21 @@ export async function initToken(
   const credentialPath = await writeCredential(opts.credential, userPin);
   progress(`user PIN and SO PIN generated (not shown); user PIN stored in ${credentialPath}`);
   let tokenUsable = false;
+  const runTokenWork = opts.runTokenWork ?? ((work) => work());
   try {
-    const mod = acquireModule(opts.modulePath);
-    try {
-      const slot = initialiseSlot(mod, opts.tokenLabel, soPin, progress);
-      setUserPin(mod, findInitialisedSlot(mod, opts.tokenLabel) ?? slot, soPin, userPin);
-      tokenUsable = true;
-      progress(`user PIN set on token '${opts.tokenLabel}'`);
-    } finally {
-      soPin.fill(0);
-      releaseModule(mod);
-    }
-    await createAuditKeys(opts, userPin, progress);
+    await runTokenWork(async () => {
+      const mod = acquireModule(opts.modulePath);
+      try {
+        const slot = initialiseSlot(mod, opts.tokenLabel, soPin, progress);
+        setUserPin(mod, findInitialisedSlot(mod, opts.tokenLabel) ?? slot, soPin, userPin);
+        tokenUsable = true;
+        progress(`user PIN set on token '${opts.tokenLabel}'`);
+      } finally {
+        soPin.fill(0);
+        releaseModule(mod);
+      }
+      await createAuditKeys(opts, userPin, progress);
+    });
   } catch (err) {
     if (!tokenUsable) await Deno.remove(credentialPath).catch(() => {});
     throw err;
@@ -89,22 +97,27 @@ async function writeCredential(target: CredentialTarget, pin: Uint8Array): Promi
       `${path} exists already: it may hold the PIN of another token; remove it first`,
     );
   }
+  // The ciphertext comes back on stdout and is written here, so the file is 0600 from its first
+  // byte whatever the umask (systemd-creds would create it 0644).
   const child = new Deno.Command("systemd-creds", {
-    args: ["encrypt", `--name=${PIN_CREDENTIAL_NAME}`, "-", path],
+    args: ["encrypt", `--name=${PIN_CREDENTIAL_NAME}`, "-", "-"],
     stdin: "piped",
-    stdout: "null",
+    stdout: "piped",
     stderr: "piped",
   }).spawn();
   const writer = child.stdin.getWriter();
   await writer.write(pin);
   await writer.close();
-  const { code, stderr } = await child.output();
+  const { code, stdout, stderr } = await child.output();
   if (code !== 0) {
     throw new Error(
       `systemd-creds encrypt failed (exit ${code}): ${new TextDecoder().decode(stderr).trim()}; ` +
-        `use --plain-credential-dir DIR for a test or demo token`,
+        `run as root (the credential is bound to this host's key), or use --plain-credential-dir ` +
+        `DIR for a test or demo token`,
     );
   }
+  await Deno.writeFile(path, stdout, { mode: 0o600, createNew: true });
+  await Deno.chmod(path, 0o600);
   return path;
 }
 

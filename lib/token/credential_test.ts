@@ -1,0 +1,46 @@
+import assert from "node:assert/strict";
+import { decryptPinCredential, loadPin } from "./credential.ts";
+import { CredentialError } from "./errors.ts";
+
+const canEncrypt = Deno.uid() === 0 &&
+  (await new Deno.Command("systemd-creds", { args: ["--version"], stdout: "null" }).output()
+    .then((o) => o.success, () => false));
+
+async function encrypt(path: string, bytes: Uint8Array, name = "svc-pin"): Promise<void> {
+  const child = new Deno.Command("systemd-creds", {
+    args: ["encrypt", `--name=${name}`, "-", path],
+    stdin: "piped",
+    stderr: "null",
+  }).spawn();
+  const w = child.stdin.getWriter();
+  await w.write(bytes);
+  await w.close();
+  assert.equal((await child.status).code, 0);
+}
+
+Deno.test({
+  name: "credential: an encrypted svc-pin is decrypted into bytes; a wrong one names the file",
+  ignore: !canEncrypt,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "svcd-cred-" });
+    try {
+      const pin = new TextEncoder().encode("A".repeat(43) + "=");
+      await encrypt(`${dir}/svc-pin.cred`, pin);
+      const got = await loadPin({ encryptedFile: `${dir}/svc-pin.cred` });
+      assert.ok(got instanceof Uint8Array);
+      assert.deepEqual(got, pin);
+
+      // A credential made for another name is refused by systemd-creds: never a login with it.
+      await encrypt(`${dir}/other.cred`, pin, "other");
+      const err = await decryptPinCredential(`${dir}/other.cred`).then(
+        () => assert.fail("a credential of another name was accepted"),
+        (e) => e as Error,
+      );
+      assert.ok(err instanceof CredentialError);
+      assert.match(err.message, /other\.cred cannot be decrypted .*no login was attempted/);
+      assert.ok(!err.message.includes("A".repeat(43)), "the message holds the PIN");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
