@@ -1,4 +1,4 @@
-# svcd — build, test and package. `make setup` first on a fresh machine.
+# svcd — build, test and package. `make test` and `make demo` run the idempotent `make setup` first.
 SHELL := /bin/bash
 DENO := $(CURDIR)/node_modules/.bin/deno
 export NO_COLOR := 1
@@ -29,10 +29,11 @@ check:
 	@# --doc: the @example blocks are type-checked too (a fragment that needs context is marked `ts ignore`).
 	$(DENO) check --doc main.ts lib/ ffi/ tests/ bench/
 
-test:
+# Both run the idempotent setup first, so on a fresh machine no other command is needed.
+test: setup
 	@bash tests/run.sh
 
-demo:
+demo: setup
 	@bash packaging/demo.sh
 
 bench:
@@ -45,11 +46,9 @@ SEED ?= 1
 fuzz:
 	$(DENO) run -A tests/fuzz/main.ts --cases $(N) --seed $(SEED)
 
-# `deno compile` needs a denort base that no registry here carries (see design notes).
+# `deno compile` needs a denort base that no registry here carries (see packaging/build-binary.sh).
 binary:
-	@if [ -z "$$DENORT_BIN" ] || [ ! -x "$$DENORT_BIN" ]; then \
-	  echo "make binary: set DENORT_BIN to a denort 2.9.6 executable; the Debian package (make deb) is the artifact built here" >&2; exit 2; fi
-	$(DENO) compile --allow-ffi --allow-read --allow-write --allow-env=CREDENTIALS_DIRECTORY --allow-run=systemd-creds -o build/svcd main.ts
+	@bash packaging/build-binary.sh
 
 deb:
 	@bash packaging/build-deb.sh

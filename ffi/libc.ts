@@ -40,6 +40,7 @@ export const ERRNO = {
   EADDRINUSE: 98,
   ECONNREFUSED: 111,
   ENOENT: 2,
+  EROFS: 30,
 } as const;
 /** Flags shared by accept4 and eventfd (same values as SOCK.NONBLOCK / SOCK.CLOEXEC). */
 export const O_NONBLOCK = 0o4000;
@@ -86,11 +87,17 @@ const SYMBOLS = {
   getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
   getpwnam: { parameters: ["buffer"], result: "pointer" },
+  getpwuid: { parameters: ["u32"], result: "pointer" },
+  getgrouplist: { parameters: ["buffer", "u32", "buffer", "buffer"], result: "i32" },
+  access: { parameters: ["buffer", "i32"], result: "i32" },
+  statfs: { parameters: ["buffer", "buffer"], result: "i32" },
   initgroups: { parameters: ["buffer", "u32"], result: "i32" },
   setgroups: { parameters: ["usize", "buffer"], result: "i32" },
   setresgid: { parameters: ["u32", "u32", "u32"], result: "i32" },
   setresuid: { parameters: ["u32", "u32", "u32"], result: "i32" },
   getuid: { parameters: [], result: "u32" },
+  getgid: { parameters: [], result: "u32" },
+  getgrgid: { parameters: ["u32"], result: "pointer" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The bound libc symbols. */
@@ -176,11 +183,74 @@ export interface PasswdEntry {
  * @example getpwnam("svcd")?.uid
  */
 export function getpwnam(name: string): PasswdEntry | null {
-  const p = libc().getpwnam(cString(name));
+  return passwdEntry(libc().getpwnam(cString(name)));
+}
+
+/**
+ * getpwuid(3): the user with this uid, or null when no user has it.
+ * @example getpwuid(33)?.name // "www-data"
+ */
+export function getpwuid(uid: number): PasswdEntry | null {
+  return passwdEntry(libc().getpwuid(uid));
+}
+
+function passwdEntry(p: Deno.PointerValue): PasswdEntry | null {
   if (p === null) return null;
   // struct passwd: char *pw_name, char *pw_passwd, uid_t pw_uid, gid_t pw_gid, … (LP64)
   const view = new Deno.UnsafePointerView(p);
+  const namePtr = view.getPointer(0);
+  const name = namePtr === null ? "" : new Deno.UnsafePointerView(namePtr).getCString();
   return { name, uid: view.getUint32(16), gid: view.getUint32(20) };
+}
+
+/**
+ * getgrgid(3): the name of the group with this gid, or null when there is none.
+ * @example getgrgid(33) // "www-data"
+ */
+export function getgrgid(gid: number): string | null {
+  const p = libc().getgrgid(gid);
+  if (p === null) return null;
+  const namePtr = new Deno.UnsafePointerView(p).getPointer(0); // struct group: char *gr_name, …
+  return namePtr === null ? null : new Deno.UnsafePointerView(namePtr).getCString();
+}
+
+/**
+ * getgrouplist(3): every group id of a user (primary and supplementary), as a login gets them.
+ * @example groupsOf(getpwuid(33)!) // [33, 998]
+ */
+export function groupsOf(user: PasswdEntry): number[] {
+  let groups = new Uint32Array(64);
+  const count = new Int32Array([groups.length]);
+  while (libc().getgrouplist(cString(user.name), user.gid, groups, count) < 0) {
+    groups = new Uint32Array(count[0] + 16);
+    count[0] = groups.length;
+  }
+  return [...groups.subarray(0, count[0])];
+}
+
+/** access(2) mode bits. @example access(path, ACCESS.W | ACCESS.X) */
+export const ACCESS = { R: 4, W: 2, X: 1 } as const;
+
+/**
+ * access(2) with the real uid and gid: whether this process may use `path` as `mode` says.
+ * @example if (!mayAccess("/var/log/svcd", ACCESS.W | ACCESS.X)) …
+ */
+export function mayAccess(path: string, mode: number): boolean {
+  return libc().access(cString(path), mode) === 0;
+}
+
+/** f_type values of statfs(2) that svcd tells apart (linux/magic.h). */
+export const FS_MAGIC = { RAMFS: 0x858458f6, TMPFS: 0x01021994 } as const;
+
+/**
+ * statfs(2) f_type: the kind of file system `path` is on, or null when the call fails.
+ * @example fileSystemType("/run/credentials/svcd.service") === FS_MAGIC.RAMFS
+ */
+export function fileSystemType(path: string): number | null {
+  // struct statfs on LP64 Linux starts with __fsword_t f_type (8 bytes); the struct is 120 bytes.
+  const buf = new BigInt64Array(16);
+  if (libc().statfs(cString(path), buf) !== 0) return null;
+  return Number(BigInt.asUintN(32, buf[0]));
 }
 
 /**

@@ -81,6 +81,7 @@ demo: the daemon starts below. In another terminal:
       $DENO task -q svcd audit verify --module $MODULE --token demo --dir $DEMO/audit
 
 TXT
-exec "$DENO" task -q svcd serve --module "$MODULE" --token demo --socket "$SOCK" \
+# The demo's PIN is a plain file on disk (no service manager here): accepted, with a warning.
+exec "$DENO" task -q svcd serve --module "$MODULE" --token demo --socket "$SOCK" --allow-weak-credential \
   --proxy-uid "$(id -u)" --policy "$DEMO/policy" --audit-dir "$DEMO/audit" --state-dir "$DEMO/state" \
   --public-socket "$PUB" --revocation-db "$CA/index.txt" --ocsp-label demo-ca --ca-cert "$CA/ca.pem"

@@ -50,7 +50,7 @@ Deno.test({
             "usr/bin/svcd",
             "usr/lib/svcd/svcd.js",
             "usr/lib/svcd/deno",
-            "lib/systemd/system/svcd.service",
+            "usr/lib/systemd/system/svcd.service",
             "etc/svcd/policy",
             "usr/share/doc/svcd/nginx-svcd.conf",
           ]
@@ -61,7 +61,7 @@ Deno.test({
       });
 
       await t.step("systemd-analyze verify accepts the unit", async () => {
-        const unit = (await Deno.readTextFile(`${root}/lib/systemd/system/svcd.service`))
+        const unit = (await Deno.readTextFile(`${root}/usr/lib/systemd/system/svcd.service`))
           .replaceAll("/usr/bin/svcd", wrapper);
         await Deno.writeTextFile(`${root}/svcd.service`, unit);
         assert.match(unit, /LoadCredentialEncrypted=svc-pin:/);

@@ -43,12 +43,7 @@ export function openUnixListener(path: string, backlog: number): UnixListenerSoc
   if (fd < 0) throw new Error(`socket(AF_UNIX) failed with errno ${errno()}`);
   try {
     if (c.bind(fd, addr, SOCKADDR_UN_SIZE) !== 0) {
-      const e = errno();
-      throw new Error(
-        e === ERRNO.EADDRINUSE
-          ? `socket path ${path} appeared while starting; is another svcd starting?`
-          : `bind(${path}) failed with errno ${e}; check that the directory exists and is writable`,
-      );
+      throw new Error(bindFailure(path, errno()));
     }
     Deno.chmodSync(path, SOCKET_MODE);
     const st = Deno.lstatSync(path);
@@ -60,6 +55,29 @@ export function openUnixListener(path: string, backlog: number): UnixListenerSoc
     c.close(fd);
     throw e;
   }
+}
+
+/** What a failed bind(2) means for the operator, by errno. */
+function bindFailure(path: string, e: number): string {
+  const dir = dirname(path);
+  switch (e) {
+    case ERRNO.EADDRINUSE:
+      return `socket path ${path} appeared while starting; is another svcd starting?`;
+    case ERRNO.ENOENT:
+      return `cannot create the socket ${path}: its folder ${dir} does not exist; create it ` +
+        `(the package's tmpfiles.d/svcd.conf makes /run/svcd: systemd-tmpfiles --create svcd.conf)`;
+    case ERRNO.EACCES:
+    case ERRNO.EROFS:
+      return `cannot create the socket ${path}: the daemon's user may not write in ${dir}; ` +
+        `give it that folder (svcd:svcd-proxy 2750 for /run/svcd) or choose another --socket`;
+    default:
+      return `bind(${path}) failed with errno ${e}; check that ${dir} exists and is writable`;
+  }
+}
+
+function dirname(path: string): string {
+  const i = path.lastIndexOf("/");
+  return i <= 0 ? "/" : path.slice(0, i);
 }
 
 /**

@@ -127,6 +127,24 @@ export class Policy {
   }
 
   /**
+   * Every label granted to anyone, once, with the line of its first grant (file order).
+   *
+   * @example
+   * ```ts
+   * policy.grantedLabels(); // → [{ label: "signing-key", line: 1 }]
+   * ```
+   */
+  grantedLabels(): Array<{ label: string; line: number }> {
+    const first = new Map<string, number>();
+    for (const labels of this.#labels.values()) {
+      for (const [label, line] of labels) {
+        if (!(first.get(label)! <= line)) first.set(label, line);
+      }
+    }
+    return [...first].map(([label, line]) => ({ label, line })).sort((a, b) => a.line - b.line);
+  }
+
+  /**
    * The labels granted to `subject`, in file order; empty for an unknown subject.
    *
    * @example

@@ -180,3 +180,8 @@ Deno.test("an empty file or one with only comments is valid, refuses everyone, a
 Deno.test("source defaults to <policy> in messages", () => {
   assert.throws(() => Policy.parse(enc("x\n")), /^PolicyError: <policy> line 1:/m);
 });
+
+Deno.test("grantedLabels lists each label once with the line of its first grant", () => {
+  const p = parse(`# c\n${ALICE}\tk1\n${BOB}\tk2\n${BOB}\tk1\n`);
+  assert.deepEqual(p.grantedLabels(), [{ label: "k1", line: 2 }, { label: "k2", line: 3 }]);
+});

@@ -7,9 +7,10 @@
  * Deno.exit(await runServeCommand(["--proxy-uid", "33"], { checkOnly: true }));
  * ```
  */
-import { ConfigError, parseServeArgs, serveHelp } from "./config.ts";
-import { checkConfig, checkStateFile, flushLog, log, runDaemon, StartupError } from "./daemon.ts";
-import { CredentialError, Token } from "../token/mod.ts";
+import { ConfigError, parseServeArgs, type ServeConfig, serveHelp } from "./config.ts";
+import { flushLog, runDaemon, StartupError } from "./daemon.ts";
+import { type Finding, startupFindings, stateFileFinding, tokenFindings } from "./checks.ts";
+import { CredentialError } from "../token/mod.ts";
 import { MAX_POLICY_BYTES } from "../policy/mod.ts";
 
 /** Runs `serve` (checkOnly false) or `--check-config` (checkOnly true); returns the exit code. */
@@ -24,23 +25,7 @@ export async function runServeCommand(
   try {
     const config = parseServeArgs(args);
     if (!opts.checkOnly) return await runDaemon(config);
-    const policy = await checkConfig(config);
-    checkStateFile(config);
-    log(
-      `check: options, open-file limit, policy (${policy.current.size} grant(s), ` +
-        `${policy.fileBytes} of at most ${MAX_POLICY_BYTES} bytes), folders and refusal state are fine`,
-    );
-    const pin = Token.readPinCredential(config.token.credentialsDir);
-    const pinLength = pin.length;
-    pin.fill(0);
-    // No login here: every failed login counts toward the five-failure lockout of the role.
-    log(`check: credential svc-pin present (${pinLength} bytes); no login attempted`);
-    const { modulePath, tokenLabel } = config.token;
-    const token = Token.open({ modulePath, tokenLabel });
-    log(`check: token '${tokenLabel}' found through ${modulePath}`);
-    token.close();
-    console.log("configuration OK");
-    return 0;
+    return await checkOnly(config);
   } catch (err) {
     if (
       err instanceof ConfigError || err instanceof StartupError || err instanceof CredentialError
@@ -53,4 +38,36 @@ export async function runServeCommand(
   } finally {
     flushLog();
   }
+}
+
+/**
+ * `--check-config`: every finding, one line each with what to do; exit 1 if any is fatal. The
+ * token is opened (found by label, its keys compared with the policy) but never logged in to.
+ */
+async function checkOnly(config: ServeConfig): Promise<number> {
+  const { policy, findings } = await startupFindings(config);
+  const state = stateFileFinding(config);
+  if (state) findings.push(state);
+  findings.push(...await tokenFindings(config, policy));
+  for (const f of findings) console.error(findingLine(f));
+  const fatal = findings.filter((f) => f.fatal).length;
+  if (fatal > 0) {
+    console.error(`configuration NOT OK: ${fatal} fatal finding(s) above; no login attempted`);
+    return 1;
+  }
+  const { tokenLabel, modulePath } = config.token;
+  const size = policy
+    ? ` (${policy.current.size} grant(s), ${policy.fileBytes} of at most ${MAX_POLICY_BYTES} bytes)`
+    : "";
+  console.error(
+    `svcd: check: options, open-file limit, socket, policy${size}, folders, refusal state and ` +
+      `credential svc-pin are fine; token '${tokenLabel}' found through ${modulePath}; no login ` +
+      `attempted`,
+  );
+  console.log("configuration OK");
+  return 0;
+}
+
+function findingLine(f: Finding): string {
+  return `svcd: check: ${f.fatal ? "FATAL" : "warning"}: ${f.message}`;
 }

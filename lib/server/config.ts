@@ -25,7 +25,7 @@ export type ListenerConfig =
 /** The token: what `Token.open` takes, and where the PIN credential is (`Token.readPinCredential`). */
 export type TokenConfig =
   & Required<Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions">>
-  & { credentialsDir: string | undefined };
+  & { credentialsDir: string | undefined; allowWeakCredential: boolean };
 
 /** The audit log: what `AuditLog.open` takes besides its keys and hooks. */
 export type AuditConfig = Required<Pick<AuditOptions, "dir" | "checkpointEvery">>;
@@ -95,7 +95,8 @@ export class ConfigError extends Error {
 /** One option of `svcd serve`: name, type, default, bounds and help. */
 export interface OptionSpec {
   flag: string;
-  kind: "path" | "text" | "count";
+  /** "switch": an option without a value (true when given). */
+  kind: "path" | "text" | "count" | "switch";
   help: string;
   fallback?: string | number;
   required?: boolean;
@@ -136,6 +137,11 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   { flag: "module", kind: "path", fallback: DEFAULT_MODULE, help: "PKCS#11 module" },
   { flag: "token", kind: "text", fallback: DEFAULT_TOKEN_LABEL, help: "token label" },
+  {
+    flag: "allow-weak-credential",
+    kind: "switch",
+    help: "start although svc-pin is not on ramfs (tmpfs or disk: systemd-creds calls it weak)",
+  },
   {
     flag: "workers",
     kind: "count",
@@ -284,11 +290,13 @@ export function parseServeArgs(
   env: { get(name: string): string | undefined } = Deno.env,
 ): ServeConfig {
   const options = Object.fromEntries(
-    SERVE_OPTIONS.map((o) => [o.flag, { type: "string" as const }]),
-  );
+    SERVE_OPTIONS.map((o) => [o.flag, { type: o.kind === "switch" ? "boolean" : "string" }]),
+  ) as Record<string, { type: "boolean" | "string" }>;
   let values: Record<string, string | boolean | undefined>;
   try {
-    ({ values } = parseArgs({ args, options, strict: true, allowPositionals: false }));
+    ({ values } = parseArgs({ args, options, strict: true, allowPositionals: false }) as {
+      values: Record<string, string | boolean | undefined>;
+    });
   } catch (err) {
     // node:util names the option only inside its message ("Option '--workers' argument is …").
     const message = (err as Error).message;
@@ -309,6 +317,7 @@ export function parseServeArgs(
       tokenLabel: given.text("token"),
       maxSessions: given.count("max-sessions"),
       credentialsDir: env.get("CREDENTIALS_DIRECTORY"),
+      allowWeakCredential: given.switch("allow-weak-credential"),
     },
     audit: { dir: given.text("audit-dir"), checkpointEvery: given.count("checkpoint-every") },
     throttle: { stateDir: given.text("state-dir"), ...budgetTuning(given) },
@@ -401,6 +410,12 @@ class OptionValues {
     const value = this.read(flag);
     if (typeof value !== "number") throw new Error(`option table: --${flag} has no default`);
     return value;
+  }
+
+  switch(flag: string): boolean {
+    const spec = SERVE_OPTIONS.find((o) => o.flag === flag);
+    if (spec?.kind !== "switch") throw new Error(`option table: --${flag} is not a switch`);
+    return this.raw[flag] === true;
   }
 
   maybeCount(flag: string): number | undefined {

@@ -27,6 +27,7 @@ Deno.test("config: each option lands in the structure its library takes", () => 
     "--state-dir=/st",
     "--checkpoint-every=50",
     "--refusal-threshold=4",
+    "--allow-weak-credential",
   ], env);
   assert.deepEqual(c.listener, {
     path: "/s",
@@ -40,7 +41,9 @@ Deno.test("config: each option lands in the structure its library takes", () => 
     tokenLabel: "t",
     maxSessions: 5,
     credentialsDir: undefined,
+    allowWeakCredential: true,
   });
+  assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.allowWeakCredential, false);
   assert.deepEqual(c.audit, { dir: "/a", checkpointEvery: 50 });
   assert.deepEqual(c.policy, { path: "/p" });
   assert.equal(c.throttle.stateDir, "/st");

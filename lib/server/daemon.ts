@@ -7,32 +7,26 @@
  * const code = await runDaemon(parseServeArgs(Deno.args));
  * ```
  */
-import { Listener, nofileLimit } from "../http/mod.ts";
+import { Listener } from "../http/mod.ts";
 import { PolicyFile } from "../policy/mod.ts";
-import { ConcurrencyCap, RefusalBudget, STATE_FILE_NAME, StateError } from "../throttle/mod.ts";
+import { ConcurrencyCap, RefusalBudget } from "../throttle/mod.ts";
 import { isTokenDead, Token } from "../token/mod.ts";
-import { auditKeysFromToken, AuditLog, DAEMON_KEY_LABELS } from "../audit/mod.ts";
-import { IndexFileSource, MAX_REQUEST_BYTES } from "../ocsp/mod.ts";
+import { auditKeysFromToken, AuditLog } from "../audit/mod.ts";
+import { MAX_REQUEST_BYTES } from "../ocsp/mod.ts";
 import type { PublicConfig, ServeConfig, TokenConfig } from "./config.ts";
+import { StartupError, startupFindings } from "./checks.ts";
+
+export { checkFileLimit, StartupError } from "./checks.ts";
 import { DaemonLog, listenerEventText } from "./log.ts";
 import { authenticatedAdmission, authenticatedHandler, type ServiceDeps } from "./service.ts";
 import { ServiceNotifier } from "./notify.ts";
-import { loadPublicFiles, PublicFileError } from "./public_files.ts";
 import { PublicListener, PublicListenerError, type PublicWorkerSetup } from "./public_listener.ts";
-
-/** A start-up failure: the message says what was wrong and what to do; exit code 1. */
-export class StartupError extends Error {
-  override name = "StartupError";
-}
 
 /** Exit code when the public listener's Worker failed at run time (EX_SOFTWARE): restarted too. */
 export const EXIT_LISTENER_FAILED = 70;
 
 /** Exit code when the token died under the daemon: the service manager restarts it. */
 export const EXIT_TOKEN_DEAD = 75;
-
-/** File descriptors the process needs besides the listeners' queues and workers. */
-const FD_SLACK = 64;
 
 /** How long a stop waits for in-flight requests before it closes their connections. */
 const STOP_GRACE_MS = 10_000;
@@ -60,93 +54,22 @@ export function flushLog(): void {
 }
 
 /**
- * Checks the numbers that must fit under RLIMIT_NOFILE (spec §8: the queue depth is checked at
- * start against the process limit on open files).
+ * Start-up checks shared by `serve` and `--check-config` (lib/server/checks.ts): warnings are
+ * logged, fatal findings stop the start with every one of them. Returns the loaded policy.
  *
  * @example
  * ```ts ignore
- * checkFileLimit(config, { soft: 4096, hard: 4096 }); // throws StartupError when too small
+ * const policy = await checkConfig(config);
  * ```
  */
-export function checkFileLimit(config: ServeConfig, limit: { soft: number; hard: number }): void {
-  const listeners = config.public?.socket ? 2 : 1;
-  const { queueDepth, workers } = config.listener;
-  const { maxSessions } = config.token;
-  const needed = listeners * (queueDepth + workers) + maxSessions + FD_SLACK;
-  if (needed <= limit.soft) return;
-  throw new StartupError(
-    `open-file limit ${limit.soft} is too small: --queue-depth ${queueDepth} × ${listeners} ` +
-      `listener(s) + --workers ${workers} + --max-sessions ${maxSessions} + ${FD_SLACK} ` +
-      `needs ${needed}; lower --queue-depth or raise LimitNOFILE= in the unit (hard limit ${limit.hard})`,
-  );
-}
-
-/** Start-up checks shared by `serve` and `--check-config`; returns the loaded policy. */
 export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
-  checkFileLimit(config, nofileLimit());
-  checkSocketPath(config.listener.path, "--socket");
-  if (config.public) checkPublicConfig(config.public, config.listener.path);
-  const policy = await loadPolicy(config.policy.path);
-  for (const warning of policy.current.warnings) log(`policy: ${warning}`, "policy");
-  await ensureDir(config.audit.dir, "--audit-dir");
-  await ensureDir(config.throttle.stateDir, "--state-dir");
+  const { policy, findings } = await startupFindings(config);
+  for (const f of findings) {
+    if (!f.fatal) log(f.message, f.message.startsWith("policy:") ? "policy" : "check");
+  }
+  const fatal = findings.filter((f) => f.fatal).map((f) => f.message);
+  if (fatal.length > 0 || !policy) throw new StartupError(fatal.join("\n"));
   return policy;
-}
-
-/**
- * The public listener's files, checked before any login: the socket path, the CA chain and the
- * responder certificate. An unloadable revocation database is not fatal (spec §4.2 rule 4: /ocsp
- * answers tryLater until it loads) but is said at start.
- */
-function checkPublicConfig(pub: PublicConfig, authSocket: string): void {
-  if (pub.socket === authSocket) {
-    throw new StartupError("--public-socket must differ from --socket; give each listener its own");
-  }
-  checkSocketPath(pub.socket, "--public-socket");
-  try {
-    loadPublicFiles(pub);
-  } catch (err) {
-    if (err instanceof PublicFileError) throw new StartupError(err.message);
-    throw err;
-  }
-  const source = new IndexFileSource(pub.revocationDb);
-  if (source.current() === null) {
-    log(
-      `--revocation-db: ${source.lastError}; POST /ocsp answers tryLater until it loads ` +
-        "(make it with 'svcd ca init')",
-    );
-  }
-}
-
-/** A file in the socket's place that is not a socket is never replaced: say so before start-up. */
-function checkSocketPath(path: string, option: string): void {
-  let info: Deno.FileInfo;
-  try {
-    info = Deno.lstatSync(path);
-  } catch {
-    return; // absent: the listener creates it
-  }
-  if (!info.isSocket) {
-    throw new StartupError(
-      `${option} ${path} exists and is not a socket; move it away or choose another path`,
-    );
-  }
-}
-
-async function loadPolicy(path: string): Promise<PolicyFile> {
-  try {
-    return await PolicyFile.load(path, { reservedLabels: DAEMON_KEY_LABELS });
-  } catch (err) {
-    throw new StartupError((err as Error).message);
-  }
-}
-
-async function ensureDir(path: string, option: string): Promise<void> {
-  try {
-    await Deno.mkdir(path, { recursive: true, mode: 0o750 });
-  } catch (err) {
-    throw new StartupError(`${option} ${path} cannot be created: ${(err as Error).message}`);
-  }
 }
 
 /** Reads the PIN, opens the module and logs in once; the PIN buffer is zeroized by login. */
@@ -187,28 +110,6 @@ export interface DaemonParts {
 
 function openBudget(config: ServeConfig): Budget {
   return RefusalBudget.open(config.throttle);
-}
-
-/**
- * Opens an existing refusal state file once, the way `serve` would, so that --check-config finds
- * a corrupt one; a file a running daemon holds is reported, not failed.
- */
-export function checkStateFile(config: ServeConfig): void {
-  const { stateDir } = config.throttle;
-  try {
-    Deno.statSync(`${stateDir}/${STATE_FILE_NAME}`);
-  } catch {
-    return; // `serve` creates it
-  }
-  try {
-    RefusalBudget.open(config.throttle).close();
-  } catch (err) {
-    if (err instanceof StateError && err.kind === "in-use") {
-      log(`check: ${err.path} is in use (a running daemon?); not checked`);
-      return;
-    }
-    throw err;
-  }
 }
 
 /**

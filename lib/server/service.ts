@@ -14,7 +14,7 @@ import type { Admission, HttpRequest, HttpResponse, RequestHead } from "../http/
 import { allowOf, problem, routeFor } from "../http/mod.ts";
 import { isKeyProblem, isTokenDead } from "../token/errors.ts";
 import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
-import { DAEMON_KEY_LABELS } from "../audit/token_keys.ts";
+import { DAEMON_KEY_LABELS } from "../token/labels.ts";
 import { clientText } from "./log.ts";
 
 /** The signing key as the routes see it (a subset of lib/token's SigningKey). */

@@ -384,3 +384,27 @@ Deno.test("a second budget on the same state dir is refused while the first hold
     RefusalBudget.open({ stateDir: dir }).close();
   });
 });
+
+Deno.test({
+  name: "a state file that cannot be created is not called corrupt: the folder is named",
+  ignore: Deno.uid() !== 0,
+  fn: async () => {
+    // A read-only tmpfs: not even root may create the file there.
+    const dir = await Deno.makeTempDir({ prefix: "svcd-state-ro-" });
+    const mount = await new Deno.Command("mount", {
+      args: ["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", dir],
+    }).output();
+    assert.ok(mount.success);
+    try {
+      const e = stateError(dir);
+      assert.match(
+        e.message,
+        /cannot be created .*--state-dir .* must be writable by the daemon's user/,
+      );
+      assert.doesNotMatch(e.message, /corrupt/);
+    } finally {
+      await new Deno.Command("umount", { args: [dir] }).output();
+      await Deno.remove(dir);
+    }
+  },
+});

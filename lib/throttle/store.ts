@@ -93,6 +93,7 @@ export class StateStore {
   static open(stateDir: string): StateStore {
     const path = `${stateDir.replace(/\/+$/, "")}/${STATE_FILE_NAME}`;
     requireDirectory(stateDir, path);
+    const existed = fileExists(path);
     let db: DatabaseSync | undefined;
     try {
       db = new DatabaseSync(path);
@@ -104,6 +105,8 @@ export class StateStore {
       db?.close();
       if (e instanceof StateError) throw e;
       if (isHeldElsewhere(e)) throw inUse(path);
+      // A file that was never there is not corrupt: say what keeps it from being made.
+      if (!existed) throw cannotCreate(stateDir, path, (e as Error).message);
       throw unusable(path, (e as Error).message);
     }
   }
@@ -302,6 +305,24 @@ function inUse(path: string): StateError {
     "in-use",
     `refusal state ${path} is locked by another process (a running svcd?); stop it first, or ` +
       `give this daemon its own --state-dir`,
+  );
+}
+
+function fileExists(path: string): boolean {
+  try {
+    Deno.lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function cannotCreate(stateDir: string, path: string, why: string): StateError {
+  return new StateError(
+    path,
+    "no-folder",
+    `refusal state ${path} cannot be created (${why}): --state-dir ${stateDir} must be writable by ` +
+      `the daemon's user (the unit's StateDirectory= makes /var/lib/svcd so); fix its owner or mode`,
   );
 }
 

@@ -35,3 +35,23 @@ export function generatePin(): Uint8Array {
   random.fill(0);
   return pin;
 }
+
+/** Length of a PIN made by {@link generatePin}: base64 of 32 bytes. */
+export const PIN_LENGTH = 44;
+
+/**
+ * Whether `pin` has the shape of a PIN {@link generatePin} makes (44 base64 characters, one "="
+ * at the end), so a credential that cannot be one is refused before a login attempt is spent.
+ *
+ * @example
+ * ```ts
+ * isWellFormedPin(generatePin()); // → true
+ * ```
+ */
+export function isWellFormedPin(pin: Uint8Array): boolean {
+  if (pin.length !== PIN_LENGTH || pin[PIN_LENGTH - 1] !== PAD) return false;
+  for (let i = 0; i < PIN_LENGTH - 1; i++) {
+    if (!ALPHABET.includes(pin[i])) return false;
+  }
+  return true;
+}

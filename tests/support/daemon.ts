@@ -84,6 +84,9 @@ export function serveArgs(
     `${workDir}/audit`,
     "--state-dir",
     `${workDir}/state`,
+    // Test credentials are plain files on disk, which the daemon refuses as weak otherwise; the
+    // tests of that refusal leave this out (tests/check_config_test.ts).
+    "--allow-weak-credential",
   ];
 }
 

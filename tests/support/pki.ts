@@ -12,6 +12,10 @@
 /** Paths of the generated files. `subject` is the RFC 4514 form nginx passes on. */
 export interface Pki {
   caCert: string;
+  /** The client CA's CRL (PEM); empty at first, rewritten by {@link revokeClient}. */
+  crl: string;
+  /** openssl ca configuration of the client CA (its database and CRL settings). */
+  caConfig: string;
   serverCert: string;
   serverKey: string;
   clients: Array<{ subject: string; cert: string; key: string }>;
@@ -48,7 +52,7 @@ async function makeCa(dir: string, name: string): Promise<{ cert: string; key: s
     "-addext",
     "basicConstraints=critical,CA:TRUE",
     "-addext",
-    "keyUsage=critical,keyCertSign",
+    "keyUsage=critical,keyCertSign,cRLSign",
   ]);
   return { cert, key };
 }
@@ -111,13 +115,47 @@ export async function makePki(dir: string, subjects: string[]): Promise<Pki> {
       ...await issue(dir, `client${i}`, rfc4514ToSlash(subject), ca, clientExt),
     });
   }
+  const caConfig = await writeCaConfig(dir, ca);
+  const crl = `${dir}/client-ca.crl`;
+  await openssl(["ca", "-config", caConfig, "-gencrl", "-out", crl]);
   const rogueSubject = subjects[0] ?? "CN=rogue";
   const rogue = await issue(dir, "rogue", rfc4514ToSlash(rogueSubject), rogueCa, clientExt);
   return {
     caCert: ca.cert,
+    crl,
+    caConfig,
     serverCert: server.cert,
     serverKey: server.key,
     clients,
     rogue: { subject: rogueSubject, ...rogue },
   };
+}
+
+async function writeCaConfig(dir: string, ca: { cert: string; key: string }): Promise<string> {
+  const db = `${dir}/ca-db`;
+  await Deno.mkdir(db, { recursive: true });
+  await Deno.writeTextFile(`${db}/index.txt`, "");
+  await Deno.writeTextFile(`${db}/crlnumber`, "01\n");
+  const config = `${dir}/ca.cnf`;
+  await Deno.writeTextFile(
+    config,
+    `[ca]\ndefault_ca = client_ca\n[client_ca]\ndatabase = ${db}/index.txt\n` +
+      `crlnumber = ${db}/crlnumber\ncertificate = ${ca.cert}\nprivate_key = ${ca.key}\n` +
+      `default_md = sha256\ndefault_crl_days = 2\n`,
+  );
+  return config;
+}
+
+/**
+ * Revokes a client certificate in the CA's database and rewrites the CRL (`pki.crl`); the proxy
+ * refuses the certificate once it reloads the CRL.
+ *
+ * @example
+ * ```ts
+ * await revokeClient(pki, pki.clients[1].cert);
+ * ```
+ */
+export async function revokeClient(pki: Pki, cert: string): Promise<void> {
+  await openssl(["ca", "-config", pki.caConfig, "-revoke", cert]);
+  await openssl(["ca", "-config", pki.caConfig, "-gencrl", "-out", pki.crl]);
 }

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Shared by build-deb.sh and build-binary.sh: the one list of runtime permissions (deno.json's
+# `svcd` task) and the one bundle of the daemon (main.ts and what it imports, nothing else).
+DENO=${DENO:-$PWD/node_modules/.bin/deno}
+
+# The permission flags of `deno task svcd`, so the package, the binary and development agree.
+svcd_permission_flags() {
+  local flags
+  flags=$(sed -nE 's/.*"svcd": "deno run (.*) main\.ts".*/\1/p' deno.json)
+  if [ -z "$flags" ]; then echo "packaging: no svcd task in deno.json" >&2; return 1; fi
+  echo "$flags"
+}
+
+# bundle_svcd DIR: DIR/svcd.js, main.ts and its imports as one JavaScript file (npm code
+# inlined), and DIR/svcd-public-worker.js, the public listener's Worker, which
+# lib/server/public_listener.ts looks for beside the bundle.
+bundle_svcd() {
+  "$DENO" bundle --quiet --platform deno -o "$1/svcd.js" main.ts
+  "$DENO" bundle --quiet --platform deno -o "$1/svcd-public-worker.js" lib/server/public_worker.ts
+}

@@ -1,0 +1,205 @@
+/**
+ * Debian's nginx with the packaged example configuration (packaging/nginx-svcd.conf) for proxy
+ * tests: only paths and ports are changed, inside a minimal nginx.conf; workers run as www-data.
+ *
+ * @example
+ * ```ts
+ * const nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
+ * const res = await curlNginx(nginx, pki, pki.clients[0], "/sign", [["X-SVC-Key", "k"]], body);
+ * await nginx.stop();
+ * ```
+ */
+import assert from "node:assert/strict";
+import type { Pki } from "./pki.ts";
+
+const EXAMPLE = new URL("../../packaging/nginx-svcd.conf", import.meta.url);
+
+/** Where the example's sockets are for this test (the public one need not exist). */
+export interface NginxSockets {
+  authSocket: string;
+  publicSocket?: string;
+}
+
+/** A running nginx: the HTTPS port of the authenticated server, the HTTP port of the public one. */
+export interface TestNginx {
+  port: number;
+  publicPort: number;
+  /** Re-reads the configuration and the CRL (SIGHUP) and waits until new workers serve it. */
+  reload(): Promise<void>;
+  /** Rewrites the configuration from another example text (same paths and ports) and reloads. */
+  reconfigure(example: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** The example with test paths and ports, inside a minimal nginx.conf running as www-data. */
+export async function nginxConfig(
+  dir: string,
+  pki: Pki,
+  sockets: NginxSockets,
+  ports: { port: number; publicPort: number },
+  example?: string,
+): Promise<string> {
+  const text = example ?? await Deno.readTextFile(EXAMPLE);
+  const site = replaceAll(text, [
+    ["unix:/run/svcd/auth.sock", `unix:${sockets.authSocket}`],
+    ["unix:/run/svcd/public.sock", `unix:${sockets.publicSocket ?? `${dir}/public.sock`}`],
+    ["/etc/svcd/tls/server.pem", pki.serverCert],
+    ["/etc/svcd/tls/server.key", pki.serverKey],
+    ["/etc/svcd/tls/client-ca.pem", pki.caCert],
+    ["/etc/svcd/tls/client-ca.crl", pki.crl],
+    ["listen 443 ssl;", `listen 127.0.0.1:${ports.port} ssl;`],
+    ["listen 80;", `listen 127.0.0.1:${ports.publicPort};`],
+  ]);
+  return `user www-data;
+worker_processes 1;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  ${site}
+}
+`;
+}
+
+function replaceAll(text: string, pairs: Array<[string, string]>): string {
+  for (const [from, to] of pairs) {
+    assert.ok(text.includes(from), `the nginx example no longer contains '${from}'`);
+    text = text.replaceAll(from, to);
+  }
+  return text;
+}
+
+/** A free loopback TCP port. */
+export function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+/**
+ * Starts nginx with the example for `sockets` in `dir` (which www-data must be able to enter) and
+ * waits until it accepts.
+ */
+export async function startNginx(
+  dir: string,
+  pki: Pki,
+  sockets: NginxSockets,
+  example?: string,
+): Promise<TestNginx> {
+  const ports = { port: freePort(), publicPort: freePort() };
+  await Deno.writeTextFile(
+    `${dir}/nginx.conf`,
+    await nginxConfig(dir, pki, sockets, ports, example),
+  );
+  const child = new Deno.Command("/usr/sbin/nginx", {
+    args: ["-c", `${dir}/nginx.conf`, "-g", "daemon off;"],
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const stderr = new Response(child.stderr).text();
+  let exited = false;
+  child.status.then(() => exited = true);
+  await waitForPort(ports.port, () => exited, stderr);
+  const reload = async () => {
+    const before = await workerPids(child.pid);
+    child.kill("SIGHUP");
+    // The reload is done when none of the old workers is left and a new one runs.
+    for (let i = 0; i < 4000; i++) {
+      const now = await workerPids(child.pid);
+      if (now.length > 0 && !now.some((p) => before.includes(p))) return;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    throw new Error("nginx did not replace its workers after SIGHUP");
+  };
+  return {
+    ...ports,
+    reload,
+    reconfigure: async (text: string) => {
+      await Deno.writeTextFile(
+        `${dir}/nginx.conf`,
+        await nginxConfig(dir, pki, sockets, ports, text),
+      );
+      await reload();
+    },
+    stop: async () => {
+      if (!exited) child.kill("SIGQUIT");
+      await child.status;
+      await stderr;
+    },
+  };
+}
+
+async function workerPids(master: number): Promise<number[]> {
+  const text = await Deno.readTextFile(`/proc/${master}/task/${master}/children`).catch(() => "");
+  return text.trim().split(/\s+/).filter(Boolean).map(Number);
+}
+
+/** Waits until the port accepts (or nginx exits: then fails with its error output). */
+async function waitForPort(
+  port: number,
+  exited: () => boolean,
+  stderr: Promise<string>,
+): Promise<void> {
+  for (let i = 0; i < 2000; i++) {
+    if (exited()) throw new Error(`nginx exited: ${await stderr}`);
+    try {
+      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+  throw new Error("nginx did not start listening");
+}
+
+/** What curl got. */
+export interface CurlResult {
+  status: number;
+  body: Uint8Array;
+}
+
+/**
+ * A request through nginx's authenticated server with curl, with a client certificate or none.
+ *
+ * @example
+ * ```ts
+ * await curlNginx(nginx, pki, pki.clients[0], "/token", []);
+ * ```
+ */
+export async function curlNginx(
+  nginx: Pick<TestNginx, "port">,
+  pki: Pki,
+  client: { cert: string; key: string } | undefined,
+  path: string,
+  headers: Array<[string, string]>,
+  body?: Uint8Array,
+): Promise<CurlResult> {
+  const dir = await Deno.makeTempDir();
+  try {
+    const args = [
+      "-sS",
+      "--cacert",
+      pki.caCert,
+      "-o",
+      `${dir}/body`,
+      "-w",
+      "%{http_code}",
+      ...(client ? ["--cert", client.cert, "--key", client.key] : []),
+      ...headers.flatMap(([n, v]) => ["-H", `${n}: ${v}`]),
+      ...(body ? ["--data-binary", `@${dir}/in`] : []),
+      `https://localhost:${nginx.port}${path}`,
+    ];
+    if (body) await Deno.writeFile(`${dir}/in`, body);
+    const out = await new Deno.Command("curl", { args, stdout: "piped", stderr: "piped" })
+      .output();
+    const status = Number(new TextDecoder().decode(out.stdout));
+    const respBody = await Deno.readFile(`${dir}/body`).catch(() => new Uint8Array());
+    return { status, body: respBody };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
