@@ -130,7 +130,7 @@ export class Policy {
    * Every label granted to anyone, once, with the line of its first grant (file order).
    *
    * @example
-   * ```ts
+   * ```ts ignore
    * policy.grantedLabels(); // → [{ label: "signing-key", line: 1 }]
    * ```
    */

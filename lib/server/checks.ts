@@ -5,7 +5,7 @@
  * failed login counts toward the five-failure lockout of the role).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const { policy, findings } = await startupFindings(config);
  * for (const f of findings) console.error(`${f.fatal ? "FATAL" : "warning"}: ${f.message}`);
  * ```
@@ -51,7 +51,7 @@ const FD_SLACK = 64;
  * start against the process limit on open files).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * checkFileLimit(config, { soft: 4096, hard: 4096 }); // throws StartupError when too small
  * ```
  */
@@ -93,7 +93,7 @@ class Findings {
  * credential. Returns the loaded policy when it loads.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const { findings } = await startupFindings(parseServeArgs(args));
  * ```
  */
@@ -127,7 +127,7 @@ export async function startupFindings(
  * its label, and every label the policy grants names a key on it.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * findings.push(...tokenFindings(config, policy));
  * ```
  */
@@ -173,7 +173,7 @@ function moduleAccessHint(modulePath: string): string {
  * file a running daemon holds is reported, not failed.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const finding = stateFileFinding(config);
  * ```
  */

@@ -4,7 +4,7 @@
  * unreadable to the daemon. Root stays root only for what needs it (systemd-creds).
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const keys = await asUser("svcd", async () => (await openToken()).listKeys());
  * ```
  */
@@ -20,7 +20,7 @@ export class RunAsError extends Error {
  * back to root. Without a name, runs `work` as the caller.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * await asUser("svcd", () => initialiseToken());
  * ```
  */

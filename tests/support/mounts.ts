@@ -4,7 +4,7 @@
  * may write in). Each is unmounted and its mount point removed by `cleanup()`.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const ram = await mountFs("ramfs");
  * try { await Deno.copyFile(pin, `${ram.path}/svc-pin`); } finally { await ram.cleanup(); }
  * ```

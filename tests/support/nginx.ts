@@ -3,7 +3,7 @@
  * tests: only paths and ports are changed, inside a minimal nginx.conf; workers run as www-data.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
  * const res = await curlNginx(nginx, pki, pki.clients[0], "/sign", [["X-SVC-Key", "k"]], body);
  * await nginx.stop();
@@ -166,7 +166,7 @@ export interface CurlResult {
  * A request through nginx's authenticated server with curl, with a client certificate or none.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * await curlNginx(nginx, pki, pki.clients[0], "/token", []);
  * ```
  */

@@ -151,7 +151,7 @@ async function writeCaConfig(dir: string, ca: { cert: string; key: string }): Pr
  * refuses the certificate once it reloads the CRL.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * await revokeClient(pki, pki.clients[1].cert);
  * ```
  */
