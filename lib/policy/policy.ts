@@ -136,8 +136,8 @@ export class Policy {
    */
   grantedLabels(): Array<{ label: string; line: number }> {
     const first = new Map<string, number>();
-    for (const labels of this.#labels.values()) {
-      for (const [label, line] of labels) {
+    for (const grants of this.#labels.values()) {
+      for (const { label, line } of grants instanceof Map ? grants.values() : [grants]) {
         if (!(first.get(label)! <= line)) first.set(label, line);
       }
     }
