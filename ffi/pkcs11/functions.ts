@@ -181,6 +181,7 @@ export const SIGNATURES = {
   C_Login: { parameters: ["u64", "u64", "buffer", "u64"], result: RV }, // hSession, userType, pPin, len
   C_Logout: { parameters: ["u64"], result: RV },
   C_CreateObject: { parameters: ["u64", "buffer", "u64", "buffer"], result: RV },
+  C_CopyObject: { parameters: ["u64", "u64", "buffer", "u64", "buffer"], result: RV }, // hSession, hObject, pTemplate, count, phNewObject
   C_DestroyObject: { parameters: ["u64", "u64"], result: RV },
   C_GetAttributeValue: { parameters: ["u64", "u64", "buffer", "u64"], result: RV },
   C_FindObjectsInit: { parameters: ["u64", "buffer", "u64"], result: RV },

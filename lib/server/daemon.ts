@@ -178,6 +178,11 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   // after that step, with a shutdown line, never by the default action (exit 143, nothing logged).
   // They stay until the process exits: a second SIGTERM while the stop finishes must not kill it.
   Deno.addSignalListener("SIGHUP", () => {
+    // Keys are re-resolved on the token at their next use: one deleted there stops signing now.
+    if (opened.token) {
+      opened.token.refreshKeys();
+      log("keys: working copies dropped; each key is looked up on the token again at its next use");
+    }
     if (policy) void reloadPolicy(policy, opened.audit);
   });
   const onTerm = () => stop.request(0, "signal");

@@ -35,6 +35,8 @@ export interface ServiceDeps {
     info(): Record<string, unknown>;
     loggedIn(): Promise<boolean>;
     poolStats(): { size: number; inUse: number; waiting: number; cap: number };
+    /** Drops keys whose token object is gone; their labels (checked at each /health). */
+    dropRemovedKeys?(): string[];
   };
   policy(): {
     allows(subject: string, label: string): boolean;
@@ -365,6 +367,10 @@ async function healthRoute(
   deps: ServiceDeps,
 ): Promise<HttpResponse> {
   if (!knownToPolicy(subject, deps)) return FORBIDDEN;
+  const dropped = deps.token.dropRemovedKeys?.() ?? [];
+  if (dropped.length > 0) {
+    deps.log(`keys: ${dropped.join(", ")} no longer on the token: no longer used`);
+  }
   const token = await tokenHealth(deps);
   const ok = token.logged_in === true && deps.audit.healthy;
   return json(ok ? 200 : 503, {

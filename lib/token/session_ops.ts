@@ -84,6 +84,25 @@ export function findObjects(mod: Pkcs11Module, session: Handle, template: Attrib
 }
 
 /**
+ * C_CopyObject: a new object with `object`'s attributes, those in `template` changed; its handle.
+ * Example: `copyObject(mod, session, key, [{ type: CKA.TOKEN, value: boolBytes(false) }])`.
+ */
+export function copyObject(
+  mod: Pkcs11Module,
+  session: Handle,
+  object: Handle,
+  template: AttributeIn[],
+): Handle {
+  const tmpl = encodeTemplate(template);
+  const out = new BigUint64Array(1);
+  check(
+    "C_CopyObject",
+    mod.fn.C_CopyObject(session, object, tmpl.bytes, template.length, new Uint8Array(out.buffer)),
+  );
+  return Number(out[0]);
+}
+
+/**
  * Values of the requested attributes of an object; null for one the module marks unavailable
  * (absent or sensitive). Two calls: lengths first, then values.
  */

@@ -1,6 +1,14 @@
 /**
  * The token as svcd uses it: one module opening, one login, a session pool, keys by label, and
- * sign/verify/mac through the pool with the mechanism the key-type table prescribes. Its helpers
+ * sign/verify/mac through the pool with the mechanism the key-type table prescribes.
+ *
+ * Keys are resolved once and used cheaply: a key found by label is copied into a session object
+ * (C_CopyObject with CKA_TOKEN=false; sensitive and non-extractable like the original) held by a
+ * session of its own, and signs through that copy — SoftHSM re-reads and decrypts a token object's
+ * file on every C_SignInit, a session object not. Where the module refuses the copy, the token
+ * object is used. A key deleted or replaced on the token stops being used when the daemon asks:
+ * refreshKeys() (SIGHUP) drops every copy, dropRemovedKeys() (/health) drops those whose token
+ * object is gone. Its helpers
  * have files named for their job: slots.ts (finding the token by label), public_key.ts (key types
  * and public keys), mechanisms.ts (what the module offers), keygen.ts (key generation).
  *
@@ -15,6 +23,7 @@
  */
 import { createHash } from "node:crypto";
 import {
+  boolBytes,
   check,
   CKA,
   CKF_SESSION,
@@ -29,6 +38,7 @@ import {
   decodeInfo,
   decodeSessionInfo,
   decodeTokenInfo,
+  encodeTemplate,
   formatVersion,
   loadedModule,
   type MechanismFlag,
@@ -56,6 +66,7 @@ import { acquireModule, releaseModule } from "./module_state.ts";
 import { type PoolStats, SessionPool, type SessionUseStats } from "./pool.ts";
 import { identifyKeyType, type PublicKey, readPublicKey } from "./public_key.ts";
 import {
+  copyObject,
   findObjects,
   getAttributes,
   type Handle,
@@ -119,7 +130,10 @@ export type TokenInfo =
   };
 
 interface KeyInternals {
+  /** What C_SignInit is given: the working copy, or the token object where no copy could be made. */
   handle: Handle;
+  /** The object on the token the key was found as. */
+  tokenHandle: Handle;
   publicHandle: Handle;
   spec: KeyTypeSpec;
   signing: SigningMechanism;
@@ -136,7 +150,11 @@ export class Token {
   readonly #pool: SessionPool;
   readonly #keys = new Map<string, Promise<SigningKey | undefined>>();
   readonly #internals = new WeakMap<SigningKey, KeyInternals>();
-  readonly #secrets = new Map<string, Handle>();
+  readonly #secrets = new Map<string, { handle: Handle; tokenHandle: Handle }>();
+  /** Resolved keys by label: what dropRemovedKeys() checks. */
+  readonly #resolved = new Map<string, KeyInternals>();
+  /** The session that holds the working copies (never lent out: closing it would destroy them). */
+  #copySession: Handle | undefined;
   readonly #offered: MechanismCatalogue;
   #moduleInfo: CkInfo | undefined;
   #deadListeners: ((err: Pkcs11Error) => void)[] = [];
@@ -346,10 +364,51 @@ export class Token {
           HMAC_LENGTH,
         );
       } catch (err) {
-        if (isStaleHandle(err)) this.#secrets.delete(secretLabel);
+        if (isStaleHandle(err)) this.#forgetSecret(secretLabel);
         throw err;
       }
     });
+  }
+
+  /**
+   * Drops every resolved key and secret with its working copy: the next use finds each on the
+   * token again by label (a key deleted there is then not found; a replaced one is the new one).
+   * An operation already running with a dropped copy may fail with a stale handle.
+   *
+   * @example
+   * ```ts ignore
+   * Deno.addSignalListener("SIGHUP", () => token.refreshKeys());
+   * ```
+   */
+  refreshKeys(): void {
+    for (const label of [...this.#resolved.keys()]) this.#forgetKey(label);
+    for (const label of [...this.#secrets.keys()]) this.#forgetSecret(label);
+  }
+
+  /**
+   * Drops the resolved keys and secrets whose token object is gone (deleted, or deleted and
+   * replaced); returns their labels. One C_GetAttributeValue per key, on the main thread.
+   *
+   * @example
+   * ```ts ignore
+   * const gone = token.dropRemovedKeys(); // e.g. ["k-old"]
+   * ```
+   */
+  dropRemovedKeys(): string[] {
+    const session = this.#copySession;
+    if (session === undefined) return [];
+    const gone: string[] = [];
+    const probe = new Uint8Array(8);
+    const template = encodeTemplate([{ type: CKA.CLASS, value: probe }]);
+    const exists = (h: Handle) =>
+      this.#mod.fn.C_GetAttributeValue(session, h, template.bytes, 1) === CKR.OK;
+    for (const [label, k] of [...this.#resolved]) {
+      if (!exists(k.tokenHandle)) (this.#forgetKey(label), gone.push(label));
+    }
+    for (const [label, k] of [...this.#secrets]) {
+      if (!exists(k.tokenHandle)) (this.#forgetSecret(label), gone.push(label));
+    }
+    return gone;
   }
 
   /** Token and module facts (fresh C_GetTokenInfo each call). */
@@ -489,6 +548,7 @@ export class Token {
     if (this.#closed) return;
     this.#closed = true;
     this.#pool.close();
+    if (this.#copySession !== undefined) this.#mod.fn.C_CloseSession(this.#copySession);
     releaseModule(this.#mod);
   }
 
@@ -501,8 +561,44 @@ export class Token {
   }
 
   #forgetStaleKey(key: SigningKey, err: unknown): never {
-    if (isStaleHandle(err)) this.#keys.delete(key.label);
+    if (isStaleHandle(err)) this.#forgetKey(key.label);
     throw err;
+  }
+
+  #forgetKey(label: string): void {
+    this.#keys.delete(label);
+    const k = this.#resolved.get(label);
+    this.#resolved.delete(label);
+    if (k) this.#destroyCopy(k);
+  }
+
+  #forgetSecret(label: string): void {
+    const k = this.#secrets.get(label);
+    this.#secrets.delete(label);
+    if (k) this.#destroyCopy(k);
+  }
+
+  #destroyCopy(k: { handle: Handle; tokenHandle: Handle }): void {
+    if (k.handle !== k.tokenHandle && this.#copySession !== undefined) {
+      this.#mod.fn.C_DestroyObject(this.#copySession, k.handle); // gone already is as good
+    }
+  }
+
+  /**
+   * A session object copied from `object` (CKA_TOKEN=false; the copy keeps the original's
+   * CKA_SENSITIVE and CKA_EXTRACTABLE), or `object` itself where the module refuses a copy
+   * (CKA_COPYABLE false, C_CopyObject not supported): correct either way, only slower.
+   */
+  #workingCopy(object: Handle): Handle {
+    try {
+      this.#copySession ??= openSession(this.#mod, this.#slot);
+      return copyObject(this.#mod, this.#copySession, object, [
+        { type: CKA.TOKEN, value: boolBytes(false) },
+      ]);
+    } catch (err) {
+      if (isTokenDead(err)) throw err;
+      return object;
+    }
   }
 
   #resolveKey(session: Handle, label: string): SigningKey | undefined {
@@ -537,13 +633,23 @@ export class Token {
       mechanism: ckmName(signing.mechanism),
       ...readPublicKey(this.#mod, session, pubs[0], spec, label),
     };
-    this.#internals.set(key, { handle: privs[0], publicHandle: pubs[0], spec, signing });
+    const internals = {
+      handle: this.#workingCopy(privs[0]),
+      tokenHandle: privs[0],
+      publicHandle: pubs[0],
+      spec,
+      signing,
+    };
+    const earlier = this.#resolved.get(label); // a lookup whose cache entry was dropped
+    if (earlier) this.#destroyCopy(earlier);
+    this.#internals.set(key, internals);
+    this.#resolved.set(label, internals);
     return key;
   }
 
   #secretHandle(session: Handle, label: string): Handle {
     const cached = this.#secrets.get(label);
-    if (cached !== undefined) return cached;
+    if (cached !== undefined) return cached.handle;
     const found = findObjects(this.#mod, session, [
       { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
       { type: CKA.LABEL, value: utf8(label) },
@@ -555,8 +661,9 @@ export class Token {
           : `${found.length} secret keys are labelled '${label}'; labels must be unique`,
       );
     }
-    this.#secrets.set(label, found[0]);
-    return found[0];
+    const handle = this.#workingCopy(found[0]);
+    this.#secrets.set(label, { handle, tokenHandle: found[0] });
+    return handle;
   }
 
   async #labelTaken(label: string): Promise<boolean> {
