@@ -26,7 +26,7 @@ if ! LC_ALL=C grep -aqF "$DENORT_MARKER" "$DENORT_BIN"; then
   refuse "DENORT_BIN=$DENORT_BIN is not a denort (it lacks the runtime's embedded-program check; the deno CLI is not a denort)"
 fi
 
-OUT=$PWD/build
+OUT=${SVCD_BUILD_DIR:-$PWD/build}
 SRC=$OUT/binary-src
 rm -rf "$SRC"
 mkdir -p "$SRC"
