@@ -35,7 +35,7 @@ const COMMANDS: Command[] = [
   },
   {
     names: ["token"],
-    synopsis: "token init|keygen|list|selftest|pubkey [options]",
+    synopsis: "token init|keygen|list|selftest|pubkey|rotate-pin [options]",
     help: "operator tooling for the token (see: svcd token --help)",
     run: runTokenCommand,
   },

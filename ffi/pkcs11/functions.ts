@@ -174,6 +174,8 @@ export const SIGNATURES = {
   C_GetMechanismInfo: { parameters: ["u64", "u64", "buffer"], result: RV }, // slot, type, pInfo
   C_InitToken: { parameters: ["u64", "buffer", "u64", "buffer"], result: RV }, // slot, pPin, len, pLabel[32]
   C_InitPIN: { parameters: ["u64", "buffer", "u64"], result: RV }, // hSession, pPin, len
+  // hSession, pOldPin, oldLen, pNewPin, newLen
+  C_SetPIN: { parameters: ["u64", "buffer", "u64", "buffer", "u64"], result: RV },
   C_OpenSession: { parameters: ["u64", "u64", "pointer", "pointer", "buffer"], result: RV },
   C_CloseSession: { parameters: ["u64"], result: RV },
   C_CloseAllSessions: { parameters: ["u64"], result: RV },

@@ -12,7 +12,8 @@ import { CredentialError, MechanismUnavailableError, Pkcs11Error } from "./error
 import { verifyIndependently } from "./independent_verify.ts";
 import { isKeyTypeName, KEY_TYPE_NAMES, type KeyTypeName } from "./key_types.ts";
 import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./labels.ts";
-import { initToken } from "./provision.ts";
+import { initToken, writePinCredential } from "./provision.ts";
+import { generatePin } from "./pin.ts";
 import { fingerprint } from "./public_key.ts";
 import { type SigningKey, Token } from "./token.ts";
 import { pem } from "./der.ts";
@@ -36,6 +37,9 @@ commands:
         exits non-zero if any check fails
   pubkey --label K [--out FILE]
         the public key as PEM (SubjectPublicKeyInfo)
+  rotate-pin --credential FILE
+        a new user PIN (never shown), set on the token with the old one from FILE, then FILE
+        replaced by the new encrypted credential; restart the daemon afterwards
 
 common options:
   --module PATH       PKCS#11 module (default ${DEFAULT_MODULE})
@@ -121,6 +125,8 @@ export async function runTokenCommand(args: string[]): Promise<number> {
         return await selftest(common);
       case "pubkey":
         return await pubkey(common, values);
+      case "rotate-pin":
+        return await rotatePin(common);
       default:
         return usageError(`unknown command '${command}'`);
     }
@@ -367,6 +373,57 @@ async function pubkey(common: Common, values: Values): Promise<number> {
   const out = str(values.out);
   if (out) await Deno.writeTextFile(out, text);
   else console.log(text.trimEnd());
+  return 0;
+}
+
+/**
+ * `rotate-pin`: the old PIN from the credential (root decrypts it), a fresh PIN staged in
+ * FILE.new (encrypted, 0600) before the token changes — so a PIN the token holds is always in a
+ * file — then C_SetPIN as --user, then FILE.new renamed over FILE. Neither PIN is ever shown.
+ */
+async function rotatePin(common: Common): Promise<number> {
+  const source = common.pin ?? {};
+  if (!("encryptedFile" in source)) {
+    return usageError("rotate-pin needs --credential FILE (the encrypted credential it replaces)");
+  }
+  const file = source.encryptedFile;
+  const staged = `${file}.new`;
+  const oldPin = await loadPin(source);
+  const newPin = generatePin();
+  try {
+    await writePinCredential({ encryptedFile: staged }, newPin);
+    console.log(`svcd token rotate-pin: new PIN generated (not shown), staged in ${staged}`);
+    try {
+      await asUser(common.user, async () => {
+        const token = Token.open(common);
+        try {
+          await token.setUserPin(oldPin, newPin.slice());
+        } finally {
+          token.close();
+        }
+      });
+    } catch (err) {
+      await Deno.remove(staged).catch(() => {});
+      throw new Error(
+        `the token's PIN was not changed (${describe(err)}); ${file} still holds it`,
+      );
+    }
+  } finally {
+    oldPin.fill(0);
+    newPin.fill(0);
+  }
+  try {
+    await Deno.rename(staged, file);
+  } catch (err) {
+    throw new Error(
+      `the token now has the new PIN, which is in ${staged}, but it could not replace ${file} ` +
+        `(${(err as Error).message}): mv ${staged} ${file}`,
+    );
+  }
+  console.log(
+    `svcd token rotate-pin: done; ${file} holds the new PIN. Restart the daemon ` +
+      "(systemctl restart svcd): it logs in with the new PIN",
+  );
   return 0;
 }
 

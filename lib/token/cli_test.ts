@@ -129,6 +129,74 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "cli: as root with --user, the token's files are that user's; --credential decrypts in memory; rotate-pin replaces the PIN",
+  sanitizeResources: false,
+  ignore: Deno.uid() !== 0,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "svcd-runas-" });
+    const user = `svcd-t${crypto.getRandomValues(new Uint32Array(1))[0] % 100000}`;
+    const run = (cmd: string, ...args: string[]) => new Deno.Command(cmd, { args }).output();
+    assert.ok((await run("useradd", "--system", "--no-create-home", user)).success);
+    try {
+      const mod = await testModule(dir);
+      const uid = Number(new TextDecoder().decode((await run("id", "-u", user)).stdout));
+      assert.ok((await run("chown", "-R", user, dir)).success);
+      await Deno.chmod(dir, 0o755);
+      const cred = `${dir}/svc-pin.cred`;
+      const as = ["--module", mod.path, "--token", "ru", "--user", user];
+      const init = await runTokenCli(
+        ["init", ...as, "--label", "ru", "--credential-out", cred],
+        mod.env,
+      );
+      assert.equal(init.code, 0, init.text);
+      const credInfo = await Deno.stat(cred);
+      assert.equal(credInfo.mode! & 0o777, 0o600, "the encrypted credential is 0600");
+      assert.equal(credInfo.uid, 0);
+      for await (const e of Deno.readDir(mod.tokenDir!)) {
+        assert.equal((await Deno.stat(`${mod.tokenDir}/${e.name}`)).uid, uid, "token folder owner");
+      }
+
+      const gen = await runTokenCli(
+        ["keygen", ...as, "--credential", cred, "--label", "k", "--type", "ed25519"],
+        mod.env,
+      );
+      assert.equal(gen.code, 0, gen.text);
+      const listed = await runTokenCli(["list", ...as, "--credential", cred], mod.env);
+      assert.equal(listed.code, 0, listed.text);
+      assert.match(listed.stdout, /^k\ted25519\tCKM_EDDSA/m);
+      const oldPin = (await new Deno.Command("systemd-creds", {
+        args: ["decrypt", "--name=svc-pin", cred, "-"],
+        stderr: "null",
+      }).output()).stdout;
+      for (const out of [init.text, gen.text, listed.text]) {
+        assert.ok(!out.includes(new TextDecoder().decode(oldPin)), "a command printed the PIN");
+      }
+
+      await Deno.copyFile(cred, `${dir}/old.cred`);
+      const rotated = await runTokenCli(["rotate-pin", ...as, "--credential", cred], mod.env);
+      assert.equal(rotated.code, 0, rotated.text);
+      await Deno.stat(`${cred}.new`).then(
+        () => assert.fail("the staged credential is left"),
+        () => {},
+      );
+      assert.equal((await Deno.stat(cred)).mode! & 0o777, 0o600);
+      const newList = await runTokenCli(["list", ...as, "--credential", cred], mod.env);
+      assert.equal(newList.code, 0, newList.text);
+      const withOld = await runTokenCli(
+        ["list", ...as, "--credential", `${dir}/old.cred`],
+        mod.env,
+      );
+      assert.notEqual(withOld.code, 0);
+      assert.match(withOld.text, /CKR_PIN_INCORRECT/);
+    } finally {
+      await run("userdel", user);
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
   name: "cli: keygen, list, pubkey and selftest over the classical key types",
   sanitizeResources: false,
   fn: async () => {

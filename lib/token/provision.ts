@@ -52,7 +52,7 @@ export async function initToken(
 ): Promise<void> {
   const userPin = generatePin();
   const soPin = generatePin();
-  const credentialPath = await writeCredential(opts.credential, userPin);
+  const credentialPath = await writePinCredential(opts.credential, userPin);
   progress(`user PIN and SO PIN generated (not shown); user PIN stored in ${credentialPath}`);
   let tokenUsable = false;
   const runTokenWork = opts.runTokenWork ?? ((work) => work());
@@ -78,7 +78,19 @@ export async function initToken(
   }
 }
 
-async function writeCredential(target: CredentialTarget, pin: Uint8Array): Promise<string> {
+/**
+ * Writes the user PIN to its credential: encrypted with systemd-creds into a new file (0600), or a
+ * plain DIR/svc-pin (0400) for tests and demos. Never overwrites one. Returns the path written.
+ *
+ * @example
+ * ```ts ignore
+ * await writePinCredential({ encryptedFile: "/etc/svcd/svc-pin.cred.new" }, pin);
+ * ```
+ */
+export async function writePinCredential(
+  target: CredentialTarget,
+  pin: Uint8Array,
+): Promise<string> {
   if ("plainDir" in target) {
     await Deno.mkdir(target.plainDir, { recursive: true, mode: 0o700 });
     const path = join(target.plainDir, PIN_CREDENTIAL_NAME);

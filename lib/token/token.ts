@@ -519,6 +519,25 @@ export class Token {
   }
 
   /**
+   * Changes the user PIN from `oldPin` to `newPin` (C_SetPIN in a read-write session that is not
+   * logged in, which changes the user's PIN). Both buffers are zeroed when the call returns.
+   * Operator tooling (`svcd token rotate-pin`); the daemon never calls it.
+   */
+  async setUserPin(oldPin: Uint8Array, newPin: Uint8Array): Promise<void> {
+    try {
+      await this.#withReadWriteSession((s) =>
+        check(
+          "C_SetPIN",
+          this.#mod.fn.C_SetPIN(s, oldPin, oldPin.byteLength, newPin, newPin.byteLength),
+        )
+      );
+    } finally {
+      oldPin.fill(0);
+      newPin.fill(0);
+    }
+  }
+
+  /**
    * Generates the sensitive, non-extractable 32-byte CKK_GENERIC_SECRET HMAC key `label`
    * (CKA_SIGN/CKA_VERIFY) with CKM_GENERIC_SECRET_KEY_GEN. Operator tooling; needs a login.
    */
