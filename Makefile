@@ -40,11 +40,12 @@ bench:
 	$(DENO) run -A bench/raw-sign.ts
 
 # The fuzz campaign (tests/fuzz/): N generated requests against a fresh daemon with an independent
-# oracle, then the policy, index.txt and DER parsers; findings go to fuzz-findings/. CI runs a slice.
+# oracle, then the policy, index.txt, DER and OCSP request parsers; findings go to fuzz-findings/.
+# MINUTES=M stops it at a time limit (whichever comes first). CI runs a slice.
 N ?= 10000
 SEED ?= 1
 fuzz:
-	$(DENO) run -A tests/fuzz/main.ts --cases $(N) --seed $(SEED)
+	$(DENO) run -A tests/fuzz/main.ts --cases $(N) --seed $(SEED) $(if $(MINUTES),--minutes $(MINUTES))
 
 # `deno compile` needs a denort base that no registry here carries (see packaging/build-binary.sh).
 binary:

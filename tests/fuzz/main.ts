@@ -5,7 +5,7 @@
  * Exit 1 when anything was found. Ctrl-C stops early and still prints the summary.
  *
  *   deno run -A tests/fuzz/main.ts --cases 100000 --seed 1 [--from 0] [--concurrency 8]
- *                                  [--parser-cases 20000] [--findings DIR]
+ *                                  [--parser-cases 20000] [--findings DIR] [--minutes M]
  *
  * @example
  * ```sh
@@ -25,19 +25,22 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "8" },
     "parser-cases": { type: "string" },
     findings: { type: "string", default: "fuzz-findings" },
+    minutes: { type: "string" },
   },
 });
 const cases = Number(values.cases);
 const seed = Number(values.seed);
-const parserCases = Number(values["parser-cases"] ?? Math.min(cases, 200_000));
+const parserCases = Number(values["parser-cases"] ?? Math.min(cases, 50_000));
 if (!Number.isSafeInteger(cases) || !Number.isSafeInteger(seed) || cases < 0) {
   console.error("fuzz: --cases and --seed must be whole numbers, e.g. --cases 100000 --seed 1");
   Deno.exit(2);
 }
 
 // Ctrl-C ends the campaign early with its summary (the cases that ran are reported).
+// --minutes ends it at a time limit the same way, whichever comes first of that and --cases.
 let interrupted = false;
 Deno.addSignalListener("SIGINT", () => interrupted = true);
+const stopAt = values.minutes ? Date.now() + Number(values.minutes) * 60_000 : Infinity;
 
 const target = await startFuzzTarget();
 console.log(`fuzz: daemon pid ${target.daemon.pid}, seed ${seed}, ${cases} HTTP cases`);
@@ -47,7 +50,7 @@ const report = await runCampaign(target, {
   from: Number(values.from),
   concurrency: Number(values.concurrency),
   progressEvery: 5000,
-  interrupted: () => interrupted,
+  interrupted: () => interrupted || Date.now() > stopAt,
   onProgress: (r) =>
     console.log(
       `fuzz: ${r.cases} cases in ${r.seconds.toFixed(0)} s (${
