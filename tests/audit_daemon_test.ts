@@ -6,7 +6,7 @@
  *   log is not writable, and signing resumes on its own when space returns.
  */
 import assert from "node:assert/strict";
-import { readAuditLines, runAuditVerify } from "./support/audit.ts";
+import { readAuditLines, runAuditVerify, sha256Hex } from "./support/audit.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { makeTestToken } from "./support/token.ts";
@@ -31,10 +31,6 @@ function health(socket: string) {
     path: "/health",
     headers: [["X-SVC-Client-Subject", SUBJECT]],
   });
-}
-
-async function sha256Hex(bytes: Uint8Array): Promise<string> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource)).toHex();
 }
 
 Deno.test({

@@ -8,7 +8,7 @@
  * `svcd audit verify` passes.
  */
 import assert from "node:assert/strict";
-import { readAuditLines, runAuditVerify } from "./support/audit.ts";
+import { readAuditLines, runAuditVerify, sha256Hex } from "./support/audit.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { type ClientResponse, request } from "./support/http_client.ts";
 import { loopDeviceUnavailable, LoopDisk } from "./support/loop_device.ts";
@@ -34,10 +34,6 @@ function health(socket: string): Promise<ClientResponse> {
     path: "/health",
     headers: [["X-SVC-Client-Subject", SUBJECT]],
   });
-}
-
-async function sha256Hex(bytes: Uint8Array): Promise<string> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource)).toHex();
 }
 
 const unavailable = await loopDeviceUnavailable();

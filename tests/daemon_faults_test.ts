@@ -7,7 +7,7 @@
  * rows say — exits 75 for a dead token or session, serves on after a failed operation.
  */
 import assert from "node:assert/strict";
-import { readAuditLines, runAuditVerify } from "./support/audit.ts";
+import { readAuditLines, runAuditVerify, sha256Hex } from "./support/audit.ts";
 import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { type ClientResponse, request } from "./support/http_client.ts";
 import { verifyIndependently } from "./support/oracle.ts";
@@ -42,10 +42,6 @@ function sign(socket: string, subject: string, body: Uint8Array): Promise<Client
     headers: [["X-SVC-Client-Subject", subject], ["X-SVC-Key", "k-ec"]],
     body,
   });
-}
-
-async function sha256Hex(bytes: Uint8Array): Promise<string> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource)).toHex();
 }
 
 /** Rejects after `ms` unless `work` settles first (a guard against hangs, not a wait). */

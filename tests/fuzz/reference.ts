@@ -101,6 +101,15 @@ function readMessage(bytes: Uint8Array, limits: ReferenceLimits): Verdict {
     ambiguous ??= "Expect";
   }
   if (all("upgrade").length > 0) ambiguous ??= "Upgrade";
+  const message = (body: Uint8Array): Verdict => ({
+    kind: "message",
+    method: m[1],
+    target: m[2],
+    version,
+    headers,
+    body,
+    ambiguous,
+  });
   const te = all("transfer-encoding");
   const cl = all("content-length");
   const rest = bytes.subarray(headEnd + 4);
@@ -111,16 +120,7 @@ function readMessage(bytes: Uint8Array, limits: ReferenceLimits): Verdict {
     if (te[0].toLowerCase() !== "chunked") return { kind: "refuse", why: "transfer coding" };
     if (te[0] !== "chunked") ambiguous ??= "Transfer-Encoding spelled in another case";
     const chunked = readChunked(rest, limits.maxBodyBytes);
-    if (chunked.kind !== "body") return chunked;
-    return {
-      kind: "message",
-      method: m[1],
-      target: m[2],
-      version,
-      headers,
-      body: chunked.body,
-      ambiguous,
-    };
+    return chunked.kind === "body" ? message(chunked.body) : chunked;
   }
   let length = 0;
   if (cl.length > 0) {
@@ -139,15 +139,7 @@ function readMessage(bytes: Uint8Array, limits: ReferenceLimits): Verdict {
     }
     ambiguous ??= "empty lines after the message";
   }
-  return {
-    kind: "message",
-    method: m[1],
-    target: m[2],
-    version,
-    headers,
-    body: rest.slice(0, length),
-    ambiguous,
-  };
+  return message(rest.slice(0, length));
 }
 
 function onlyLineEnds(b: Uint8Array): boolean {

@@ -16,6 +16,19 @@ export interface AuditLine {
   [field: string]: unknown;
 }
 
+/**
+ * SHA-256 in hex, as a `sign` line names the message and the signature (`message_sha256`,
+ * `signature_sha256`): how a test finds the line of a signature it received.
+ *
+ * @example
+ * ```ts
+ * logged.has(await sha256Hex(res.body));
+ * ```
+ */
+export async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource)).toHex();
+}
+
 /** Every complete line of every audit.log.NNNNNN in `dir`, in file then line order. */
 export async function readAuditLines(dir: string): Promise<AuditLine[]> {
   const files: string[] = [];
