@@ -2,12 +2,12 @@
  * The CI slice of the fuzz campaign (`make fuzz N=…` runs the long one): a fixed-seed run of
  * generated requests against a real daemon with the independent oracle of http_fuzz.ts, every
  * regression input in tests/fuzz/regressions/ replayed (`NAME.STATUS.http`: the bytes, and the
- * status the daemon must answer), and the policy, index.txt, DER and OCSP request parsers fed fixed-seed inputs.
+ * status the daemon must answer; `policy/*`: policy files), and the policy, index.txt, DER and OCSP request parsers fed fixed-seed inputs.
  */
 import assert from "node:assert/strict";
 import { parseRawResponse } from "../../lib/http/testing.ts";
 import { judge, runCampaign, sendCase, startFuzzTarget } from "./http_fuzz.ts";
-import { fuzzParsers } from "./parsers.ts";
+import { fuzzParsers, PARSER_FUZZERS } from "./parsers.ts";
 
 const SEED = 20261122;
 const REGRESSIONS = new URL("./regressions/", import.meta.url).pathname;
@@ -20,7 +20,7 @@ Deno.test({
     const target = await startFuzzTarget();
     try {
       await t.step("regression inputs", async () => {
-        const names = [...Deno.readDirSync(REGRESSIONS)].map((e) => e.name)
+        const names = [...Deno.readDirSync(REGRESSIONS)].filter((e) => e.isFile).map((e) => e.name)
           .filter((n) => n.endsWith(".http")).sort();
         assert.ok(names.length > 0);
         for (const name of names) {
@@ -61,6 +61,11 @@ Deno.test({
 });
 
 Deno.test("fuzz: policy, index.txt, DER and OCSP request parsers, 3000 inputs each (fixed seed) — no finding", () => {
+  const policy = PARSER_FUZZERS.find((p) => p.name.startsWith("policy"))!;
+  for (const e of Deno.readDirSync(`${REGRESSIONS}policy`)) {
+    const bytes = Deno.readFileSync(`${REGRESSIONS}policy/${e.name}`);
+    assert.equal(policy.check(bytes, false), undefined, e.name);
+  }
   for (const r of fuzzParsers({ seed: SEED, cases: 3000 })) {
     assert.deepEqual(r.findings.map((f) => f.finding), [], r.name);
     assert.equal(r.cases, 3000);

@@ -196,7 +196,12 @@ export interface Judgement {
  * if (j.finding) console.log(j.finding);
  * ```
  */
-export async function judge(fx: Fixture, bytes: Uint8Array, ex: Exchange): Promise<Judgement> {
+export async function judge(
+  fx: Fixture,
+  bytes: Uint8Array,
+  ex: Exchange,
+  writes: readonly number[] = [],
+): Promise<Judgement> {
   const verdict = readReference(bytes, LIMITS);
   if (ex.connectError) return { finding: `cannot connect: ${ex.connectError}`, outcome: "gone" };
   if (ex.ms > ANSWER_DEADLINE_MS) {
@@ -223,7 +228,21 @@ export async function judge(fx: Fixture, bytes: Uint8Array, ex: Exchange): Promi
   }
   const status = res.status;
   if (status === 500) return { finding: `500: ${latin1(res.body).slice(0, 200)}`, outcome: "500" };
-  if (status >= 200 && status < 300) return await judgeSuccess(fx, verdict, status, res.body);
+  if (status >= 200 && status < 300) {
+    const judged = await judgeSuccess(fx, verdict, status, res.body);
+    if (!judged.finding) return judged;
+    // A message complete before a later write may be answered before those bytes arrive: the
+    // daemon cannot refuse bytes it has not read. The answer must then fit that message alone.
+    for (const end of writes) {
+      const first = readReference(bytes.subarray(0, end), LIMITS);
+      if (first.kind !== "message") continue;
+      const alone = await judgeSuccess(fx, first, status, res.body);
+      if (!alone.finding) {
+        return { outcome: `${alone.outcome} (message complete before a later write)` };
+      }
+    }
+    return judged;
+  }
   if (verdict.kind === "message" && status === 422) return await judgeInvalid(fx, verdict);
   return { outcome: String(status) };
 }
@@ -431,7 +450,7 @@ export async function runCampaign(t: FuzzTarget, o: CampaignOptions): Promise<Ca
         c.halfClose = true;
       }
       const ex = await sendCase(t.daemon.socket, c);
-      const j = await judge(t.fixture, c.bytes, ex);
+      const j = await judge(t.fixture, c.bytes, ex, c.writes);
       report.cases++;
       report.maxMs = Math.max(report.maxMs, ex.ms);
       const key = `${j.outcome} [reference: ${readReference(c.bytes, LIMITS).kind}]`;
