@@ -22,7 +22,7 @@ export interface AuditLine {
  *
  * @example
  * ```ts
- * logged.has(await sha256Hex(res.body));
+ * const hex = await sha256Hex(new TextEncoder().encode("m")); // 64 hex digits
  * ```
  */
 export async function sha256Hex(bytes: Uint8Array): Promise<string> {
