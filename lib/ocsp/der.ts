@@ -326,6 +326,67 @@ export function oidContent(dotted: string): Uint8Array {
 
 // ---- writer additions ----------------------------------------------------------------------
 
+/** Something to write: finished DER bytes, or a DerNode over parts. */
+export type DerPart = Uint8Array | DerNode;
+
+/**
+ * An element to be written: a tag over parts, with its encoded size known up front, so a whole
+ * structure is written into one buffer by `encodeDer` (the response path allocates once instead
+ * of once per element).
+ *
+ * @example
+ * ```ts
+ * encodeDer(node(TAG.SEQUENCE, node(TAG.OCTET_STRING, Uint8Array.of(1)))); // 30 03 04 01 01
+ * ```
+ */
+export class DerNode {
+  /** Encoded size, header included. */
+  readonly length: number;
+  /** Size of the content. */
+  readonly contentLength: number;
+  /** Example: `new DerNode(TAG.SEQUENCE, [a, b])`. */
+  constructor(readonly tag: number, readonly parts: readonly DerPart[]) {
+    let n = 0;
+    for (const p of parts) n += p.length;
+    this.contentLength = n;
+    this.length = 1 + lengthOfLength(n) + n;
+  }
+}
+
+/** A DerNode. Example: `node(TAG.SEQUENCE, oidDer, nullDer)`. */
+export function node(tag: number, ...parts: DerPart[]): DerNode {
+  return new DerNode(tag, parts);
+}
+
+/** The DER bytes of a part, written into one new buffer. Example: `encodeDer(node(0x30))` → `30 00`. */
+export function encodeDer(part: DerPart): Uint8Array {
+  if (part instanceof Uint8Array) return part;
+  const out = new Uint8Array(part.length);
+  writePart(out, 0, part);
+  return out;
+}
+
+function lengthOfLength(n: number): number {
+  return n < 0x80 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : n < 0x1000000 ? 4 : 5;
+}
+
+function writePart(out: Uint8Array, at: number, part: DerPart): number {
+  if (part instanceof Uint8Array) {
+    out.set(part, at);
+    return at + part.length;
+  }
+  out[at++] = part.tag;
+  const n = part.contentLength;
+  const extra = lengthOfLength(n) - 1;
+  if (extra === 0) out[at++] = n;
+  else {
+    out[at++] = 0x80 | extra;
+    for (let i = extra - 1; i >= 0; i--) out[at++] = (n / 2 ** (8 * i)) & 0xff;
+  }
+  for (const p of part.parts) at = writePart(out, at, p);
+  return at;
+}
+
 /** OCTET STRING. Example: `octetString(Uint8Array.of(1))` → `04 01 01`. */
 export function octetString(content: Uint8Array): Uint8Array {
   return tlv(TAG.OCTET_STRING, content);
@@ -366,8 +427,15 @@ export function boolean(value: boolean): Uint8Array {
  * Example: `generalizedTime(0)` → `18 0f "19700101000000Z"`.
  */
 export function generalizedTime(ms: number): Uint8Array {
-  return tlv(TAG.GENERALIZED_TIME, ascii(timeDigits(ms, 4)));
+  const second = Math.floor(ms / 1000);
+  if (second !== lastTime.second) {
+    lastTime = { second, der: tlv(TAG.GENERALIZED_TIME, ascii(timeDigits(ms, 4))) };
+  }
+  return lastTime.der.slice();
 }
+
+// Responses made in the same second share producedAt/thisUpdate: the digits are made once.
+let lastTime: { second: number; der: Uint8Array } = { second: NaN, der: new Uint8Array(0) };
 
 /**
  * The X.509 validity form: UTCTime through 2049, GeneralizedTime from 2050 (RFC 5280 §4.1.2.5).

@@ -19,21 +19,20 @@ import { signatureFields, type Signer } from "./algorithms.ts";
 import type { CertificateInfo } from "./certificate.ts";
 import {
   bytesEqual,
-  concat,
   ctx,
   ctxPrimitive,
+  type DerPart,
   DerReader,
+  encodeDer,
   enumerated,
-  explicit,
   generalizedTime,
-  octetString,
+  node,
   oid,
   oidContent,
   sequence,
   TAG,
-  tlv,
 } from "./der.ts";
-import { nonceExtension, OCSP_NONCE_OID } from "./request.ts";
+import { OCSP_NONCE_OID } from "./request.ts";
 
 /** OCSPResponseStatus values. Example: `OCSP_STATUS.tryLater === 3`. */
 export const OCSP_STATUS = {
@@ -107,8 +106,10 @@ export function responderKeyHash(cert: CertificateInfo): Uint8Array {
 const GOOD = Uint8Array.of(ctxPrimitive(0), 0);
 const UNKNOWN = Uint8Array.of(ctxPrimitive(2), 0);
 const BASIC_OID_DER = oid(OCSP_BASIC_OID);
+const NONCE_OID_DER = oid(OCSP_NONCE_OID);
+const SUCCESSFUL = enumerated(OCSP_STATUS.successful);
 
-function certStatusDer(s: CertStatus): Uint8Array {
+function certStatusPart(s: CertStatus): DerPart {
   switch (s.status) {
     case "good":
       return GOOD;
@@ -117,8 +118,8 @@ function certStatusDer(s: CertStatus): Uint8Array {
     case "revoked": {
       const time = generalizedTime(s.revokedAt);
       return s.reason === undefined
-        ? tlv(ctx(1), time)
-        : tlv(ctx(1), concat([time, explicit(0, enumerated(s.reason))]));
+        ? node(ctx(1), time)
+        : node(ctx(1), time, node(ctx(0), enumerated(s.reason)));
     }
   }
 }
@@ -127,7 +128,7 @@ function certStatusDer(s: CertStatus): Uint8Array {
  * The tbsResponseData (ResponseData DER) that the signature covers.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * const tbs = encodeResponseData(fields);
  * ```
  */
@@ -140,40 +141,51 @@ export function encodeResponseData(f: ResponseFields): Uint8Array {
     return der;
   };
   const singles = f.answers.map((a) =>
-    sequence(
+    node(
+      TAG.SEQUENCE,
       a.certId,
-      certStatusDer(a.certStatus),
+      certStatusPart(a.certStatus),
       time(a.thisUpdate),
-      explicit(0, time(a.nextUpdate)),
+      node(ctx(0), time(a.nextUpdate)),
     )
   );
-  const parts = [
-    explicit(2, octetString(f.responderKeyHash)),
+  const parts: DerPart[] = [
+    node(ctx(2), node(TAG.OCTET_STRING, f.responderKeyHash)),
     time(f.producedAt),
-    sequence(...singles),
+    node(TAG.SEQUENCE, ...singles),
   ];
-  if (f.nonce) parts.push(explicit(1, sequence(nonceExtension(f.nonce))));
-  return sequence(...parts);
+  if (f.nonce) {
+    const ext = node(
+      TAG.SEQUENCE,
+      NONCE_OID_DER,
+      node(TAG.OCTET_STRING, node(TAG.OCTET_STRING, f.nonce)),
+    );
+    parts.push(node(ctx(1), node(TAG.SEQUENCE, ext)));
+  }
+  return encodeDer(node(TAG.SEQUENCE, ...parts));
 }
 
 /**
  * A successful OCSPResponse around a BasicOCSPResponse signed by `signer`.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * const body = await signResponse(signer, fields);
  * ```
  */
 export async function signResponse(signer: Signer, f: ResponseFields): Promise<Uint8Array> {
   const tbs = encodeResponseData(f);
   const [algId, sig] = await signatureFields(signer, tbs);
-  const basicParts = [tbs, algId, sig];
-  if (f.certs && f.certs.length > 0) basicParts.push(explicit(0, sequence(...f.certs)));
-  const basic = sequence(...basicParts);
-  return sequence(
-    enumerated(OCSP_STATUS.successful),
-    explicit(0, sequence(BASIC_OID_DER, octetString(basic))),
-  );
+  const basic: DerPart[] = [tbs, algId, sig];
+  if (f.certs && f.certs.length > 0) basic.push(node(ctx(0), node(TAG.SEQUENCE, ...f.certs)));
+  return encodeDer(node(
+    TAG.SEQUENCE,
+    SUCCESSFUL,
+    node(
+      ctx(0),
+      node(TAG.SEQUENCE, BASIC_OID_DER, node(TAG.OCTET_STRING, node(TAG.SEQUENCE, ...basic))),
+    ),
+  ));
 }
 
 // ---- reading responses ---------------------------------------------------------------------
