@@ -128,7 +128,7 @@ function certStatusPart(s: CertStatus): DerPart {
  * The tbsResponseData (ResponseData DER) that the signature covers.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const tbs = encodeResponseData(fields);
  * ```
  */
@@ -169,7 +169,7 @@ export function encodeResponseData(f: ResponseFields): Uint8Array {
  * A successful OCSPResponse around a BasicOCSPResponse signed by `signer`.
  *
  * @example
- * ```ts
+ * ```ts ignore
  * const body = await signResponse(signer, fields);
  * ```
  */
