@@ -18,6 +18,7 @@
 import { parseArgs } from "node:util";
 import { measureRawSign } from "./raw-sign.ts";
 import { runLoad } from "./load.ts";
+import { daemonCpu } from "./proc_cpu.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../tests/support/token.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import { request } from "../tests/support/http_client.ts";
@@ -72,27 +73,6 @@ const raw = new Map<string, number>();
     );
   }
   t.close();
-}
-
-/** CPU seconds (user + system) a process or one of its threads has used so far, from /proc. */
-async function cpuSeconds(statPath: string): Promise<number> {
-  const stat = await Deno.readTextFile(statPath);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ticksPerSecond = 100; // USER_HZ on Linux
-  return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
-}
-
-/**
- * The daemon's CPU so far: all threads, and its main thread alone. The main thread runs every line
- * of JavaScript and every synchronous FFI call, so its µs per request caps the request rate
- * (1 s ÷ main µs) however many cores there are; the rest is the thread pool (nonblocking C_Sign,
- * fdatasync) and V8's helpers.
- */
-async function daemonCpu(pid: number): Promise<{ all: number; main: number }> {
-  return {
-    all: await cpuSeconds(`/proc/${pid}/stat`),
-    main: await cpuSeconds(`/proc/${pid}/task/${pid}/stat`),
-  };
 }
 
 /**
