@@ -6,8 +6,9 @@
  *
  * Polling: a synchronous `epoll_wait(…, 0)` first (≈ 0.3 µs); only when nothing is ready a
  * `nonblocking` FFI `epoll_wait` with the time to the next deadline (≈ 30 µs round trip). An eventfd
- * wakes that wait on close so the process can exit. Deadlines of one kind all have the same length,
- * so insertion-ordered Maps are deadline-ordered queues.
+ * wakes that wait on close so the process can exit. Its parts have files of their own: who may hold
+ * a connection (acceptor.ts), the connections under each deadline (deadlines.ts), and the parsed
+ * requests waiting for a handler slot (work_queue.ts).
  *
  * @example
  * ```ts ignore
@@ -35,11 +36,14 @@ import {
   sendFd,
   writeFd,
 } from "../../ffi/libc.ts";
+import { type AcceptVerdict, acceptVerdict, QUEUE_FULL_BYTES } from "./acceptor.ts";
+import { DeadlineQueue } from "./deadlines.ts";
 import { DEFAULT_MAX_HEADER_BYTES, type ParsedRequest, RequestReader } from "./parse.ts";
 import { problem } from "./problem.ts";
 import { CONTINUE_BYTES, serializeResponse, serializeResponseInto } from "./response.ts";
 import { closeUnixListener, openUnixListener, type UnixListenerSocket } from "./socket.ts";
 import type { Admission, Handler, HttpRequest, HttpResponse, ListenerEvent } from "./types.ts";
+import { WorkQueue } from "./work_queue.ts";
 
 /** Options of one listener. */
 export interface ListenerOptions {
@@ -114,10 +118,6 @@ const ACCEPT_PAUSE_MS = 100;
 const KERNEL_BACKLOG = 1024;
 const READER_POOL = 64;
 
-const queueFullBytes = serializeResponse(
-  problem(503, "Queue full", "too many connections are waiting; retry", [["Retry-After", "1"]]),
-);
-
 /**
  * One listening socket and its reactor.
  * @example const l = Listener.open(opts); void l.serve();
@@ -128,12 +128,13 @@ export class Listener {
   #ep: number;
   #wake: number;
   #conns = new Map<number, Conn>();
-  #waiting = new Map<number, Conn>();
-  #reading = new Map<number, Conn>();
-  #writing = new Map<number, Conn>();
-  #queue: Array<[Conn, ParsedRequest]> = [];
-  #queueHead = 0;
-  #active = 0;
+  /** Connections that have sent nothing yet: the first-byte deadline. */
+  #waiting: DeadlineQueue<Conn>;
+  /** Requests partly read: the request deadline. */
+  #reading: DeadlineQueue<Conn>;
+  /** Responses the peer is slow to take: the same deadline. */
+  #writing: DeadlineQueue<Conn>;
+  #work: WorkQueue<[Conn, ParsedRequest]>;
   #serial = 0;
   #ids = { prefix: randomHex8(), next: 0 };
   #readers: RequestReader[] = [];
@@ -168,6 +169,10 @@ export class Listener {
       bodyMs: 10_000,
       ...opts,
     };
+    this.#waiting = new DeadlineQueue(this.#opts.firstByteMs);
+    this.#reading = new DeadlineQueue(this.#opts.bodyMs);
+    this.#writing = new DeadlineQueue(this.#opts.bodyMs);
+    this.#work = new WorkQueue(this.#opts.workers);
     this.#sock = sock;
     this.#ep = ep;
     this.#wake = wake;
@@ -228,8 +233,8 @@ export class Listener {
     return {
       waiting: this.#waiting.size,
       reading: this.#reading.size,
-      active: this.#active,
-      queued: this.#queue.length - this.#queueHead,
+      active: this.#work.active,
+      queued: this.#work.queued,
       ...this.#counts,
     };
   }
@@ -257,14 +262,9 @@ export class Listener {
   #idleTimeout(): number {
     const now = performance.now();
     let next = now + IDLE_WAIT_CAP_MS;
-    const heads: Array<[Map<number, Conn>, number]> = [
-      [this.#waiting, this.#opts.firstByteMs],
-      [this.#reading, this.#opts.bodyMs],
-      [this.#writing, this.#opts.bodyMs],
-    ];
-    for (const [map, ms] of heads) {
-      const head = first(map);
-      if (head) next = Math.min(next, head.since + ms);
+    for (const queue of [this.#waiting, this.#reading, this.#writing]) {
+      const due = queue.dueAt();
+      if (due !== undefined) next = Math.min(next, due);
     }
     if (this.#acceptPausedUntil > now) next = Math.min(next, this.#acceptPausedUntil);
     return Math.max(0, Math.ceil(next - now));
@@ -294,11 +294,11 @@ export class Listener {
       this.#acceptPausedUntil = 0;
       this.#ctl(EPOLL_CTL.MOD, this.#sock.fd, EPOLL.IN, 0);
     }
-    this.#expireMap(this.#waiting, now - this.#opts.firstByteMs, (conn) => {
+    let drops = this.#waiting.expire(now, (conn) => {
       this.#opts.log?.({ kind: "deadline", phase: "first_byte", ms: this.#opts.firstByteMs });
       this.#closeConn(conn);
     });
-    this.#expireMap(this.#reading, now - this.#opts.bodyMs, (conn) => {
+    drops += this.#reading.expire(now, (conn) => {
       this.#opts.log?.({ kind: "deadline", phase: "request", ms: this.#opts.bodyMs });
       conn.unread = true;
       this.#respond(
@@ -310,18 +310,11 @@ export class Listener {
         ),
       );
     });
-    this.#expireMap(this.#writing, now - this.#opts.bodyMs, (conn) => {
+    drops += this.#writing.expire(now, (conn) => {
       this.#opts.log?.({ kind: "deadline", phase: "write", ms: this.#opts.bodyMs });
       this.#closeConn(conn);
     });
-  }
-
-  #expireMap(map: Map<number, Conn>, before: number, drop: (conn: Conn) => void): void {
-    for (const conn of map.values()) {
-      if (conn.since > before) break;
-      this.#counts.deadlineDrops++;
-      drop(conn);
-    }
+    this.#counts.deadlineDrops += drops;
   }
 
   // ---- accepting -----------------------------------------------------------------------------
@@ -351,31 +344,10 @@ export class Listener {
   }
 
   #admit(fd: number): void {
-    const c = libc();
-    const peer = peerCred(fd);
-    if (peer === null) {
-      this.#opts.log?.({
-        kind: "refused_peer",
-        reason: `SO_PEERCRED failed with errno ${errno()}`,
-      });
-      c.close(fd);
-      return;
-    }
-    if (this.#opts.proxyUid !== null && peer.uid !== this.#opts.proxyUid) {
-      this.#counts.refusedUid++;
-      this.#opts.log?.({ kind: "refused_uid", ...peer });
-      c.close(fd);
-      return;
-    }
     const held = this.#held();
-    if (held >= this.#opts.queueDepth) {
-      this.#counts.queueFull++;
-      this.#opts.log?.({ kind: "queue_full", held });
-      sendFd(fd, queueFullBytes, queueFullBytes.length);
-      this.#drainInput(fd); // a proxy writes its request right after connect
-      c.close(fd);
-      return;
-    }
+    const verdict = acceptVerdict(peerCred(fd), this.#opts.proxyUid, held, this.#opts.queueDepth);
+    if (verdict.kind !== "admit") return this.#refuse(fd, verdict, held);
+    const peer = verdict.peer;
     const conn: Conn = {
       fd,
       serial: (++this.#serial) >>> 0,
@@ -394,9 +366,27 @@ export class Listener {
     this.#readFrom(conn, 0);
   }
 
+  #refuse(fd: number, verdict: Exclude<AcceptVerdict, { kind: "admit" }>, held: number): void {
+    if (verdict.kind === "no_peer") {
+      this.#opts.log?.({
+        kind: "refused_peer",
+        reason: `SO_PEERCRED failed with errno ${errno()}`,
+      });
+    } else if (verdict.kind === "refused_uid") {
+      this.#counts.refusedUid++;
+      this.#opts.log?.({ kind: "refused_uid", ...verdict.peer });
+    } else {
+      this.#counts.queueFull++;
+      this.#opts.log?.({ kind: "queue_full", held });
+      sendFd(fd, QUEUE_FULL_BYTES, QUEUE_FULL_BYTES.length);
+      this.#drainInput(fd); // a proxy writes its request right after connect
+    }
+    libc().close(fd);
+  }
+
   /** Connections not yet in a handler: what the queue depth bounds. */
   #held(): number {
-    return this.#waiting.size + this.#reading.size + (this.#queue.length - this.#queueHead);
+    return this.#waiting.size + this.#reading.size + this.#work.queued;
   }
 
   // ---- reading -------------------------------------------------------------------------------
@@ -478,18 +468,13 @@ export class Listener {
 
   #enqueue(conn: Conn, request: ParsedRequest): void {
     conn.state = "queued";
-    this.#queue.push([conn, request]);
+    this.#work.push([conn, request]);
     this.#pump();
   }
 
   #pump(): void {
-    while (this.#active < this.#opts.workers && this.#queueHead < this.#queue.length) {
-      const [conn, request] = this.#queue[this.#queueHead];
-      this.#queue[this.#queueHead++] = undefined as unknown as [Conn, ParsedRequest];
-      if (this.#queueHead > 1024 && this.#queueHead * 2 > this.#queue.length) {
-        this.#queue = this.#queue.slice(this.#queueHead);
-        this.#queueHead = 0;
-      }
+    for (let item = this.#work.next(); item !== undefined; item = this.#work.next()) {
+      const [conn, request] = item;
       if (conn.state !== "queued") continue; // closed while waiting (shutdown)
       void this.#run(conn, request);
     }
@@ -497,7 +482,7 @@ export class Listener {
 
   async #run(conn: Conn, parsed: ParsedRequest): Promise<void> {
     conn.state = "active";
-    this.#active++;
+    this.#work.started();
     const req: HttpRequest = {
       method: parsed.method,
       target: parsed.target,
@@ -513,7 +498,7 @@ export class Listener {
     } catch (e) {
       res = this.#handlerFailed(req.id, e);
     }
-    this.#active--;
+    this.#work.finished();
     this.#counts.served++;
     if (conn.state === "active") this.#respond(conn, res, req.id, req.method === "HEAD");
     this.#pump();
@@ -641,8 +626,8 @@ export class Listener {
   }
 
   #inFlight(): number {
-    return this.#waiting.size + this.#reading.size + this.#writing.size + this.#active +
-      (this.#queue.length - this.#queueHead);
+    return this.#waiting.size + this.#reading.size + this.#writing.size + this.#work.active +
+      this.#work.queued;
   }
 
   #checkDrained(): void {
@@ -678,11 +663,6 @@ function checkOptions(opts: ListenerOptions): void {
       `listener option proxyUid must be a uid (integer ≥ 0) or null, got ${opts.proxyUid}`,
     );
   }
-}
-
-function first<V>(map: Map<number, V>): V | undefined {
-  for (const v of map.values()) return v;
-  return undefined;
 }
 
 function pathOf(target: string): string {
