@@ -31,22 +31,36 @@ export interface TestNginx {
   stop(): Promise<void>;
 }
 
-/** The example with test paths and ports, inside a minimal nginx.conf running as www-data. */
+/**
+ * The example with test ports, and test paths when `pki` and `sockets` are given (without them the
+ * example's own /etc/svcd/tls and /run/svcd paths stay: an installed package), inside a minimal
+ * nginx.conf running as www-data.
+ */
 export async function nginxConfig(
   dir: string,
-  pki: Pki,
-  sockets: NginxSockets,
+  pki: Pki | undefined,
+  sockets: NginxSockets | undefined,
   ports: { port: number; publicPort: number },
   example?: string,
 ): Promise<string> {
   const text = example ?? await Deno.readTextFile(EXAMPLE);
+  const paths: Array<[string, string]> = [];
+  if (sockets) {
+    paths.push(
+      ["unix:/run/svcd/auth.sock", `unix:${sockets.authSocket}`],
+      ["unix:/run/svcd/public.sock", `unix:${sockets.publicSocket ?? `${dir}/public.sock`}`],
+    );
+  }
+  if (pki) {
+    paths.push(
+      ["/etc/svcd/tls/server.pem", pki.serverCert],
+      ["/etc/svcd/tls/server.key", pki.serverKey],
+      ["/etc/svcd/tls/client-ca.pem", pki.caCert],
+      ["/etc/svcd/tls/client-ca.crl", pki.crl],
+    );
+  }
   const site = replaceAll(text, [
-    ["unix:/run/svcd/auth.sock", `unix:${sockets.authSocket}`],
-    ["unix:/run/svcd/public.sock", `unix:${sockets.publicSocket ?? `${dir}/public.sock`}`],
-    ["/etc/svcd/tls/server.pem", pki.serverCert],
-    ["/etc/svcd/tls/server.key", pki.serverKey],
-    ["/etc/svcd/tls/client-ca.pem", pki.caCert],
-    ["/etc/svcd/tls/client-ca.crl", pki.crl],
+    ...paths,
     ["listen 443 ssl;", `listen 127.0.0.1:${ports.port} ssl;`],
     ["listen 80;", `listen 127.0.0.1:${ports.publicPort};`],
   ]);
@@ -86,8 +100,8 @@ export function freePort(): number {
  */
 export async function startNginx(
   dir: string,
-  pki: Pki,
-  sockets: NginxSockets,
+  pki: Pki | undefined,
+  sockets: NginxSockets | undefined,
   example?: string,
 ): Promise<TestNginx> {
   const ports = { port: freePort(), publicPort: freePort() };
@@ -163,7 +177,8 @@ export interface CurlResult {
 }
 
 /**
- * A request through nginx's authenticated server with curl, with a client certificate or none.
+ * A request through nginx's authenticated server with curl, with a client certificate or none;
+ * the server certificate is checked against `tls.caCert`, for `tls.host` (default localhost).
  *
  * @example
  * ```ts ignore
@@ -172,7 +187,7 @@ export interface CurlResult {
  */
 export async function curlNginx(
   nginx: Pick<TestNginx, "port">,
-  pki: Pki,
+  tls: { caCert: string; host?: string },
   client: { cert: string; key: string } | undefined,
   path: string,
   headers: Array<[string, string]>,
@@ -183,7 +198,8 @@ export async function curlNginx(
     const args = [
       "-sS",
       "--cacert",
-      pki.caCert,
+      tls.caCert,
+      ...(tls.host ? ["--resolve", `${tls.host}:${nginx.port}:127.0.0.1`] : []),
       "-o",
       `${dir}/body`,
       "-w",
@@ -191,7 +207,7 @@ export async function curlNginx(
       ...(client ? ["--cert", client.cert, "--key", client.key] : []),
       ...headers.flatMap(([n, v]) => ["-H", `${n}: ${v}`]),
       ...(body ? ["--data-binary", `@${dir}/in`] : []),
-      `https://localhost:${nginx.port}${path}`,
+      `https://${tls.host ?? "localhost"}:${nginx.port}${path}`,
     ];
     if (body) await Deno.writeFile(`${dir}/in`, body);
     const out = await new Deno.Command("curl", { args, stdout: "piped", stderr: "piped" })
