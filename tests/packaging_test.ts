@@ -260,6 +260,19 @@ Deno.test({
             ["X-SVC-Signature-Length", String(signed.body.length)],
           ], new Uint8Array([...signed.body, ...message]));
           assert.equal(verify.status, 200);
+          // A 1 MiB message: signed, then verified as signature + message (more than 1 MiB), which
+          // nginx's client_max_body_size and the package's --max-body both allow.
+          const big = new Uint8Array(1 << 20).fill(0x61);
+          const bigSig = await curlNginx(nginx, tls, client, "/sign", [[
+            "X-SVC-Key",
+            "web-signing",
+          ]], big);
+          assert.equal(bigSig.status, 200);
+          const bigVerify = await curlNginx(nginx, tls, client, "/verify", [
+            ["X-SVC-Key", "web-signing"],
+            ["X-SVC-Signature-Length", String(bigSig.body.length)],
+          ], new Uint8Array([...bigSig.body, ...big]));
+          assert.equal(bigVerify.status, 200, "a 1 MiB message cannot be verified through nginx");
           const without = await curlNginx(nginx, tls, undefined, "/sign", [[
             "X-SVC-Key",
             "web-signing",
