@@ -1,7 +1,7 @@
 // The listener over a real UNIX socket: serving, peer-uid check, handler failures, socket file life.
 import assert from "node:assert/strict";
 import { type HttpRequest, Listener, type ListenerOptions } from "./mod.ts";
-import { bytes, exchange, header, parseRawResponse } from "./testing.ts";
+import { bytes, curlAsNobody, exchange, header, parseRawResponse } from "./testing.ts";
 
 type Opts = Partial<ListenerOptions>;
 
@@ -108,21 +108,6 @@ Deno.test("a handler response that could split the response becomes a 500", asyn
     assert.equal(header(res, "set-cookie"), undefined);
   });
 });
-
-/**
- * curl `url` over the socket at `path` as uid/gid 65534 with no groups. The socket and its folder
- * are opened to every uid first, so that only the listener's uid check can refuse the client.
- */
-async function curlAsNobody(path: string, url: string): Promise<Deno.CommandOutput> {
-  Deno.chmodSync(path.slice(0, path.lastIndexOf("/")), 0o755);
-  Deno.chmodSync(path, 0o666);
-  const asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups"];
-  return await new Deno.Command("setpriv", {
-    args: [...asNobody, "curl", "-sS", "-o", "-", "--unix-socket", path, url],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-}
 
 Deno.test("a client running as another uid is closed without a byte and never served", async () => {
   await withListener({}, async (l, path, seen) => {

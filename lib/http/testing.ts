@@ -150,3 +150,23 @@ export async function until(
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+/**
+ * curl `url` over the socket at `path` as uid/gid 65534 with no groups. The socket and its folder
+ * are opened to every uid first, so that only the listener's uid check can refuse the client.
+ *
+ * @example
+ * ```ts ignore
+ * const out = await curlAsNobody(path, "http://svcd/health");
+ * ```
+ */
+export async function curlAsNobody(path: string, url: string): Promise<Deno.CommandOutput> {
+  Deno.chmodSync(path.slice(0, path.lastIndexOf("/")), 0o755);
+  Deno.chmodSync(path, 0o666);
+  const asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+  return await new Deno.Command("setpriv", {
+    args: [...asNobody, "curl", "-sS", "-o", "-", "--unix-socket", path, url],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+}

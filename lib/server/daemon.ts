@@ -12,7 +12,6 @@ import { PolicyFile } from "../policy/mod.ts";
 import { ConcurrencyCap, RefusalBudget } from "../throttle/mod.ts";
 import { isTokenDead, Token } from "../token/mod.ts";
 import { auditKeysFromToken, AuditLog } from "../audit/mod.ts";
-import { MAX_REQUEST_BYTES } from "../ocsp/mod.ts";
 import type { PublicConfig, ServeConfig, TokenConfig } from "./config.ts";
 import { StartupError, startupFindings } from "./checks.ts";
 
@@ -159,6 +158,8 @@ interface Opened {
   budget?: Budget;
   token?: Token;
   audit?: Audit;
+  /** A module operation of the public Worker may still run: the module must not be finalised. */
+  moduleInUse?: boolean;
 }
 
 /**
@@ -197,7 +198,11 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
     token.onDead((err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`));
     const audit = opened.audit = await (parts.openAudit ?? openAuditLog)(config, token);
     if (stop.code === undefined) {
-      await serve(config, { policy, token, audit, budget: opened.budget }, stop);
+      opened.moduleInUse = await serve(
+        config,
+        { policy, token, audit, budget: opened.budget },
+        stop,
+      );
     }
   } catch (err) {
     if (isTokenDead(err)) stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`);
@@ -214,12 +219,15 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   return code;
 }
 
-/** Listens until a stop is requested, then serves the connections already made and closes. */
+/**
+ * Listens until a stop is requested, then serves the connections already made and closes; true
+ * when the module must be left to the process exit (see {@link PublicListener.close}).
+ */
 async function serve(
   config: ServeConfig,
   running: { policy: PolicyFile; token: Token; audit: Audit; budget: Budget },
   stop: StopRequest,
-): Promise<void> {
+): Promise<boolean> {
   const service: ServiceDeps = {
     token: running.token,
     policy: () => running.policy.current,
@@ -238,6 +246,7 @@ async function serve(
   });
   const served = listener.serve();
   let publicListener: PublicListener | undefined;
+  let workerClosed: boolean | undefined;
   try {
     await running.audit.append("listener_start", "svcd", {
       listener: "authenticated",
@@ -259,9 +268,11 @@ async function serve(
   } finally {
     const grace = stop.code === EXIT_TOKEN_DEAD ? DEAD_TOKEN_GRACE_MS : STOP_GRACE_MS;
     // Both listeners stop before the token is released: the Worker's sessions are in this module.
-    await Promise.all([listener.close(grace), publicListener?.close(grace)]);
+    [, workerClosed] = await Promise.all([listener.close(grace), publicListener?.close(grace)]);
     await served;
   }
+  // A Worker that did not close its sessions may still be inside the module.
+  return workerClosed === false;
 }
 
 /** Starts the public listener's Worker; what it reports goes to the daemon's log and stop. */
@@ -290,8 +301,9 @@ function publicSetup(config: ServeConfig, pub: PublicConfig): PublicWorkerSetup 
   return {
     socket: pub.socket,
     queueDepth: config.listener.queueDepth,
-    // An OCSP request is small (lib/ocsp bounds it); a larger body is refused before parsing.
-    maxBodyBytes: MAX_REQUEST_BYTES,
+    // lib/ocsp bounds what it parses (MAX_REQUEST_BYTES): a larger body up to --max-body is
+    // answered malformedRequest (spec §4.2 rule 3); past --max-body it is 413, never read.
+    maxBodyBytes: config.listener.maxBodyBytes,
     workers: config.listener.workers,
     token: {
       modulePath: config.token.modulePath,
@@ -319,7 +331,7 @@ async function release(opened: Opened): Promise<void> {
   await opened.audit?.close().catch((err) => log(`audit close: ${(err as Error).message}`));
   opened.budget?.close();
   if (!opened.token) return;
-  if (idle) opened.token.close();
+  if (idle && !opened.moduleInUse) opened.token.close();
   else log("a module operation is still running; the module is left to the process exit");
 }
 

@@ -10,7 +10,8 @@
  * files.issuer.subject; // DER Name of the CA
  * ```
  */
-import { bytesEqual } from "../ocsp/der.ts";
+import { bytesEqual } from "../bytes/mod.ts";
+import { pem } from "../token/der.ts";
 import { type CertificateInfo, readCertificates } from "../ocsp/mod.ts";
 
 /** Where the files are (the options --ca-cert and --ocsp-cert). */
@@ -21,7 +22,10 @@ export interface PublicFilePaths {
 
 /** The files, parsed. */
 export interface PublicFiles {
-  /** The chain as the operator wrote it: what GET /certificates serves. */
+  /**
+   * What GET /certificates serves: the chain's certificates re-encoded as PEM, in file order, so a
+   * DER file is served as PEM and nothing else in the file (a key, a comment) is ever published.
+   */
   certificatesPem: Uint8Array;
   issuer: CertificateInfo;
   responder?: CertificateInfo;
@@ -40,10 +44,22 @@ export class PublicFileError extends Error {
  * loadPublicFiles({ caCertificates: "ca.pem", responderCertificate: "ocsp.pem" });
  * ```
  */
-export function loadPublicFiles(paths: PublicFilePaths): PublicFiles {
-  const certificatesPem = readFile(paths.caCertificates, "--ca-cert");
-  const chain = parse(certificatesPem, paths.caCertificates, "--ca-cert");
+export function loadPublicFiles(paths: PublicFilePaths, now = Date.now()): PublicFiles {
+  const chain = parse(
+    readFile(paths.caCertificates, "--ca-cert"),
+    paths.caCertificates,
+    "--ca-cert",
+  );
+  const certificatesPem = new TextEncoder().encode(
+    chain.map((cert) => pem("CERTIFICATE", cert.der)).join(""),
+  );
   const issuer = chain[0];
+  checkValidity(
+    issuer,
+    now,
+    `--ca-cert ${paths.caCertificates}`,
+    "make a new CA with 'svcd ca init'",
+  );
   if (!paths.responderCertificate) return { certificatesPem, issuer };
   const responderFile = readFile(paths.responderCertificate, "--ocsp-cert");
   const responder = parse(responderFile, paths.responderCertificate, "--ocsp-cert")[0];
@@ -53,7 +69,32 @@ export function loadPublicFiles(paths: PublicFilePaths): PublicFiles {
         `${paths.caCertificates}; issue it with 'svcd ca responder'`,
     );
   }
+  checkValidity(
+    responder,
+    now,
+    `--ocsp-cert ${paths.responderCertificate}`,
+    "issue a new one with 'svcd ca responder'",
+  );
   return { certificatesPem, issuer, responder };
+}
+
+/**
+ * Answers signed under a certificate outside its validity fail every client's check, silently from
+ * the daemon's side: refuse to start instead.
+ */
+function checkValidity(cert: CertificateInfo, now: number, what: string, fix: string): void {
+  if (now < cert.notBefore) {
+    throw new PublicFileError(
+      `${what} is not valid before ${
+        new Date(cert.notBefore).toISOString()
+      }; check the clock or ${fix}`,
+    );
+  }
+  if (now >= cert.notAfter) {
+    throw new PublicFileError(
+      `${what} expired at ${new Date(cert.notAfter).toISOString()}; ${fix}`,
+    );
+  }
 }
 
 /**

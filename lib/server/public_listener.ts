@@ -56,7 +56,10 @@ export class PublicListenerError extends Error {
   override name = "PublicListenerError";
 }
 
-/** How long a close waits for the Worker beyond the grace it gives its connections. */
+/**
+ * How long a close waits for the Worker beyond twice the grace (its connections, then its
+ * module operations, each get the grace).
+ */
 const CLOSE_SLACK_MS = 2_000;
 
 /**
@@ -65,8 +68,10 @@ const CLOSE_SLACK_MS = 2_000;
  */
 export class PublicListener {
   #worker: Worker;
-  #closed: Promise<void> | undefined;
-  #onClosed: (() => void) | undefined;
+  #closed: Promise<boolean> | undefined;
+  /** Set when the Worker said "closed" (true) or died (false); a close then resolves at once. */
+  #ended: boolean | undefined;
+  #onEnded: ((clean: boolean) => void) | undefined;
 
   private constructor(worker: Worker) {
     this.#worker = worker;
@@ -74,15 +79,20 @@ export class PublicListener {
 
   /**
    * Starts the Worker and resolves once its socket accepts; rejects with
-   * {@link PublicListenerError} when it could not start (the Worker is then gone).
+   * {@link PublicListenerError} when it could not start (the Worker is then gone). `module` is
+   * the Worker's module (./public_worker.ts; tests give a stand-in).
    *
    * @example
    * ```ts ignore
    * const pub = await PublicListener.start(setup, hooks);
    * ```
    */
-  static start(setup: PublicWorkerSetup, hooks: PublicListenerHooks): Promise<PublicListener> {
-    const worker = new Worker(workerUrl(), { type: "module", name: "svcd-public" });
+  static start(
+    setup: PublicWorkerSetup,
+    hooks: PublicListenerHooks,
+    module: URL = workerUrl(),
+  ): Promise<PublicListener> {
+    const worker = new Worker(module, { type: "module", name: "svcd-public" });
     const pub = new PublicListener(worker);
     return new Promise((resolve, reject) => {
       let started = false;
@@ -100,8 +110,7 @@ export class PublicListener {
           case "failed":
             return fail(report.message);
           case "closed":
-            pub.#onClosed?.();
-            return;
+            return pub.#end(true);
           case "log":
             return hooks.log(report.message);
           case "listener_event":
@@ -115,32 +124,43 @@ export class PublicListener {
         const message = e.message || "the Worker failed";
         if (!started) return fail(message);
         worker.terminate();
-        pub.#onClosed?.();
+        pub.#end(false);
         hooks.onFailure(new Error(`public listener failed: ${message}`));
       };
       worker.postMessage({ kind: "start", setup } satisfies PublicWorkerMessage);
     });
   }
 
+  #end(clean: boolean): void {
+    this.#ended ??= clean;
+    this.#onEnded?.(this.#ended);
+  }
+
   /**
    * Stops accepting, serves what was connected before (up to `graceMs`), closes the Worker's
-   * sessions and ends the Worker. Calling it again returns the same promise.
+   * sessions and ends the Worker. Resolves true when the Worker closed its sessions, false when it
+   * had died or did not answer in time (a module call of its own may still run: the caller must
+   * not finalise the module). Calling it again returns the same promise.
    *
    * @example
    * ```ts ignore
-   * await pub.close(10_000);
+   * if (!(await pub.close(10_000))) console.error("the module is left to the process exit");
    * ```
    */
-  close(graceMs: number): Promise<void> {
-    this.#closed ??= new Promise<void>((resolve) => {
-      const timer = setTimeout(finish, graceMs + CLOSE_SLACK_MS);
+  close(graceMs: number): Promise<boolean> {
+    this.#closed ??= new Promise<boolean>((resolve) => {
       const worker = this.#worker;
-      function finish() {
+      if (this.#ended !== undefined) {
+        worker.terminate();
+        return resolve(this.#ended);
+      }
+      const timer = setTimeout(() => finish(false), 2 * graceMs + CLOSE_SLACK_MS);
+      const finish = (clean: boolean) => {
         clearTimeout(timer);
         worker.terminate();
-        resolve();
-      }
-      this.#onClosed = finish;
+        resolve(clean);
+      };
+      this.#onEnded = finish;
       worker.postMessage({ kind: "close", graceMs } satisfies PublicWorkerMessage);
     });
     return this.#closed;

@@ -12,6 +12,8 @@ import { startDaemon, type TestDaemon } from "../support/daemon.ts";
 import { makeTestCa, openssl, opensslRequest, type TestCa } from "../support/ca.ts";
 import { type ClientResponse, rawExchange, request } from "../support/http_client.ts";
 import { verifyIndependently } from "../support/oracle.ts";
+import { curlAsNobody } from "../../lib/http/testing.ts";
+import { latin1 } from "../../lib/bytes/mod.ts";
 import { readAuditLines } from "../support/audit.ts";
 import {
   certIdFor,
@@ -49,6 +51,26 @@ function postOcsp(socket: string, body: Uint8Array): Promise<ClientResponse> {
     headers: [["Content-Type", "application/ocsp-request"]],
     body,
   });
+}
+
+const QUEUE_DEPTH = 8;
+
+/**
+ * Holds QUEUE_DEPTH silent connections on `socket` and returns them once one more was answered
+ * 503 (queue full). Held connections are released at the 1 s first-byte deadline, so a slow
+ * machine may see the extra one dropped silently instead: then it starts again.
+ */
+async function fillQueue(socket: string): Promise<Deno.UnixConn[]> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const held: Deno.UnixConn[] = [];
+    for (let i = 0; i < QUEUE_DEPTH; i++) {
+      held.push(await Deno.connect({ transport: "unix", path: socket }));
+    }
+    const answer = await rawExchange(socket, new Uint8Array()).catch(() => new Uint8Array());
+    if (latin1(answer).startsWith("HTTP/1.1 503")) return held;
+    for (const c of held) c.close();
+  }
+  throw new Error(`the queue of ${socket} never reported full`);
 }
 
 /** The response read strictly, its signature checked by the oracle against the CA's key. */
@@ -102,6 +124,8 @@ Deno.test({
         "ca",
         "--ca-cert",
         ca.caPem,
+        "--queue-depth",
+        String(QUEUE_DEPTH),
       ],
     });
     const s: Setup = {
@@ -227,6 +251,32 @@ Deno.test({
           assert.equal((await readAuditLines(daemon.auditDir)).length, before.length);
         },
       );
+
+      await t.step(
+        "the public socket serves any uid (no peer check, spec §5 rule 11)",
+        async () => {
+          const out = await curlAsNobody(publicSocket, "http://svcd/certificates");
+          assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+          assert.deepEqual(out.stdout, Deno.readFileSync(ca.caPem));
+        },
+      );
+
+      await t.step("a full public queue (503) leaves the authenticated queue free", async () => {
+        // The public listener's own acceptor holds its silent connections: while it answers 503,
+        // /sign on the authenticated socket must still be served (spec §8 rule 2).
+        const held = await fillQueue(publicSocket);
+        try {
+          const res = await request(daemon.socket, {
+            method: "POST",
+            path: "/sign",
+            headers: [["X-SVC-Client-Subject", ALICE], ["X-SVC-Key", "k-ec"]],
+            body: "beside a full public queue",
+          });
+          assert.equal(res.status, 200, res.text());
+        } finally {
+          for (const c of held) c.close();
+        }
+      });
 
       await t.step("the authenticated side signs while the public side serves", async () => {
         const res = await request(daemon.socket, {

@@ -1,0 +1,71 @@
+import assert from "node:assert/strict";
+import { loadPublicFiles, PublicFileError } from "./public_files.ts";
+import { readCertificates } from "../ocsp/mod.ts";
+
+/** A self-signed EC CA by openssl, its key in the same PEM file after the certificate. */
+async function caFileWithKey(dir: string): Promise<{ file: string; certPem: string }> {
+  const out = await new Deno.Command("openssl", {
+    args: [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-keyout",
+      `${dir}/ca.key`,
+      "-out",
+      `${dir}/ca.pem`,
+      "-subj",
+      "/CN=Files CA",
+      "-days",
+      "30",
+    ],
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const certPem = Deno.readTextFileSync(`${dir}/ca.pem`);
+  const file = `${dir}/chain-with-key.pem`;
+  Deno.writeTextFileSync(file, "a comment\n" + certPem + Deno.readTextFileSync(`${dir}/ca.key`));
+  return { file, certPem };
+}
+
+Deno.test("public files: /certificates serves the certificates only, re-encoded, never a key", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const { file, certPem } = await caFileWithKey(dir);
+    const files = loadPublicFiles({ caCertificates: file });
+    const served = new TextDecoder().decode(files.certificatesPem);
+    assert.doesNotMatch(served, /PRIVATE KEY|comment/);
+    assert.deepEqual(readCertificates(files.certificatesPem)[0].der, files.issuer.der);
+    assert.equal(served.replaceAll("\n", ""), certPem.replaceAll("\n", ""));
+    // A DER file is served as PEM too.
+    Deno.writeFileSync(`${dir}/ca.der`, files.issuer.der);
+    assert.deepEqual(
+      loadPublicFiles({ caCertificates: `${dir}/ca.der` }).certificatesPem,
+      files.certificatesPem,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("public files: a CA outside its validity is refused with what to do", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const { file } = await caFileWithKey(dir);
+    const later = Date.now() + 31 * 86_400_000;
+    assert.throws(
+      () => loadPublicFiles({ caCertificates: file }, later),
+      (e) => e instanceof PublicFileError && /expired at .*svcd ca init/.test(e.message),
+    );
+    const earlier = Date.now() - 86_400_000;
+    assert.throws(
+      () => loadPublicFiles({ caCertificates: file }, earlier),
+      (e) => e instanceof PublicFileError && /not valid before/.test(e.message),
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
