@@ -1,0 +1,100 @@
+/**
+ * Before/after on a shared machine: daemons from several checkouts of this repository (e.g. git
+ * worktrees at two commits, each with node_modules) on the same token, /sign at c=16 with 16
+ * identities, audit on and off, in interleaved rounds; prints each round and the medians of req/s
+ * and the daemon's CPU µs per request (all threads and main thread, from /proc). Interleaving and
+ * medians are what make µs comparable when other work moves the machine's speed.
+ *
+ * @example
+ * ```sh
+ * git worktree add --detach /tmp/before <commit> && ln -s "$PWD/node_modules" /tmp/before/
+ * node_modules/.bin/deno run -A bench/ab.ts before=/tmp/before after=. --rounds 3 --seconds 4
+ * ```
+ */
+import { parseArgs } from "node:util";
+import { runLoad } from "./load.ts";
+import { daemonCpu } from "./proc_cpu.ts";
+import { makeTestToken } from "../tests/support/token.ts";
+
+const { values, positionals } = parseArgs({
+  args: Deno.args,
+  allowPositionals: true,
+  options: {
+    rounds: { type: "string", default: "3" },
+    seconds: { type: "string", default: "4" },
+  },
+});
+const trees = positionals.map((p) => {
+  const at = p.indexOf("=");
+  if (at < 1) throw new Error(`'${p}': name each checkout, e.g. before=/tmp/before`);
+  return { name: p.slice(0, at), dir: Deno.realPathSync(p.slice(at + 1)) };
+});
+const rounds = Number(values.rounds);
+const seconds = Number(values.seconds);
+
+/** One daemon of `dir` under load: req/s, CPU µs per request (all threads, main thread). */
+async function measure(
+  dir: string,
+  token: Awaited<ReturnType<typeof makeTestToken>>,
+  policy: string,
+  without: string[],
+) {
+  // Each checkout starts its daemon with its own test support: its options are its own.
+  const { startDaemon } = await import(`${dir}/tests/support/daemon.ts`);
+  const d = await startDaemon({
+    token,
+    policy,
+    entry: [`${dir}/bench/serve.ts`, ...without],
+    args: ["--workers", "16"],
+  });
+  try {
+    await runLoad({ socket: d.socket, key: "k-ec", concurrency: 16, seconds: 0.5 });
+    const before = await daemonCpu(d.pid);
+    const load = await runLoad({ socket: d.socket, key: "k-ec", concurrency: 16, seconds });
+    const after = await daemonCpu(d.pid);
+    const n = load.requests;
+    return [
+      load.perSecond,
+      (after.all - before.all) * 1e6 / n,
+      (after.main - before.main) * 1e6 / n,
+    ];
+  } finally {
+    await d.stop();
+  }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+if (import.meta.main) {
+  if (trees.length === 0) {
+    throw new Error("usage: bench/ab.ts NAME=DIR… [--rounds N] [--seconds S]");
+  }
+  const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
+  const policy = Array.from({ length: 16 }, (_, i) => `CN=bench${i},O=Bench\tk-ec\n`).join("");
+  const rows = new Map<string, number[][]>();
+  try {
+    for (let round = 1; round <= rounds; round++) {
+      for (const { name, dir } of trees) {
+        for (const without of [[], ["--without", "audit"]]) {
+          const row = `${name} ${without.length > 0 ? "audit off" : "audit on"}`;
+          const figures = await measure(dir, token, policy, without);
+          rows.set(row, [...rows.get(row) ?? [], figures]);
+          const [rate, cpu, main] = figures.map((x) => x.toFixed(0));
+          console.log(
+            `round ${round}  ${row.padEnd(24)} ${rate} req/s  ${cpu} µs CPU/req  ${main} main µs`,
+          );
+        }
+      }
+    }
+  } finally {
+    await token.cleanup();
+  }
+  console.log("\nmedians:");
+  for (const [row, figures] of rows) {
+    const [rate, cpu, main] = [0, 1, 2].map((i) => median(figures.map((f) => f[i])).toFixed(0));
+    console.log(`  ${row.padEnd(24)} ${rate} req/s  ${cpu} µs CPU/req  ${main} main µs`);
+  }
+}
