@@ -70,6 +70,7 @@ import {
   findObjects,
   getAttributes,
   type Handle,
+  type MechanismChoice,
   openSession,
   signOnce,
   signOnceSync,
@@ -326,7 +327,7 @@ export class Token {
           this.#mod,
           s,
           k.handle,
-          { mechanism: k.signing.mechanism, parameter: k.signing.parameter?.() },
+          choiceOf(k.signing),
           data,
           k.spec.signatureLength,
         ),
@@ -343,7 +344,7 @@ export class Token {
           this.#mod,
           s,
           k.publicHandle,
-          { mechanism: k.signing.mechanism, parameter: k.signing.parameter?.() },
+          choiceOf(k.signing),
           data,
           signature,
         ),
@@ -708,6 +709,11 @@ export class Token {
     }
     return this.#moduleInfo;
   }
+}
+
+/** The mechanism and a fresh parameter (its buffers live for one call) of a signing choice. */
+function choiceOf(signing: SigningMechanism): MechanismChoice {
+  return { mechanism: signing.mechanism, parameter: signing.parameter?.() };
 }
 
 function prepareData(signing: SigningMechanism, message: Uint8Array): Uint8Array {
