@@ -37,8 +37,24 @@ async function exists(path: string): Promise<boolean> {
   return await Deno.stat(path).then(() => true, () => false);
 }
 
-function sh(script: string, env: Record<string, string> = {}) {
-  return runCommand("bash", ["-euo", "pipefail", "-c", script], { cwd: ROOT, env });
+/**
+ * An operator's root shell: only these variables, never what earlier tests in this process set
+ * (a SOFTHSM2_CONF of a removed test token would point SoftHSM elsewhere).
+ */
+const OPERATOR_ENV = {
+  PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  HOME: "/root",
+  LANG: "C.UTF-8",
+  NO_COLOR: "1",
+  DEBIAN_FRONTEND: "noninteractive",
+};
+
+function host(program: string, args: string[]) {
+  return runCommand(program, args, { cwd: ROOT, env: OPERATOR_ENV, clearEnv: true });
+}
+
+function sh(script: string) {
+  return host("bash", ["-euo", "pipefail", "-c", script]);
 }
 
 /** The shell block the guide marks `<!-- script: name -->`. */
@@ -55,7 +71,7 @@ async function runDocScript(doc: string, name: string) {
 }
 
 async function getent(db: string, key: string): Promise<string | undefined> {
-  const r = await runCommand("getent", [db, key]);
+  const r = await host("getent", [db, key]);
   return r.code === 0 ? r.stdout.trim() : undefined;
 }
 
@@ -95,23 +111,21 @@ Deno.test({
     let nginx: TestNginx | undefined;
     try {
       assert.equal(
-        (await runCommand("dpkg-query", ["-W", "svcd"])).code,
+        (await host("dpkg-query", ["-W", "svcd"])).code,
         1,
         "a svcd package is installed on this host already; the test will not touch it",
       );
-      const build = await runCommand("bash", ["packaging/build-deb.sh"], { cwd: ROOT });
+      const build = await host("bash", ["packaging/build-deb.sh"]);
       assert.equal(build.code, 0, build.text);
       const deb = /deb: (\S+\.deb)/.exec(build.text)![1];
 
       await t.step(
         "dpkg -i: users, groups, socket folder, policy; dependencies declared",
         async () => {
-          const info = await runCommand("dpkg-deb", ["-f", deb, "Depends"]);
+          const info = await host("dpkg-deb", ["-f", deb, "Depends"]);
           assert.match(info.stdout, /adduser/);
           assert.match(info.stdout, /systemd \(>= 250\)/);
-          const install = await runCommand("dpkg", ["-i", deb], {
-            env: { DEBIAN_FRONTEND: "noninteractive" },
-          });
+          const install = await host("dpkg", ["-i", deb]);
           assert.equal(install.code, 0, install.text);
           assert.ok(await getent("passwd", "svcd"));
           assert.match((await getent("group", "svcd-proxy"))!, /:www-data$|[:,]www-data(,|$)/);
@@ -125,7 +139,7 @@ Deno.test({
       );
 
       await t.step("systemd-analyze verify accepts the installed unit", async () => {
-        const v = await runCommand("systemd-analyze", ["verify", UNIT]);
+        const v = await host("systemd-analyze", ["verify", UNIT]);
         assert.equal(v.code, 0, v.text);
       });
 
@@ -170,7 +184,7 @@ Deno.test({
             credentials = { path: dir, cleanup: () => Deno.remove(dir, { recursive: true }) };
             env.SVCD_OPTIONS = `${env.SVCD_OPTIONS ?? ""} --allow-weak-credential`;
           }
-          const decrypt = await runCommand("systemd-creds", [
+          const decrypt = await host("systemd-creds", [
             "decrypt",
             `--name=${name}`,
             file,
@@ -178,14 +192,14 @@ Deno.test({
           ]);
           assert.equal(decrypt.code, 0, decrypt.text);
           for (const path of [credentials.path, `${credentials.path}/${name}`]) {
-            assert.equal((await runCommand("chown", ["svcd:svcd", path])).code, 0);
+            assert.equal((await host("chown", ["svcd:svcd", path])).code, 0);
           }
           await Deno.chmod(`${credentials.path}/${name}`, 0o400);
           await Deno.chmod(credentials.path, 0o500);
           env.CREDENTIALS_DIRECTORY = credentials.path;
 
           const pre = await asUnitWould(unit, unit.command("ExecStartPre", env), env);
-          const check = await runCommand(pre[0], pre.slice(1));
+          const check = await host(pre[0], pre.slice(1));
           assert.equal(check.code, 0, check.text);
           assert.match(check.stdout, /configuration OK/);
           assert.doesNotMatch(check.text, /FATAL|weak/);
@@ -230,7 +244,7 @@ Deno.test({
           ]], message);
           assert.equal(signed.status, 200, new TextDecoder().decode(signed.body));
           // Checked independently with the key's public half from the token (Web Crypto).
-          const pem = await runCommand("svcd", [
+          const pem = await host("svcd", [
             "token",
             "pubkey",
             "--label",
@@ -294,14 +308,14 @@ Deno.test({
         "dpkg -r stops the daemon (exit 0); dpkg --purge removes users and state",
         async () => {
           const uid = Number((await getent("passwd", "svcd"))!.split(":")[2]);
-          const remove = await runCommand("dpkg", ["-r", "svcd"]);
+          const remove = await host("dpkg", ["-r", "svcd"]);
           assert.equal(remove.code, 0, remove.text);
           const status = await daemon!.status;
           assert.equal(status.code, 0, await daemonLog);
           assert.match(await daemonLog, /stopping: signal/);
           daemon = undefined;
           assert.deepEqual(await processesOf(uid), [], "a process of user svcd still runs");
-          const purge = await runCommand("dpkg", ["--purge", "svcd"]);
+          const purge = await host("dpkg", ["--purge", "svcd"]);
           assert.equal(purge.code, 0, purge.text);
           assert.equal(await getent("passwd", "svcd"), undefined);
           assert.equal(await getent("group", "svcd"), undefined);
@@ -318,8 +332,8 @@ Deno.test({
       }
       notify?.close();
       await credentials?.cleanup().catch((err) => console.error(`cleanup: ${err}`));
-      if ((await runCommand("dpkg-query", ["-W", "svcd"])).code === 0) {
-        await runCommand("dpkg", ["--purge", "svcd"]);
+      if ((await host("dpkg-query", ["-W", "svcd"])).code === 0) {
+        await host("dpkg", ["--purge", "svcd"]);
       }
       for (const name of await tokenFolders()) {
         if (!tokensBefore.has(name)) await Deno.remove(`${TOKENS}/${name}`, { recursive: true });
