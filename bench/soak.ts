@@ -2,7 +2,8 @@
  * Soak: a mixed load against a fresh daemon for a chosen time at a fraction (default 80 %) of the
  * /sign capacity measured first — signatures, verifications (valid and tampered), refused identities
  * (403, then 429 from the refusal budget), /health, silent connections (released at the 1 s
- * deadline), and a SIGHUP (policy reload) every 30 s. Every report interval it prints the daemon's
+ * deadline), OCSP requests with a nonce on the public socket, and a SIGHUP (policy reload) every
+ * 30 s. Every report interval it prints the daemon's
  * RSS and open fds, p50/p99 of /sign and /verify and the answers by kind; at the end it stops the
  * daemon and counts the signatures a client received that have no audit line (must be 0) and runs
  * `svcd audit verify`. Open loop (a late daemon does not slow the offered load), bounded in flight,
@@ -22,6 +23,8 @@ import { startDaemon, type TestDaemon } from "../tests/support/daemon.ts";
 import { type ClientResponse, request } from "../tests/support/http_client.ts";
 import { verifyIndependently } from "../tests/support/oracle.ts";
 import { makeTestToken } from "../tests/support/token.ts";
+import { publicListenerSetup } from "../tests/support/ca.ts";
+import { certIdFor, encodeOcspRequest, parseOcspResponse } from "../lib/ocsp/mod.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -45,9 +48,10 @@ if (!(MINUTES > 0) || !(REPORT_MS > 0)) {
   Deno.exit(2);
 }
 
-type Kind = "sign" | "verify" | "refused" | "health" | "silent";
+type Kind = "sign" | "verify" | "refused" | "health" | "silent" | "ocsp";
 const MIX: Array<[Kind, number]> = [
-  ["sign", 0.6],
+  ["sign", 0.55],
+  ["ocsp", 0.05],
   ["verify", 0.2],
   ["refused", 0.1],
   ["health", 0.05],
@@ -60,7 +64,7 @@ const POLICY = [...SIGNERS, ...BENCH].map((s) => `${s}\tk-ec\n`).join("");
 
 /** One interval's figures. */
 class Interval {
-  latencies: Record<"sign" | "verify", number[]> = { sign: [], verify: [] };
+  latencies: Record<"sign" | "verify" | "ocsp", number[]> = { sign: [], verify: [], ocsp: [] };
   answers: Record<string, number> = {};
   errors: string[] = [];
   count(kind: Kind, what: string | number): void {
@@ -91,8 +95,10 @@ function chooseKind(): Kind {
 }
 
 const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
-const daemon: TestDaemon = await startDaemon({ token, policy: POLICY });
-const workDir = daemon.workDir;
+const workDir = await Deno.makeTempDir({ prefix: "svcd-soak-" });
+const pub = await publicListenerSetup(token, workDir);
+const daemon: TestDaemon = await startDaemon({ token, policy: POLICY, workDir, args: pub.args });
+const ocspCertId = certIdFor(pub.issuer, pub.issuedSerial);
 const served = new Set<string>();
 let interval = new Interval();
 let signaturesChecked = 0;
@@ -142,7 +148,9 @@ const rate = values.rate
 console.log(
   `soak: capacity ${capacity.perSecond.toFixed(0)} /sign/s (p50 ${capacity.p50ms.toFixed(1)} ms, ` +
     `p99 ${capacity.p99ms.toFixed(1)} ms); offering ${rate.toFixed(0)} requests/s of the mix for ` +
-    `${MINUTES} min; mix ${MIX.map(([k, s]) => `${k} ${s * 100}%`).join(", ")}; SIGHUP every 30 s`,
+    `${MINUTES} min; mix ${
+      MIX.map(([k, s]) => `${k} ${Math.round(s * 100)}%`).join(", ")
+    }; SIGHUP every 30 s`,
 );
 
 async function oneRequest(kind: Kind): Promise<void> {
@@ -204,6 +212,22 @@ async function oneRequest(kind: Kind): Promise<void> {
         if (res.status !== 200) interval.errors.push(`health ${res.status}`);
         return;
       }
+      case "ocsp": {
+        const res = await request(pub.socket, {
+          method: "POST",
+          path: "/ocsp",
+          headers: [["Content-Type", "application/ocsp-request"]],
+          body: encodeOcspRequest({
+            certIds: [ocspCertId],
+            nonce: crypto.getRandomValues(new Uint8Array(16)),
+          }),
+        });
+        interval.latencies.ocsp.push(performance.now() - t0);
+        const status = res.status === 200 ? parseOcspResponse(res.body).status : res.status;
+        interval.count(kind, status);
+        if (status !== "successful") interval.errors.push(`ocsp ${status}`);
+        return;
+      }
       case "silent": {
         const conn = await Deno.connect({ transport: "unix", path: daemon.socket });
         try {
@@ -235,15 +259,15 @@ function report(minute: number): void {
   interval = new Interval();
   for (const l of Object.values(i.latencies)) l.sort((a, b) => a - b);
   const answers = Object.entries(i.answers).sort().map(([k, n]) => `${k}:${n}`).join(" ");
+  const latency = (k: keyof Interval["latencies"]) =>
+    `${k} p50/p99 ${pct(i.latencies[k], 0.5)}/${pct(i.latencies[k], 0.99)} ms (${
+      i.latencies[k].length
+    })`;
+  const errors = i.errors.length ? ` [${[...new Set(i.errors)].slice(0, 5).join("; ")}]` : "";
   console.log(
     `[${minute.toFixed(1)} min] RSS ${(u.rssKb / 1024).toFixed(1)} MiB, fds ${u.fds}, ` +
-      `sign p50/p99 ${pct(i.latencies.sign, 0.5)}/${pct(i.latencies.sign, 0.99)} ms ` +
-      `(${i.latencies.sign.length}), verify p50/p99 ${pct(i.latencies.verify, 0.5)}/` +
-      `${
-        pct(i.latencies.verify, 0.99)
-      } ms (${i.latencies.verify.length}), errors ${i.errors.length}` +
-      (i.errors.length ? ` [${[...new Set(i.errors)].slice(0, 5).join("; ")}]` : "") +
-      `\n    ${answers}`,
+      `${latency("sign")}, ${latency("verify")}, ${latency("ocsp")}, ` +
+      `errors ${i.errors.length}${errors}\n    ${answers}`,
   );
   totals.errors += i.errors.length;
   totals.requests += Object.values(i.answers).reduce((a, b) => a + b, 0);

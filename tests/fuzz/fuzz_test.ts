@@ -8,16 +8,18 @@ import assert from "node:assert/strict";
 import { parseRawResponse } from "../../lib/http/testing.ts";
 import { judge, runCampaign, sendCase, startFuzzTarget } from "./http_fuzz.ts";
 import { fuzzParsers, PARSER_FUZZERS } from "./parsers.ts";
+import { runPublicCampaign } from "./public_fuzz.ts";
 
 const SEED = 20261122;
 const REGRESSIONS = new URL("./regressions/", import.meta.url).pathname;
 
 Deno.test({
-  name: "fuzz: 1500 generated requests (fixed seed) and every regression input — no finding",
+  name:
+    "fuzz: 1500 generated requests, every regression input, 400 OCSP requests on the public socket (fixed seed) — no finding",
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async (t) => {
-    const target = await startFuzzTarget();
+    const target = await startFuzzTarget({ publicListener: true });
     try {
       await t.step("regression inputs", async () => {
         const names = [...Deno.readDirSync(REGRESSIONS)].filter((e) => e.isFile).map((e) => e.name)
@@ -51,6 +53,16 @@ Deno.test({
         );
         // The slice reaches the signing and verifying paths, not only the refusals.
         for (const served of ["200 /sign", "200 /verify", "422"]) {
+          assert.ok(Object.keys(r.outcomes).some((o) => o.startsWith(served)), `no ${served}`);
+        }
+      });
+      await t.step("OCSP requests over the public socket", async () => {
+        const r = await runPublicCampaign(target, { seed: SEED, cases: 400, concurrency: 8 });
+        assert.deepEqual(
+          r.findings.map((f) => `case ${f.index} [${f.steps.join(", ")}]: ${f.finding}`),
+          [],
+        );
+        for (const served of ["200 successful", "200 malformedRequest", "405 GET /ocsp"]) {
           assert.ok(Object.keys(r.outcomes).some((o) => o.startsWith(served)), `no ${served}`);
         }
       });

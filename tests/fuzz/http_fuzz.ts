@@ -21,10 +21,12 @@ import { request } from "../support/http_client.ts";
 import { verifyIndependently } from "../support/oracle.ts";
 import { makeTestToken, type TestToken } from "../support/token.ts";
 import { type Fixture, type FuzzCase, generateCase } from "./grammar.ts";
+import type { PublicFixture } from "./public_fuzz.ts";
+import { publicListenerSetup } from "../support/ca.ts";
 import { readReference, type Verdict } from "./reference.ts";
 
 /** The daemon's documented limits (README: 16 KiB head, --max-body default 1 MiB). */
-const LIMITS = { maxHeaderBytes: 16 * 1024, maxBodyBytes: 1 << 20 };
+export const LIMITS = { maxHeaderBytes: 16 * 1024, maxBodyBytes: 1 << 20 };
 /** Body deadline 10 s (spec §8) plus scheduling slack on a loaded 2-core machine. */
 const ANSWER_DEADLINE_MS = 13_000;
 /** RSS may grow this much over the first sample before it is a finding (caches, JIT, pools). */
@@ -45,7 +47,22 @@ export interface FuzzTarget {
   daemon: TestDaemon;
   token: TestToken;
   fixture: Fixture;
+  /** Present when started with its public listener (`--public-socket`, OCSP). */
+  publicFixture?: PublicFixture;
   stop(): Promise<number>;
+}
+
+/** The public listener with a CA made by `svcd ca init` and one certificate it issued. */
+async function publicListener(token: TestToken, workDir: string) {
+  const pub = await publicListenerSetup(token, workDir);
+  const fixture: PublicFixture = {
+    socket: pub.socket,
+    caKeyType: "ec-p256",
+    issuer: { publicKey: pub.issuer.publicKey, spki: pub.issuer.spki },
+    issuerInfo: pub.issuer,
+    serials: [pub.issuedSerial, Uint8Array.of(0x01), Uint8Array.of(0x7f, 0xff, 0x00, 0x12)],
+  };
+  return { fixture, args: pub.args };
 }
 
 /**
@@ -57,14 +74,19 @@ export interface FuzzTarget {
  * const t = await startFuzzTarget();
  * ```
  */
-export async function startFuzzTarget(): Promise<FuzzTarget> {
+export async function startFuzzTarget(
+  opts: { publicListener?: boolean } = {},
+): Promise<FuzzTarget> {
   const token = await makeTestToken({ keys: KEYS });
   const policy = Object.entries(GRANTS).flatMap(([s, labels]) => labels.map((l) => `${s}\t${l}\n`))
     .join("");
+  const workDir = await Deno.makeTempDir({ prefix: "svcd-fuzz-" });
+  const pub = opts.publicListener ? await publicListener(token, workDir) : undefined;
   const daemon = await startDaemon({
     token,
     policy,
-    args: ["--refusal-threshold", "1000000", "--refusal-refill", "1"],
+    workDir,
+    args: ["--refusal-threshold", "1000000", "--refusal-refill", "1", ...(pub?.args ?? [])],
   }).catch(async (err) => {
     await token.cleanup();
     throw err;
@@ -103,6 +125,7 @@ export async function startFuzzTarget(): Promise<FuzzTarget> {
     daemon,
     token,
     fixture,
+    publicFixture: pub?.fixture,
     stop: async () => {
       const code = await daemon.stop();
       await Deno.remove(daemon.workDir, { recursive: true }).catch(() => {});
@@ -247,8 +270,15 @@ export async function judge(
   return { outcome: String(status) };
 }
 
-/** The bytes after any interim (1xx) answers, e.g. `100 Continue`. */
-function finalAnswer(raw: Uint8Array): Uint8Array {
+/**
+ * The bytes after any interim (1xx) answers, e.g. `100 Continue`.
+ *
+ * @example
+ * ```ts ignore
+ * parseRawResponse(finalAnswer(raw)).status;
+ * ```
+ */
+export function finalAnswer(raw: Uint8Array): Uint8Array {
   let at = 0;
   while (latin1(raw.subarray(at, at + 13)).match(/^HTTP\/1\.1 1\d\d /)) {
     let end = at;

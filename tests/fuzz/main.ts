@@ -1,11 +1,13 @@
 /**
- * `make fuzz N=… SEED=…`: the HTTP fuzz campaign against a fresh daemon, then the parsers (policy,
+ * `make fuzz N=… SEED=…`: the HTTP fuzz campaign against a fresh daemon, OCSP requests on its
+ * public socket, then the parsers (policy,
  * index.txt, DER, OCSP request). Prints progress every few thousand cases and a summary; findings are written
  * to a folder as `.http` files ready to become regression inputs (tests/fuzz/regressions/).
  * Exit 1 when anything was found. Ctrl-C stops early and still prints the summary.
  *
  *   deno run -A tests/fuzz/main.ts --cases 100000 --seed 1 [--from 0] [--concurrency 8]
- *                                  [--parser-cases 20000] [--findings DIR] [--minutes M]
+ *                                  [--parser-cases 20000] [--public-cases 5000] [--findings DIR]
+ *                                  [--minutes M]
  *
  * @example
  * ```sh
@@ -15,6 +17,7 @@
 import { parseArgs } from "node:util";
 import { runCampaign, startFuzzTarget } from "./http_fuzz.ts";
 import { fuzzParsers } from "./parsers.ts";
+import { runPublicCampaign } from "./public_fuzz.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -24,6 +27,7 @@ const { values } = parseArgs({
     from: { type: "string", default: "0" },
     concurrency: { type: "string", default: "8" },
     "parser-cases": { type: "string" },
+    "public-cases": { type: "string" },
     findings: { type: "string", default: "fuzz-findings" },
     minutes: { type: "string" },
   },
@@ -42,7 +46,7 @@ let interrupted = false;
 Deno.addSignalListener("SIGINT", () => interrupted = true);
 const stopAt = values.minutes ? Date.now() + Number(values.minutes) * 60_000 : Infinity;
 
-const target = await startFuzzTarget();
+const target = await startFuzzTarget({ publicListener: true });
 console.log(`fuzz: daemon pid ${target.daemon.pid}, seed ${seed}, ${cases} HTTP cases`);
 const report = await runCampaign(target, {
   seed,
@@ -58,6 +62,12 @@ const report = await runCampaign(target, {
       }/s), ` +
         `${r.findings.length} findings, RSS ${r.rss.lastKb} KiB (max ${r.rss.maxKb}), fds ${r.fds.last} (max ${r.fds.max})`,
     ),
+});
+const publicCases = Number(values["public-cases"] ?? Math.min(Math.ceil(cases / 10), 50_000));
+const pub = await runPublicCampaign(target, {
+  seed,
+  cases: publicCases,
+  interrupted: () => interrupted,
 });
 const code = await target.stop();
 const parsers = fuzzParsers({ seed, cases: parserCases });
@@ -75,8 +85,16 @@ console.log(
 for (const [outcome, n] of Object.entries(report.outcomes).sort((a, b) => b[1] - a[1])) {
   console.log(`  ${String(n).padStart(8)}  ${outcome}`);
 }
+console.log(`public socket (OCSP): ${pub.cases} cases in ${pub.seconds.toFixed(1)} s`);
+for (const [outcome, n] of Object.entries(pub.outcomes).sort((a, b) => b[1] - a[1])) {
+  console.log(`  ${String(n).padStart(8)}  ${outcome}`);
+}
 for (const p of parsers) console.log(`parser ${p.name}: ${p.cases} inputs, ${p.summary}`);
-const findings = [...report.findings, ...parsers.flatMap((p) => p.findings)];
+const findings = [
+  ...report.findings,
+  ...pub.findings.map((f) => ({ ...f, index: `public${f.index}` })),
+  ...parsers.flatMap((p) => p.findings),
+];
 if (findings.length > 0) {
   await Deno.mkdir(values.findings, { recursive: true });
   for (const [i, f] of findings.entries()) {

@@ -382,8 +382,15 @@ const SPECIAL = [
   "\x80",
 ];
 
-/** Damage to an input: flips, inserts, deletes, repeats, truncation, or random bytes outright. */
-function mutate(rng: Prng, input: Uint8Array, steps: string[]): Uint8Array {
+/**
+ * Damage to an input: flips, inserts, deletes, repeats, truncation, or random bytes outright.
+ *
+ * @example
+ * ```ts ignore
+ * const damaged = mutate(new Prng(1), der, steps);
+ * ```
+ */
+export function mutate(rng: Prng, input: Uint8Array, steps: string[]): Uint8Array {
   if (rng.chance(0.1)) {
     steps.push("random");
     return rng.bytes(rng.size(4096));

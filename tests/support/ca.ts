@@ -12,6 +12,7 @@
 import assert from "node:assert/strict";
 import { type CliResult, runCaCli, type TestToken } from "./token.ts";
 import { runCommand } from "./command.ts";
+import { type CertificateInfo, readCertificates } from "../../lib/ocsp/mod.ts";
 
 /** A CA folder on a test token, and its CLI bound to that token. */
 export interface TestCa {
@@ -135,4 +136,52 @@ export async function opensslRequest(
   await openssl(["genpkey", ...genpkey, "-out", key]);
   await openssl(["req", "-new", "-utf8", "-key", key, "-subj", subj, "-out", request]);
   return { key, request };
+}
+
+/** A CA with one issued certificate and the options that serve OCSP for it on a public socket. */
+export interface PublicListenerSetup {
+  socket: string;
+  /** `--public-socket …` and the OCSP options, for startDaemon's `args`. */
+  args: string[];
+  ca: TestCa;
+  /** The CA certificate, parsed. */
+  issuer: CertificateInfo;
+  /** The serial (INTEGER content) of a certificate the CA issued. */
+  issuedSerial: Uint8Array;
+}
+
+/**
+ * `svcd ca init` (key `ca`, ec-p256) on the token, one certificate issued to alice, and the daemon
+ * options for a public listener at `workDir/public.sock` answering OCSP for that CA.
+ *
+ * @example
+ * ```ts ignore
+ * const pub = await publicListenerSetup(token, workDir);
+ * const daemon = await startDaemon({ token, policy, workDir, args: pub.args });
+ * ```
+ */
+export async function publicListenerSetup(
+  token: TestToken,
+  workDir: string,
+): Promise<PublicListenerSetup> {
+  const ca = await makeTestCa(token, { keyLabel: "ca", keyType: "ec-p256", subject: "CN=Test CA" });
+  const csr = await opensslRequest(ca.dir, "alice", "/C=DE/O=Example/CN=alice");
+  const issued = await ca.issue(["--csr", csr.request]);
+  const socket = `${workDir}/public.sock`;
+  return {
+    socket,
+    args: [
+      "--public-socket",
+      socket,
+      "--revocation-db",
+      `${ca.dir}/index.txt`,
+      "--ocsp-label",
+      "ca",
+      "--ca-cert",
+      ca.caPem,
+    ],
+    ca,
+    issuer: readCertificates(Deno.readFileSync(ca.caPem))[0],
+    issuedSerial: readCertificates(Deno.readFileSync(issued.path))[0].serial,
+  };
 }
