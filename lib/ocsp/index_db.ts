@@ -120,6 +120,17 @@ const SERIAL = /^[0-9A-F]+$/;
 const UTC_TIME = /^\d{12}Z$/;
 const GENERALIZED_TIME = /^\d{14}Z$/;
 const OID_TEXT = /^[0-2](\.(0|[1-9]\d*))+$/;
+// `openssl ca -crl_hold X` writes X as given and reads it back with OBJ_txt2obj, which takes an
+// object's short or long name as well as the dotted form. The hold instructions' names (RFC 5280
+// §5.3.2 / X9.57) are accepted; other names of objects OpenSSL knows are not hold instructions.
+const HOLD_INSTRUCTION_NAMES = new Set([
+  "holdInstructionNone",
+  "Hold Instruction None",
+  "holdInstructionCallIssuer",
+  "Hold Instruction Call Issuer",
+  "holdInstructionReject",
+  "Hold Instruction Reject",
+]);
 
 /**
  * Parses a whole index.txt. Throws IndexFormatError naming the first faulty line.
@@ -206,10 +217,12 @@ function parseReason(parts: string[], line: number): number {
   if (argument && parts.length !== 2) {
     throw new IndexFormatError(line, `reason ${parts[0]} needs one argument`);
   }
-  if (argument === "oid" && !OID_TEXT.test(parts[1])) {
+  if (argument === "oid" && !OID_TEXT.test(parts[1]) && !HOLD_INSTRUCTION_NAMES.has(parts[1])) {
     throw new IndexFormatError(
       line,
-      `holdInstruction needs an OID, not ${JSON.stringify(parts[1])}`,
+      `holdInstruction needs a dotted OID or holdInstructionNone/CallIssuer/Reject, not ${
+        JSON.stringify(parts[1])
+      }`,
     );
   }
   if (argument === "time" && !GENERALIZED_TIME.test(parts[1])) {

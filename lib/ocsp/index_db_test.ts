@@ -49,6 +49,19 @@ Deno.test("index reasons: OpenSSL's names without case, with their arguments", (
     parseIndexLine(line("260102030405Z,holdInstruction,1.2.840.10040.2.2"), 1).reason,
     6,
   );
+  // What `openssl ca -revoke X -crl_hold holdInstructionReject` writes: the name as given.
+  for (
+    const hold of ["holdInstructionReject", "holdInstructionNone", "Hold Instruction Call Issuer"]
+  ) {
+    assert.equal(parseIndexLine(line(`260102030405Z,holdInstruction,${hold}`), 1).reason, 6);
+  }
+  for (const garbage of ["holdinstructionreject", "sha256", "1.", "", "1.2.840.x"]) {
+    assert.throws(
+      () => parseIndexLine(line(`260102030405Z,holdInstruction,${garbage}`), 1),
+      /line 1: holdInstruction needs a dotted OID or holdInstructionNone/,
+      garbage,
+    );
+  }
   assert.equal(parseIndexLine(line("260102030405Z,keyTime,20251231000000Z"), 1).reason, 1);
   assert.equal(parseIndexLine(line("260102030405Z,CAkeyTime,20251231000000Z"), 1).reason, 2);
 });
