@@ -234,4 +234,69 @@ Deno.test("differential: `openssl ca -revoke` on the index is seen on the next q
     assert.equal(after.rows[0][1], "revoked");
     assert.equal(after.rows[0][3], 1);
     assert.deepEqual(after, rows(await opensslAnswer(ca, `${dir}/index.txt`, reqPath)));
+
+    // A hold, in the form openssl-ca(1) documents: the line ends `,holdInstruction,holdInstructionReject`.
+    await openssl([
+      "ca",
+      "-batch",
+      "-config",
+      `${dir}/ca.cnf`,
+      "-in",
+      `${dir}/leaf.csr`,
+      "-out",
+      `${dir}/held.pem`,
+    ]);
+    await openssl([
+      "ca",
+      "-config",
+      `${dir}/ca.cnf`,
+      "-revoke",
+      `${dir}/held.pem`,
+      "-crl_hold",
+      "holdInstructionReject",
+    ]);
+    assert.match(
+      await Deno.readTextFile(`${dir}/index.txt`),
+      /,holdInstruction,holdInstructionReject\tA002\t/,
+    );
+    const bothPath = await makeRequest(dir, ca, ["0xA001", "0xA002"], ["-no_nonce"], "both");
+    const held = rows(await responder.answer(await Deno.readFile(bothPath)));
+    assert.deepEqual(held.rows.map((r) => [r[1], r[3]]), [["revoked", 1], ["revoked", 6]]);
+    assert.deepEqual(held, rows(await opensslAnswer(ca, `${dir}/index.txt`, bothPath)));
+  }));
+
+Deno.test("differential: hand-written serials (`A`, `00AB`, `00`) match as openssl matches them", () =>
+  withDir(async (dir) => {
+    // openssl's index compares serials with their leading '0' characters skipped (apps.c
+    // index_serial_cmp), against BN_bn2hex of the asked serial: `A` and `0A`, `00AB` and `AB` are
+    // one serial to it. svcd canonicalises the same way, so both answer alike.
+    const ca = await opensslCa(dir, "ec-p256");
+    const index = `${dir}/index.txt`;
+    await Deno.writeTextFile(
+      index,
+      [
+        "V\t350101000000Z\t\tA\tunknown\t/CN=unpadded",
+        "R\t350101000000Z\t260102030405Z,superseded\t00AB\tunknown\t/CN=zeros",
+        "V\t350101000000Z\t\t00\tunknown\t/CN=zero",
+        "V\t350101000000Z\t\t000C0D\tunknown\t/CN=odd",
+      ].join("\n") + "\n",
+    );
+    const responder = new Responder({
+      source: new IndexFileSource(index),
+      issuer: ca.der,
+      signer: ca.signer,
+    });
+    const serials = ["0xA", "0x0A", "0xAB", "0x0", "0xC0D", "0xB", "0xA0"];
+    const reqPath = await makeRequest(dir, ca, serials, ["-no_nonce"], "serials");
+    const ours = rows(await responder.answer(await Deno.readFile(reqPath)));
+    assert.deepEqual(ours.rows.map((r) => r[1]), [
+      "good",
+      "good",
+      "revoked",
+      "good",
+      "good",
+      "unknown",
+      "unknown",
+    ]);
+    assert.deepEqual(ours, rows(await opensslAnswer(ca, index, reqPath)));
   }));
