@@ -203,16 +203,11 @@ Deno.test("differential: `openssl ca -revoke` on the index is seen on the next q
       "-out",
       `${dir}/leaf.csr`,
     ]);
-    await openssl([
-      "ca",
-      "-batch",
-      "-config",
-      `${dir}/ca.cnf`,
-      "-in",
-      `${dir}/leaf.csr`,
-      "-out",
-      `${dir}/leaf.pem`,
-    ]);
+    const issue = (out: string) =>
+      openssl(["ca", "-batch", "-config", `${dir}/ca.cnf`, "-in", `${dir}/leaf.csr`, "-out", out]);
+    const revoke = (pem: string, ...how: string[]) =>
+      openssl(["ca", "-config", `${dir}/ca.cnf`, "-revoke", pem, ...how]);
+    await issue(`${dir}/leaf.pem`);
     const responder = new Responder({
       source: new IndexFileSource(`${dir}/index.txt`),
       issuer: ca.der,
@@ -221,40 +216,15 @@ Deno.test("differential: `openssl ca -revoke` on the index is seen on the next q
     const reqPath = await makeRequest(dir, ca, ["0xA001"], ["-no_nonce"], "leaf");
     const req = await Deno.readFile(reqPath);
     assert.equal(rows(await responder.answer(req)).rows[0][1], "good");
-    await openssl([
-      "ca",
-      "-config",
-      `${dir}/ca.cnf`,
-      "-revoke",
-      `${dir}/leaf.pem`,
-      "-crl_reason",
-      "keyCompromise",
-    ]);
+    await revoke(`${dir}/leaf.pem`, "-crl_reason", "keyCompromise");
     const after = rows(await responder.answer(req));
     assert.equal(after.rows[0][1], "revoked");
     assert.equal(after.rows[0][3], 1);
     assert.deepEqual(after, rows(await opensslAnswer(ca, `${dir}/index.txt`, reqPath)));
 
     // A hold, in the form openssl-ca(1) documents: the line ends `,holdInstruction,holdInstructionReject`.
-    await openssl([
-      "ca",
-      "-batch",
-      "-config",
-      `${dir}/ca.cnf`,
-      "-in",
-      `${dir}/leaf.csr`,
-      "-out",
-      `${dir}/held.pem`,
-    ]);
-    await openssl([
-      "ca",
-      "-config",
-      `${dir}/ca.cnf`,
-      "-revoke",
-      `${dir}/held.pem`,
-      "-crl_hold",
-      "holdInstructionReject",
-    ]);
+    await issue(`${dir}/held.pem`);
+    await revoke(`${dir}/held.pem`, "-crl_hold", "holdInstructionReject");
     assert.match(
       await Deno.readTextFile(`${dir}/index.txt`),
       /,holdInstruction,holdInstructionReject\tA002\t/,
