@@ -300,6 +300,36 @@ Deno.test("responder: requests without a nonce come from the cache; nonce reques
     assert.equal(r.signatures, 8, "the entry for serial 2 was the oldest and was dropped");
   }));
 
+Deno.test("responder: the cache is keyed by the exact CertID bytes, not by the serial", () =>
+  withFixture(async (f) => {
+    const r = f.responder();
+    const issuer = parseCertificate(f.ca.der);
+    const noNull = (hash: HashName) =>
+      encodeCertId({
+        hash,
+        issuerNameHash: createHash(hash).update(issuer.subject).digest(),
+        issuerKeyHash: createHash(hash).update(issuer.publicKey).digest(),
+        serial: Uint8Array.of(2),
+        nullParameters: false,
+      });
+    // One serial, four spellings of its CertID, asked one after another without a nonce.
+    const ids = [f.id([2], "sha1"), f.id([2], "sha256"), noNull("sha1"), noNull("sha256")];
+    for (const round of [1, 2]) {
+      for (const id of ids) {
+        const basic = parseOcspResponse(await r.answer(encodeOcspRequest({ certIds: [id] })))
+          .basic!;
+        assert.deepEqual(basic.singles.map((s) => s.certId), [id], `round ${round}`);
+        assert.equal(basic.singles[0].certStatus.status, "revoked");
+      }
+    }
+    assert.equal(r.signatures, ids.length, "the second round came from the cache");
+    // The same CertIDs in another order are another request.
+    const pair = parseOcspResponse(
+      await r.answer(encodeOcspRequest({ certIds: [ids[1], ids[0]] })),
+    );
+    assert.deepEqual(pair.basic!.singles.map((s) => s.certId), [ids[1], ids[0]]);
+  }));
+
 Deno.test("responder: a failing signer → unsigned internalError, and the failure is not cached", () =>
   withFixture(async (f) => {
     let fail = true;
