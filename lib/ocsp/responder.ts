@@ -17,7 +17,9 @@
  * Requests without a nonce are answered from a cache of signed responses keyed by the exact
  * CertIDs and the database version; the cache is emptied when the database changes, an entry is
  * re-signed once half its validity has passed (so what is served always has at least half its
- * validity left), and it holds at most `cacheEntries` responses (oldest dropped first). Concurrent
+ * validity left), and it holds at most `cacheEntries` responses and `cacheBytes` bytes of responses
+ * and keys (oldest dropped first): anonymous clients choose the CertIDs, and 4096 entries of 64
+ * CertIDs each would otherwise hold some 100 MB. Concurrent
  * identical requests share one signature. Nonce requests are signed live.
  *
  * @example
@@ -57,6 +59,8 @@ export type { Signer };
 export const DEFAULT_VALIDITY_SECONDS = 3600;
 /** Signed responses kept for requests without a nonce, when none is given. */
 export const DEFAULT_CACHE_ENTRIES = 4096;
+/** Bytes of cached responses (and their keys) kept at most, when none is given: 16 MiB. */
+export const DEFAULT_CACHE_BYTES = 16 * 1024 * 1024;
 
 /** What a Responder is built from. */
 export interface ResponderOptions {
@@ -74,6 +78,8 @@ export interface ResponderOptions {
   clock?: () => number;
   /** Most cached responses (default DEFAULT_CACHE_ENTRIES); 0 disables the cache. */
   cacheEntries?: number;
+  /** Most bytes of cached responses and their keys (default DEFAULT_CACHE_BYTES). */
+  cacheBytes?: number;
   /** Told when signing fails (the answer is then internalError). */
   onSignError?: (error: unknown) => void;
 }
@@ -82,6 +88,8 @@ interface CacheEntry {
   response: Promise<Uint8Array>;
   /** After this time (ms) the entry is re-signed. */
   freshUntil: number;
+  /** Bytes counted against the bound: 0 until the signature is done. */
+  bytes: number;
 }
 
 /**
@@ -102,6 +110,8 @@ export class Responder {
   readonly #validityMs: number;
   readonly #clock: () => number;
   readonly #cacheEntries: number;
+  readonly #cacheByteLimit: number;
+  #cacheBytes = 0;
   readonly #onSignError?: (error: unknown) => void;
   readonly #cache = new Map<string, CacheEntry>();
   #cacheVersion = -1;
@@ -130,12 +140,18 @@ export class Responder {
     this.#validityMs = validity * 1000;
     this.#clock = opts.clock ?? Date.now;
     this.#cacheEntries = opts.cacheEntries ?? DEFAULT_CACHE_ENTRIES;
+    this.#cacheByteLimit = opts.cacheBytes ?? DEFAULT_CACHE_BYTES;
     this.#onSignError = opts.onSignError;
   }
 
   /** Signatures made so far (cache misses and nonce requests). Example: `responder.signatures`. */
   get signatures(): number {
     return this.#signatures;
+  }
+
+  /** Bytes the cache holds now (responses and keys). Example: `responder.cachedBytes`. */
+  get cachedBytes(): number {
+    return this.#cacheBytes;
   }
 
   /** The DER OCSPResponse for a DER OCSPRequest; never throws. Example: `await responder.answer(body)`. */
@@ -167,6 +183,7 @@ export class Responder {
   async #cached(certIds: CertId[], snapshot: RevocationSnapshot): Promise<Uint8Array> {
     if (snapshot.version !== this.#cacheVersion) {
       this.#cache.clear();
+      this.#cacheBytes = 0;
       this.#cacheVersion = snapshot.version;
     }
     const key = certIds.length === 1
@@ -175,17 +192,27 @@ export class Responder {
     const now = this.#clock();
     const hit = this.#cache.get(key);
     if (hit && now < hit.freshUntil) return await hit.response;
-    if (hit) this.#cache.delete(key);
+    if (hit) this.#drop(key);
     const response = this.#sign(certIds, snapshot, null, now);
-    const entry = { response, freshUntil: now + this.#validityMs / 2 };
-    while (this.#cache.size >= this.#cacheEntries) {
-      this.#cache.delete(this.#cache.keys().next().value!);
-    }
+    const entry: CacheEntry = { response, freshUntil: now + this.#validityMs / 2, bytes: 0 };
+    while (this.#cache.size >= this.#cacheEntries) this.#drop(this.#cache.keys().next().value!);
     this.#cache.set(key, entry);
     const body = await response;
+    if (this.#cache.get(key) !== entry) return body; // dropped or replaced meanwhile
     // A failed signature is not kept: the next request tries again.
-    if (body === INTERNAL_ERROR && this.#cache.get(key) === entry) this.#cache.delete(key);
+    if (body === INTERNAL_ERROR) {
+      this.#drop(key);
+      return body;
+    }
+    entry.bytes = body.length + key.length;
+    this.#cacheBytes += entry.bytes;
+    while (this.#cacheBytes > this.#cacheByteLimit) this.#drop(this.#cache.keys().next().value!);
     return body;
+  }
+
+  #drop(key: string): void {
+    this.#cacheBytes -= this.#cache.get(key)?.bytes ?? 0;
+    this.#cache.delete(key);
   }
 
   async #sign(

@@ -330,6 +330,34 @@ Deno.test("responder: the cache is keyed by the exact CertID bytes, not by the s
     assert.deepEqual(pair.basic!.singles.map((s) => s.certId), [ids[1], ids[0]]);
   }));
 
+Deno.test("responder: the cache holds at most cacheBytes of responses, oldest dropped first", () =>
+  withFixture(async (f) => {
+    const ask = (r: Responder, serial: number) =>
+      r.answer(encodeOcspRequest({ certIds: [f.id([serial])] }));
+    const probe = f.responder();
+    await ask(probe, 1);
+    const one = probe.cachedBytes; // one response and its key; ECDSA signatures vary by 1–2 bytes
+    assert.ok(one > 100 && one < 1000, `${one}`);
+    const r = f.responder({ cacheBytes: Math.floor(2.5 * one) });
+    for (const serial of [1, 3, 4]) await ask(r, serial);
+    assert.equal(r.signatures, 3);
+    assert.ok(r.cachedBytes <= 2.5 * one && r.cachedBytes > 1.5 * one, `${r.cachedBytes}`);
+    await ask(r, 4);
+    await ask(r, 3);
+    assert.equal(r.signatures, 3, "the two newest are still cached");
+    await ask(r, 1);
+    assert.equal(r.signatures, 4, "the oldest was dropped to stay under the byte bound");
+    // A bound smaller than one response keeps nothing and still answers.
+    const none = f.responder({ cacheBytes: 10 });
+    assert.deepEqual(statuses(await ask(none, 1)), ["good"]);
+    assert.deepEqual(statuses(await ask(none, 1)), ["good"]);
+    assert.equal([none.signatures, none.cachedBytes].join(), "2,0");
+    // A database change empties the cache and its count.
+    f.write([{ status: "V", expires: EXP, serial: "01", subject: "/CN=a" }]);
+    await ask(r, 1);
+    assert.ok(r.cachedBytes <= one + 2, `${r.cachedBytes}`);
+  }));
+
 Deno.test("responder: a failing signer → unsigned internalError, and the failure is not cached", () =>
   withFixture(async (f) => {
     let fail = true;
