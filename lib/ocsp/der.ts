@@ -185,8 +185,8 @@ export class DerReader {
   }
 
   /** OBJECT IDENTIFIER content bytes (compare with `bytesEqual`). Example: `r.readOid()`. */
-  readOid(): Uint8Array {
-    const t = this.expect(TAG.OID);
+  readOid(tag: number = TAG.OID): Uint8Array {
+    const t = this.expect(tag);
     const c = this.content(t);
     if (c.length === 0) throw new DerError("empty OBJECT IDENTIFIER", t.start);
     // Each arc ends on a byte without the high bit and never starts with 0x80 (padding).
@@ -197,6 +197,22 @@ export class DerReader {
     }
     if (c[c.length - 1] & 0x80) throw new DerError("truncated OBJECT IDENTIFIER", t.start);
     return c;
+  }
+
+  /**
+   * Any one element, its constructed contents walked to the bottom so every nested header is DER
+   * (for fields read as "any value"). Constructed universal types other than SEQUENCE and SET are
+   * BER-only (constructed strings) and refused. Example: `r.skipStrict()`.
+   */
+  skipStrict(): Tlv {
+    const t = this.next();
+    if (!(t.tag & 0x20)) return t;
+    if ((t.tag & 0xc0) === 0 && t.tag !== TAG.SEQUENCE && t.tag !== TAG.SET) {
+      throw new DerError("constructed string (BER, not DER)", t.start);
+    }
+    const inner = new DerReader(this.bytes, t.contentStart, t.end, this.depth + 1);
+    while (!inner.done) inner.skipStrict();
+    return t;
   }
 
   /** OCTET STRING content. Example: `r.readOctetString()`. */

@@ -4,7 +4,12 @@
  *
  * - A signed request (optionalSignature) is accepted and its signature is not checked: the
  *   answers are public, so a signature would authorise nothing (openssl ocsp does the same unless
- *   told otherwise). Its structure must still be well-formed DER.
+ *   told otherwise). Its structure must still be strict DER: an AlgorithmIdentifier (OID, then
+ *   nothing or one element), a BIT STRING, and certificates that parse as X.509 with every nested
+ *   element DER.
+ * - requestorName must be a GeneralName (RFC 5280 §4.2.1.6) in strict DER, at least as strict as
+ *   Python cryptography reads it: the nine alternatives only, IA5 strings ASCII, an IP address of 4
+ *   or 16 bytes, a directoryName a Name whose SET OFs are in DER order.
  * - Nonce (RFC 9654): extnValue must be exactly one OCTET STRING of 1–128 bytes; anything else
  *   under the nonce OID is malformedRequest.
  * - Any other extension is ignored unless marked critical, which is malformedRequest (we cannot
@@ -22,11 +27,12 @@
  * ```
  */
 import { createHash } from "node:crypto";
-import type { CertificateInfo } from "./certificate.ts";
+import { type CertificateInfo, parseCertificate } from "./certificate.ts";
 import {
   boolean,
   bytesEqual,
   ctx,
+  ctxPrimitive,
   DerError,
   DerReader,
   explicit,
@@ -129,7 +135,10 @@ function readRequest(der: Uint8Array): OcspRequest {
   const tbs = ocspRequest.enter(TAG.SEQUENCE, "TBSRequest");
   if (tbs.peekTag() === ctx(0)) throw new MalformedRequest("explicit version (v1 is the DEFAULT)");
   const requestor = tbs.enterOptional(ctx(1));
-  if (requestor) skipOne(requestor);
+  if (requestor) {
+    readGeneralName(requestor);
+    requestor.finish("requestorName");
+  }
   const list = tbs.enter(TAG.SEQUENCE, "requestList");
   const certIds: CertId[] = [];
   while (!list.done) {
@@ -218,20 +227,131 @@ function readNonce(extnValue: Uint8Array): Uint8Array {
 function readSignature(r: DerReader): void {
   const sig = r.enter(TAG.SEQUENCE, "Signature");
   r.finish();
-  sig.expect(TAG.SEQUENCE, "signatureAlgorithm");
+  const alg = sig.enter(TAG.SEQUENCE, "signatureAlgorithm");
+  alg.readOid();
+  if (!alg.done) alg.skipStrict();
+  alg.finish("signatureAlgorithm field");
   sig.readBitStringBytes();
   const certs = sig.enterOptional(ctx(0));
   if (certs) {
     const list = certs.enter(TAG.SEQUENCE, "certs");
     certs.finish();
-    while (!list.done) list.expect(TAG.SEQUENCE, "Certificate");
+    while (!list.done) {
+      const t = list.skipStrict();
+      if (t.tag !== TAG.SEQUENCE) throw new MalformedRequest("a certificate is not a SEQUENCE");
+      parseCertificate(list.raw(t));
+    }
   }
   sig.finish("Signature field");
 }
 
-function skipOne(r: DerReader): void {
-  r.next();
-  r.finish();
+// GeneralName alternatives (RFC 5280 §4.2.1.6): IMPLICIT tags but directoryName, which is
+// EXPLICIT because Name is a CHOICE.
+const GN = {
+  otherName: ctx(0),
+  rfc822Name: ctxPrimitive(1),
+  dNSName: ctxPrimitive(2),
+  x400Address: ctx(3),
+  directoryName: ctx(4),
+  ediPartyName: ctx(5),
+  uri: ctxPrimitive(6),
+  iPAddress: ctxPrimitive(7),
+  registeredID: ctxPrimitive(8),
+} as const;
+
+function readGeneralName(r: DerReader): void {
+  const tag = r.peekTag();
+  if (tag === GN.registeredID) {
+    r.readOid(tag);
+    return;
+  }
+  const t = r.next();
+  const content = r.content(t);
+  const inner = new DerReader(r.bytes, t.contentStart, t.end, r.depth + 1);
+  switch (tag) {
+    case GN.otherName: {
+      inner.readOid();
+      const value = inner.enter(ctx(0), "otherName value");
+      value.skipStrict();
+      value.finish("otherName value");
+      break;
+    }
+    case GN.rfc822Name:
+    case GN.dNSName:
+    case GN.uri:
+      if (content.some((b) => b > 0x7f)) throw new MalformedRequest("IA5String not ASCII");
+      return;
+    case GN.iPAddress:
+      if (content.length !== 4 && content.length !== 16) {
+        throw new MalformedRequest(`iPAddress of ${content.length} bytes`);
+      }
+      return;
+    case GN.x400Address:
+    case GN.ediPartyName:
+      while (!inner.done) inner.skipStrict();
+      break;
+    case GN.directoryName:
+      readName(inner);
+      break;
+    default:
+      throw new MalformedRequest("requestorName is not a GeneralName");
+  }
+  inner.finish("GeneralName field");
+}
+
+// Name ::= SEQUENCE OF SET OF AttributeTypeAndValue; each SET OF in DER order (X.690 §11.6).
+function readName(r: DerReader): void {
+  const rdns = r.enter(TAG.SEQUENCE, "Name");
+  while (!rdns.done) {
+    const rdn = rdns.enter(TAG.SET, "RelativeDistinguishedName");
+    if (rdn.done) throw new MalformedRequest("empty RelativeDistinguishedName");
+    let previous: Uint8Array | null = null;
+    while (!rdn.done) {
+      const t = rdn.expect(TAG.SEQUENCE, "AttributeTypeAndValue");
+      const atv = new DerReader(rdn.bytes, t.contentStart, t.end, rdn.depth + 1);
+      atv.readOid();
+      readAttributeValue(atv);
+      atv.finish("AttributeTypeAndValue field");
+      const encoding = rdn.raw(t);
+      if (previous && compareDer(previous, encoding) > 0) {
+        throw new MalformedRequest("SET OF not in DER order");
+      }
+      previous = encoding;
+    }
+  }
+}
+
+const BMP_STRING = 0x1e;
+const UNIVERSAL_STRING = 0x1c;
+
+// Any value; BMPString and UniversalString must hold whole UTF-16 / UTF-32 characters.
+function readAttributeValue(r: DerReader): void {
+  const t = r.skipStrict();
+  const c = r.content(t);
+  if (t.tag === BMP_STRING) {
+    if (c.length % 2) throw new MalformedRequest("BMPString of an odd length");
+    const units = Array.from({ length: c.length / 2 }, (_, i) => c[2 * i] << 8 | c[2 * i + 1]);
+    if (!String.fromCharCode(...units).isWellFormed()) {
+      throw new MalformedRequest("BMPString not UTF-16");
+    }
+  } else if (t.tag === UNIVERSAL_STRING) {
+    if (c.length % 4) throw new MalformedRequest("UniversalString length not a multiple of 4");
+    for (let i = 0; i < c.length; i += 4) {
+      const cp = ((c[i] << 24) | (c[i + 1] << 16) | (c[i + 2] << 8) | c[i + 3]) >>> 0;
+      if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+        throw new MalformedRequest("UniversalString not UTF-32");
+      }
+    }
+  }
+}
+
+// X.690 §11.6: encodings compared as octet strings, the shorter padded with trailing zeros.
+function compareDer(a: Uint8Array, b: Uint8Array): number {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
 }
 
 /**

@@ -7,6 +7,11 @@ import { encodeOcspRequest } from "./request.ts";
 import { MALFORMED_REQUEST, OCSP_STATUS, parseOcspResponse, UNAUTHORIZED } from "./response.ts";
 import { Responder } from "./responder.ts";
 import { snapshotOf } from "./index_db.ts";
+import { boolean, bytesEqual, concat, explicit, octetString, oid, sequence, tlv } from "./der.ts";
+import { OCSP_NONCE_OID } from "./request.ts";
+import { pycaAcceptsOcspRequests } from "../../tests/support/pyca.ts";
+
+const set = (...parts: Uint8Array[]) => tlv(0x31, concat(parts));
 
 // Debian python3-cryptography-vectors (installed by make setup).
 const VECTORS = "/usr/lib/python3/dist-packages/cryptography_vectors/x509/ocsp";
@@ -184,6 +189,130 @@ Deno.test("the responder answers each pyca request vector by the rules: not our 
       const want = outcome(der) === "malformed" ? MALFORMED_REQUEST : UNAUTHORIZED;
       assert.deepEqual(await responder.answer(der), want, name);
     }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("strictness: signed requests, requestorName, version and critical FALSE — as Python cryptography reads them", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "ocsp-strict-" });
+  try {
+    const ca = await opensslCa(dir, "ec-p256");
+    const openssl = async (name: string, extra: string[]) => {
+      const path = `${dir}/${name}.der`;
+      const args = ["ocsp", "-issuer", ca.certPath, "-serial", "0x1A", "-no_nonce", ...extra];
+      const r = await runCommand("openssl", [...args, "-reqout", path]);
+      assert.equal(r.code, 0, r.text);
+      return await Deno.readFile(path);
+    };
+    const signer = ["-signer", ca.certPath, "-signkey", ca.keyPath!];
+    const plain = await openssl("plain", []);
+    const certIdList = plain.subarray(4); // 30 LL | 30 LL | requestList
+    assert.equal(plain[1] + 2, plain.length);
+    const tbsWith = (...before: Uint8Array[]) =>
+      sequence(sequence(...before, certIdList.subarray(0)));
+    const nonceExt = (critical: Uint8Array[]) =>
+      explicit(
+        2,
+        sequence(
+          sequence(oid(OCSP_NONCE_OID), ...critical, octetString(octetString(Uint8Array.of(7)))),
+        ),
+      );
+    const dirName = (rdns: Uint8Array[]) => explicit(1, explicit(4, sequence(...rdns)));
+    const atv = (value: Uint8Array) => sequence(oid("2.5.4.3"), value);
+    const utf8 = (s: string) => tlv(0x0c, new TextEncoder().encode(s));
+    // [name, request, we accept, Python cryptography accepts (when not the same)]
+    const cases: [string, Uint8Array, boolean, boolean?][] = [
+      ["signed by openssl, requestorName and certs", await openssl("signed", signer), true],
+      [
+        "signed by openssl, no certs",
+        await openssl("signed-nocerts", [...signer, "-no_certs"]),
+        true,
+      ],
+      [
+        "requestorName dNSName",
+        tbsWith(explicit(1, tlv(0x82, new TextEncoder().encode("a.example")))),
+        true,
+      ],
+      ["requestorName directoryName", tbsWith(dirName([set(atv(utf8("x")))])), true],
+      [
+        "requestorName two-value RDN in DER order",
+        tbsWith(dirName([set(atv(utf8("a")), atv(utf8("b")))])),
+        true,
+      ],
+      [
+        "requestorName iPAddress",
+        tbsWith(explicit(1, tlv(0x87, Uint8Array.of(127, 0, 0, 1)))),
+        true,
+      ],
+      [
+        "requestorName registeredID",
+        tbsWith(explicit(1, tlv(0x88, Uint8Array.of(0x2a, 0x03)))),
+        true,
+      ],
+      ["requestorName an INTEGER", tbsWith(Uint8Array.from([0xa1, 0x03, 0x02, 0x01, 0x05])), false],
+      [
+        "requestorName two GeneralNames",
+        tbsWith(explicit(1, tlv(0x82, Uint8Array.of(0x61)), tlv(0x82, Uint8Array.of(0x61)))),
+        false,
+      ],
+      [
+        "requestorName directoryName value with a BER length",
+        tbsWith(dirName([set(sequence(oid("2.5.4.3"), Uint8Array.of(0x0c, 0x81, 0x01, 0x78)))])),
+        false,
+      ],
+      [
+        "requestorName directoryName with a constructed string",
+        tbsWith(dirName([set(atv(tlv(0x2c, tlv(0x0c, Uint8Array.of(0x78)))))])),
+        false,
+        true, // BER; Python takes an attribute value as raw bytes
+      ],
+      [
+        "requestorName RDN out of DER order",
+        tbsWith(dirName([set(atv(utf8("b")), atv(utf8("a")))])),
+        false,
+      ],
+      [
+        "requestorName BMPString of odd length",
+        tbsWith(dirName([set(atv(tlv(0x1e, Uint8Array.of(0, 0x41, 0))))])),
+        false,
+        true, // Python checks the characters only when the name is read
+      ],
+      [
+        "requestorName an unknown [9]",
+        tbsWith(explicit(1, tlv(0x89, Uint8Array.of(1)))),
+        false,
+      ],
+      ["explicit version v1", tbsWith(explicit(0, Uint8Array.of(2, 1, 0))), false],
+      [
+        "nonce critical TRUE",
+        sequence(sequence(certIdList.subarray(0), nonceExt([boolean(true)]))),
+        true,
+      ],
+      [
+        "nonce critical FALSE written out",
+        sequence(sequence(certIdList.subarray(0), nonceExt([boolean(false)]))),
+        false,
+      ],
+    ];
+    const ours = cases.map(([, der]) => outcome(der) !== "malformed");
+    const theirs = pycaAcceptsOcspRequests(cases.map(([, der]) => der));
+    for (const [i, [name, der, accepted, pyca = accepted]] of cases.entries()) {
+      assert.equal(ours[i], accepted, `${name}: ours (${outcome(der)})`);
+      assert.equal(theirs[i], pyca, `${name}: Python cryptography`);
+    }
+    assert.equal(parseOcspRequest(cases[0][1]).signed, true);
+    assert.equal(serialHex(parseOcspRequest(cases[0][1]).certIds[0].serial), "1A");
+    // The certificates a signed request carries must parse as X.509: a certificate whose
+    // tbsCertificate is not a SEQUENCE was let through before.
+    const signed = cases[0][1];
+    const at = signed.findIndex((_, k) =>
+      bytesEqual(signed.subarray(k, k + ca.der.length), ca.der)
+    );
+    assert.ok(at > 0);
+    const broken = signed.slice();
+    broken[at + 4] = 0x31; // 30 82 LL LL | 30 → 31
+    assert.equal(outcome(broken), "malformed");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

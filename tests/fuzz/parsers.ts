@@ -1,12 +1,12 @@
 /**
  * Fuzzing of the file and DER parsers, in process: the policy file (lib/policy), OpenSSL's
  * index.txt (lib/ocsp/index_db.ts), the DER reader (lib/ocsp/der.ts) and the OCSP request parser
- * (lib/ocsp/request.ts). POST /ocsp over the public socket is not fuzzed yet: the daemon does not
- * serve the public listener in this version (a hook: feed `ocspRequestFuzzer` inputs to the socket
- * once `--public-socket` is accepted).
+ * (lib/ocsp/request.ts). POST /ocsp over the real public socket is fuzzed by public_fuzz.ts.
  * Inputs are valid files or encodings, then mutated, plus plain random bytes. The oracle: no
  * exception other than the parser's own error type; what parses round-trips (its grants / lines
- * written back parse to the same thing); an error names a line that exists.
+ * written back parse to the same thing); an error names a line that exists. An OCSP request
+ * lib/ocsp accepts must also be accepted by Python cryptography's strict parser (checked in one
+ * batch after the run, on a sample of up to `PYCA_SAMPLE` accepted inputs).
  *
  * Adding a parser: write a `ParserFuzzer` —
  * `generate` a valid input, `check` one input and return a finding or undefined — and add it to
@@ -51,6 +51,7 @@ import {
   parseOcspRequest,
 } from "../../lib/ocsp/request.ts";
 import { Prng } from "./prng.ts";
+import { pycaOcspRequestVerdicts } from "../support/pyca.ts";
 
 /** One parser under fuzz. */
 export interface ParserFuzzer {
@@ -59,6 +60,8 @@ export interface ParserFuzzer {
   generate(rng: Prng): Uint8Array;
   /** A finding for this input, or undefined. `valid` says it came unmutated from `generate`. */
   check(input: Uint8Array, valid: boolean): string | undefined;
+  /** Findings of checks batched over the whole run (called once, after the last input). */
+  afterRun?(): Array<{ finding: string; bytes: Uint8Array }>;
 }
 
 /** What one parser's run found. */
@@ -318,6 +321,29 @@ const derFuzzer: ParserFuzzer = {
 /** The certIds and nonce each generated request was built from, keyed by its encoding. */
 const builtFrom = new Map<string, { certIds: Uint8Array[]; nonce: Uint8Array | null }>();
 
+/** Accepted OCSP requests handed to Python cryptography after a run, at most this many. */
+export const PYCA_SAMPLE = 600;
+const acceptedSample: Uint8Array[] = [];
+
+const set = (...parts: Uint8Array[]) => tlv(TAG.SET, concat(parts));
+
+// A requestorName: dNSName, or a directoryName of one or two RDNs (two values in DER order).
+function requestorName(rng: Prng): Uint8Array {
+  if (rng.chance(0.3)) return explicit(1, tlv(0x82, te.encode(word(rng, "abc.-1", 20))));
+  const atv = (type: string) =>
+    sequence(oid(type), tlv(TAG.UTF8_STRING, te.encode(word(rng, SUBJECT_CHARS, 20))));
+  const rdns = [set(atv("2.5.4.3"))];
+  if (rng.chance(0.5)) rdns.unshift(set(atv("2.5.4.10")));
+  return explicit(1, explicit(4, sequence(...rdns)));
+}
+
+// optionalSignature without certificates: ecdsa-with-SHA256 over nothing in particular (the
+// signature is not checked, only its structure).
+function signature(rng: Prng): Uint8Array {
+  const bits = tlv(TAG.BIT_STRING, concat([Uint8Array.of(0), rng.bytes(8 + rng.int(64))]));
+  return explicit(0, sequence(sequence(oid("1.2.840.10045.4.3.2")), bits));
+}
+
 const ocspRequestFuzzer: ParserFuzzer = {
   name: "OCSP request (lib/ocsp/request.ts)",
   generate(rng) {
@@ -335,7 +361,14 @@ const ocspRequestFuzzer: ParserFuzzer = {
       });
     });
     const nonce = rng.chance(0.5) ? rng.bytes(1 + rng.int(NONCE_MAX)) : null;
-    const der = encodeOcspRequest({ certIds, nonce });
+    let der = encodeOcspRequest({ certIds, nonce });
+    if (rng.chance(0.3)) {
+      const outer = new DerReader(der).enter(TAG.SEQUENCE);
+      const tbs = outer.enter(TAG.SEQUENCE);
+      const tbsContent = tbs.bytes.subarray(tbs.offset, tbs.end);
+      const named = rng.chance(0.7) ? concat([requestorName(rng), tbsContent]) : tbsContent;
+      der = sequence(sequence(named), ...(rng.chance(0.6) ? [signature(rng)] : []));
+    }
     builtFrom.clear(); // only the latest valid input is checked against its parts
     builtFrom.set(der.toHex(), { certIds, nonce });
     return der;
@@ -350,12 +383,24 @@ const ocspRequestFuzzer: ParserFuzzer = {
       }
       return valid ? `a request encodeOcspRequest wrote is refused: ${err.message}` : undefined;
     }
+    if (acceptedSample.length < PYCA_SAMPLE && (!valid || acceptedSample.length % 4 === 0)) {
+      acceptedSample.push(input);
+    }
     const parts = valid ? builtFrom.get(input.toHex()) : undefined;
     if (!parts) return undefined;
     const same = parsed.certIds.length === parts.certIds.length &&
       parsed.certIds.every((c, i) => c.der.toHex() === parts.certIds[i].toHex()) &&
       (parsed.nonce?.toHex() ?? null) === (parts.nonce?.toHex() ?? null);
     return same ? undefined : "the parsed request is not what was encoded";
+  },
+  afterRun() {
+    const sample = acceptedSample.splice(0);
+    const verdicts = pycaOcspRequestVerdicts(sample);
+    return sample.flatMap((bytes, i) =>
+      verdicts[i] === "ok"
+        ? []
+        : [{ finding: `accepted, but Python cryptography ${verdicts[i]}`, bytes }]
+    );
   },
 };
 
@@ -441,6 +486,9 @@ export function fuzzParsers(o: { seed: number; cases: number }): ParserReport[] 
       slowest = Math.max(slowest, performance.now() - started);
       report.cases++;
       if (finding) report.findings.push({ finding: `${p.name}: ${finding}`, bytes: input, steps });
+    }
+    for (const f of p.afterRun?.() ?? []) {
+      report.findings.push({ finding: `${p.name}: ${f.finding}`, bytes: f.bytes, steps: [] });
     }
     report.summary = `${report.findings.length} findings, slowest ${slowest.toFixed(1)} ms`;
     return report;
