@@ -18,6 +18,7 @@
  */
 import assert from "node:assert/strict";
 import { runCommand } from "./support/command.ts";
+import { forgetTestTokenEnvironment } from "./support/token.ts";
 import { listenNotify, type NotifySocket } from "./support/notify.ts";
 import { mountFs, type TestMount } from "./support/mounts.ts";
 import { curlNginx, startNginx, type TestNginx } from "./support/nginx.ts";
@@ -100,6 +101,8 @@ Deno.test({
   fn: async (t) => {
     const lock = await Deno.open("/run/lock/svcd-package-test.lock", { create: true, write: true });
     await lock.lock(true);
+    // The guide's commands run as on a fresh host: no SOFTHSM2_CONF left by an earlier test file.
+    forgetTestTokenEnvironment();
     const doc = await Deno.readTextFile(DOC);
     const work = await Deno.makeTempDir({ prefix: "svcd-package-" });
     await Deno.chmod(work, 0o711); // nginx workers (www-data) keep their temp files below it

@@ -136,6 +136,20 @@ export async function makeTestToken(opts: TestTokenOptions = {}): Promise<TestTo
 }
 
 /**
+ * Removes the token-selecting variables an earlier test file set in this process (openTestToken
+ * sets them; the module reads them at C_Initialize), for a test that stands for a host where an
+ * operator's shell has none: the test files of one `deno test` run share the process environment.
+ *
+ * @example
+ * ```ts
+ * forgetTestTokenEnvironment(); // then run the installed svcd as an operator would
+ * ```
+ */
+export function forgetTestTokenEnvironment(): void {
+  for (const name of TOKEN_VARIABLES) Deno.env.delete(name);
+}
+
+/**
  * Opens a test token in this process: sets its module variable in this process's environment
  * (the module reads it at C_Initialize) and opens it. Close it in a `finally`: the last close
  * finalises the module, so the next test file can point it at another directory.
