@@ -9,6 +9,7 @@
  * deno run -A bench/load.ts --socket .demo/auth.sock --key demo-ec --concurrency 16 --seconds 5
  * deno run -A bench/load.ts --socket /tmp/echo.sock --path /echo --seconds 3 --warmup 0.5
  * deno run -A bench/load.ts --socket .demo/public.sock --path /ocsp --body-file req.der
+ * deno run -A bench/load.ts --tcp 127.0.0.1:8888 --path / --body-file req.der   # openssl ocsp -port
  * ```
  */
 import { parseArgs } from "node:util";
@@ -37,8 +38,16 @@ function requestBytes(path: string, subject: string, key: string, body: Uint8Arr
   return out;
 }
 
+/** Where the requests go: a UNIX socket path, or `tcp:HOST:PORT` (another server, for comparison). */
+function connectTo(target: string): Promise<Deno.Conn> {
+  const tcp = /^tcp:(.+):(\d+)$/.exec(target);
+  return tcp
+    ? Deno.connect({ hostname: tcp[1], port: Number(tcp[2]) })
+    : Deno.connect({ transport: "unix", path: target });
+}
+
 async function once(socket: string, bytes: Uint8Array, buf: Uint8Array): Promise<boolean> {
-  const conn = await Deno.connect({ transport: "unix", path: socket });
+  const conn = await connectTo(socket);
   try {
     await conn.write(bytes);
     let first = true, ok = false;
@@ -63,6 +72,7 @@ async function once(socket: string, bytes: Uint8Array, buf: Uint8Array): Promise
  * ```
  */
 export async function runLoad(opts: {
+  /** A UNIX socket path, or `tcp:HOST:PORT`. */
   socket: string;
   key: string;
   concurrency: number;
@@ -107,6 +117,7 @@ if (import.meta.main) {
     args: Deno.args,
     options: {
       socket: { type: "string" },
+      tcp: { type: "string" },
       key: { type: "string" },
       concurrency: { type: "string", default: "16" },
       seconds: { type: "string", default: "5" },
@@ -117,15 +128,16 @@ if (import.meta.main) {
   });
   // /sign needs a key; other paths (bench/http-echo.ts's /echo) ignore the header.
   const key = values.key ?? (values.path === "/sign" ? undefined : "none");
-  if (!values.socket || !key) {
+  const socket = values.tcp ? `tcp:${values.tcp}` : values.socket;
+  if (!socket || !key) {
     console.error(
-      "usage: bench/load.ts --socket PATH --key LABEL [--path /sign] [--concurrency N] " +
+      "usage: bench/load.ts (--socket PATH | --tcp HOST:PORT) --key LABEL [--path /sign] [--concurrency N] " +
         "[--seconds S] [--warmup S] [--body-file FILE]",
     );
     Deno.exit(2);
   }
   const opts = {
-    socket: values.socket,
+    socket,
     key,
     concurrency: Number(values.concurrency),
     seconds: Number(values.seconds),

@@ -1,17 +1,21 @@
 /**
- * OCSP responder figures: request parse time, and `Responder.answer` responses/s and p99 at
- * c=1/4/16 for cached answers (no nonce) and live-signed ones (nonce), beside `openssl ocsp -index`
- * in server mode on loopback in the same run (same CA key type, same index, same requests; openssl
- * signs every answer). Ours is measured in-process (no HTTP), openssl through its HTTP server, so
- * the ratio says how far the OCSP core is from being the bottleneck, not what /ocsp serves; the
- * daemon's /ocsp bench belongs with the public listener.
+ * OCSP figures, what the product serves: `svcd serve --public-socket` (CA key in the token, made by
+ * `svcd ca init`) answering POST /ocsp, loaded by bench/load.ts in its own process with one
+ * connection per request, at c=1/4/16, cached (no nonce) and live-signed (nonce), beside
+ * `openssl ocsp -index` in server mode (software key of the same type, the same index lines, the
+ * same request shapes, loaded the same way over loopback TCP) in the same run, as ratios. Target
+ * (issue 9): ≥ 3 × openssl at c=16 cached, ≥ 1 × for nonce. openssl signs every answer, with or
+ * without a nonce; its server handles one connection at a time.
+ *
+ * A second table: the OCSP core alone (`Responder.answer` in-process, software key, no HTTP), with
+ * parse/encode/sign µs — how far the core is from being the bottleneck.
  *
  * Run as root it re-runs itself in a fresh network namespace (only `lo`), because openssl's
  * responder binds every interface.
  *
  * @example
  * ```sh
- * deno run -A bench/ocsp.ts                   # ec-p256 CA, 2 s per figure
+ * deno run -A bench/ocsp.ts                   # ec-p256 CA, 3 s per figure
  * deno run -A bench/ocsp.ts --key ed25519 --seconds 3
  * ```
  */
@@ -25,12 +29,19 @@ import {
 } from "../lib/ocsp/mod.ts";
 import { certIdFor, encodeOcspRequest, serialContent } from "../lib/ocsp/request.ts";
 import { parseCertificate } from "../lib/ocsp/certificate.ts";
+import { readCertificates } from "../lib/ocsp/certificate.ts";
 import { opensslCa, type OpensslKeyType, withTempDir } from "../tests/support/ocsp.ts";
+import { makeTestToken } from "../tests/support/token.ts";
+import { makeTestCa, publicListenerArgs } from "../tests/support/ca.ts";
+import { startDaemon } from "../tests/support/daemon.ts";
+import type { LoadResult } from "./load.ts";
+
+const LOAD = new URL("./load.ts", import.meta.url).pathname;
 
 const args = parseArgs({
   options: {
     key: { type: "string", default: "ec-p256" },
-    seconds: { type: "string", default: "2" },
+    seconds: { type: "string", default: "3" },
     entries: { type: "string", default: "10000" },
   },
 });
@@ -167,6 +178,7 @@ await withTempDir("ocsp-bench-", async (dir) => {
     ));
   }
   await Deno.writeTextFile(`${dir}/index.txt`, lines.join(""));
+  const served = await servedTable(dir, ca.der);
   const issuer = parseCertificate(ca.der);
   const serialBytes = (i: number) => serialContent(i.toString(16));
   const plain = Array.from(
@@ -265,4 +277,87 @@ await withTempDir("ocsp-bench-", async (dir) => {
     } s each):`,
   );
   for (const r of rows) console.log(r);
+  console.log(
+    `\nwhat /ocsp serves — svcd serve --public-socket (CA key ${KEY} in the test token) vs ` +
+      `openssl ocsp -index (software key), bench/load.ts, one connection per request, ${
+        DURATION_MS / 1000
+      } s each:`,
+  );
+  for (const r of served) console.log(r);
 });
+
+/** bench/load.ts in its own process; its JSON line. */
+async function loadProcess(args: string[]): Promise<LoadResult> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", LOAD, ...args, "--seconds", String(DURATION_MS / 1000), "--warmup", "0.5"],
+    stdout: "piped",
+    stderr: "inherit",
+  }).output();
+  if (out.code !== 0) throw new Error(`bench/load.ts ${args.join(" ")} exited ${out.code}`);
+  return JSON.parse(new TextDecoder().decode(out.stdout).trim().split("\n").at(-1)!);
+}
+
+// The daemon with its public listener over a token CA, and openssl's responder over the openssl
+// CA in `dir` (same index lines), both loaded by bench/load.ts processes.
+async function servedTable(dir: string, opensslCaDer: Uint8Array): Promise<string[]> {
+  const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
+  const work = await Deno.makeTempDir({ prefix: "svcd-ocsp-bench-" });
+  const rows: string[] = [];
+  try {
+    const ca = await makeTestCa(token, { keyLabel: "ca", keyType: KEY });
+    await Deno.copyFile(`${dir}/index.txt`, `${ca.dir}/index.txt`);
+    const publicSocket = `${work}/public.sock`;
+    const daemon = await startDaemon({
+      token,
+      workDir: work,
+      policy: "CN=bench,O=Bench\tk-ec\n",
+      args: publicListenerArgs(ca, publicSocket),
+    });
+    const port = 20000 + Math.floor(Math.random() * 20000);
+    const server = await opensslServer(dir, port);
+    try {
+      const files = (name: string, issuerDer: Uint8Array) => {
+        const issuer = parseCertificate(issuerDer);
+        const certIds = [certIdFor(issuer, serialContent("2A"))]; // a V line
+        const cached = `${work}/${name}-cached.der`;
+        const nonce = `${work}/${name}-nonce.der`;
+        Deno.writeFileSync(cached, encodeOcspRequest({ certIds }));
+        Deno.writeFileSync(
+          nonce,
+          encodeOcspRequest({ certIds, nonce: new Uint8Array(16).fill(7) }),
+        );
+        return { cached, nonce };
+      };
+      const ours = files("svcd", readCertificates(Deno.readFileSync(ca.caPem))[0].der);
+      const theirs = files("openssl", opensslCaDer);
+      const svcd = ["--socket", publicSocket, "--path", "/ocsp", "--key", "none"];
+      const ossl = ["--tcp", `127.0.0.1:${port}`, "--path", "/", "--key", "none"];
+      const fmt = (r: LoadResult) =>
+        `${r.perSecond.toFixed(0).padStart(6)}/s p99 ${r.p99ms.toFixed(2).padStart(6)} ms${
+          r.errors ? ` (${r.errors} errors)` : ""
+        }`;
+      for (const c of CONCURRENCY) {
+        const conc = ["--concurrency", String(c)];
+        const sc = await loadProcess([...svcd, ...conc, "--body-file", ours.cached]);
+        const sn = await loadProcess([...svcd, ...conc, "--body-file", ours.nonce]);
+        const oc = await loadProcess([...ossl, ...conc, "--body-file", theirs.cached]);
+        const on = await loadProcess([...ossl, ...conc, "--body-file", theirs.nonce]);
+        rows.push(
+          `c=${String(c).padEnd(2)}  svcd cached ${fmt(sc)} | openssl ${fmt(oc)} | ratio ${
+            (sc.perSecond / oc.perSecond).toFixed(1)
+          }×   ‖  svcd nonce ${fmt(sn)} | openssl ${fmt(on)} | ratio ${
+            (sn.perSecond / on.perSecond).toFixed(1)
+          }×`,
+        );
+      }
+    } finally {
+      server.kill();
+      await server.status;
+      await daemon.stop();
+    }
+  } finally {
+    await token.cleanup();
+    await Deno.remove(work, { recursive: true });
+  }
+  return rows;
+}

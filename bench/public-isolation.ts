@@ -13,7 +13,7 @@
 import { parseArgs } from "node:util";
 import type { LoadResult } from "./load.ts";
 import { makeTestToken } from "../tests/support/token.ts";
-import { makeTestCa } from "../tests/support/ca.ts";
+import { makeTestCa, publicListenerArgs } from "../tests/support/ca.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import { certIdFor, encodeOcspRequest, readCertificates } from "../lib/ocsp/mod.ts";
 
@@ -55,16 +55,7 @@ const daemon = await startDaemon({
   token,
   workDir: work,
   policy,
-  args: [
-    "--public-socket",
-    publicSocket,
-    "--revocation-db",
-    `${ca.dir}/index.txt`,
-    "--ocsp-label",
-    "ca",
-    "--ca-cert",
-    ca.caPem,
-  ],
+  args: publicListenerArgs(ca, publicSocket),
 });
 try {
   const issuer = readCertificates(Deno.readFileSync(ca.caPem))[0];

@@ -151,6 +151,27 @@ export interface PublicListenerSetup {
 }
 
 /**
+ * `svcd serve` options for a public listener at `socket` answering OCSP for `ca` (its key `label`).
+ *
+ * @example
+ * ```ts ignore
+ * const daemon = await startDaemon({ token, policy, args: publicListenerArgs(ca, `${work}/public.sock`) });
+ * ```
+ */
+export function publicListenerArgs(ca: TestCa, socket: string, label = "ca"): string[] {
+  return [
+    "--public-socket",
+    socket,
+    "--revocation-db",
+    `${ca.dir}/index.txt`,
+    "--ocsp-label",
+    label,
+    "--ca-cert",
+    ca.caPem,
+  ];
+}
+
+/**
  * `svcd ca init` (key `ca`, ec-p256) on the token, one certificate issued to alice, and the daemon
  * options for a public listener at `workDir/public.sock` answering OCSP for that CA.
  *
@@ -170,16 +191,7 @@ export async function publicListenerSetup(
   const socket = `${workDir}/public.sock`;
   return {
     socket,
-    args: [
-      "--public-socket",
-      socket,
-      "--revocation-db",
-      `${ca.dir}/index.txt`,
-      "--ocsp-label",
-      "ca",
-      "--ca-cert",
-      ca.caPem,
-    ],
+    args: publicListenerArgs(ca, socket),
     ca,
     issuer: readCertificates(Deno.readFileSync(ca.caPem))[0],
     issuedSerial: readCertificates(Deno.readFileSync(issued.path))[0].serial,
