@@ -19,6 +19,8 @@ import {
 } from "./support/token.ts";
 import { makeTestCa, openssl, opensslRequest, type TestCa } from "./support/ca.ts";
 import { runCommand } from "./support/command.ts";
+import { derFromPem } from "../lib/ca/csr.ts";
+import { pem } from "../lib/token/der.ts";
 
 interface Fixture {
   token: TestToken;
@@ -335,9 +337,128 @@ Deno.test("ca status: a certificate the index does not list is unknown; a delega
   await Deno.writeTextFile(index, text);
 });
 
+/** Python cryptography: the CRL parses, its signature verifies with the CA key, and what it lists. */
+async function pythonCrlCheck(caPem: string, crlPem: string): Promise<string> {
+  const script = `
+import sys
+from cryptography import x509
+from cryptography.x509.oid import ExtensionOID
+ca = x509.load_pem_x509_certificate(open(sys.argv[1], "rb").read())
+crl = x509.load_pem_x509_crl(open(sys.argv[2], "rb").read())
+assert crl.is_signature_valid(ca.public_key()), "CRL signature does not verify"
+assert crl.issuer == ca.subject
+aki = crl.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value.key_identifier
+assert aki == ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value.digest
+number = crl.extensions.get_extension_for_class(x509.CRLNumber).value.crl_number
+days = (crl.next_update - crl.last_update).days
+rows = []
+for r in crl:
+    try:
+        reason = r.extensions.get_extension_for_class(x509.CRLReason).value.reason.name
+    except x509.ExtensionNotFound:
+        reason = "-"
+    rows.append("%X %s" % (r.serial_number, reason))
+print(number, days, " ".join(sorted(rows)))
+`;
+  const r = await runCommand("/usr/bin/python3", ["-c", script, caPem, crlPem]);
+  assert.equal(r.code, 0, r.text);
+  return r.stdout.trim();
+}
+
+Deno.test("ca crl: a CRL of the revoked serials that openssl and Python cryptography verify; cRLNumber increases", async () => {
+  const { token } = await fixture();
+  const ca = await makeTestCa(token, {
+    keyLabel: "ca-crl",
+    keyType: "ec-p256",
+    dir: `${token.dir}/ca-crl`,
+  });
+  const issue = async (name: string) =>
+    await ca.issue(["--csr", (await opensslRequest(ca.dir, name, `/CN=${name}`)).request]);
+  const [a, b, c] = [await issue("a"), await issue("b"), await issue("c")];
+  const crlPem = `${ca.dir}/crl.pem`;
+  const verify = async (cert: string) =>
+    (await runCommand("openssl", [
+      "verify",
+      "-crl_check",
+      "-CRLfile",
+      crlPem,
+      "-CAfile",
+      ca.caPem,
+      cert,
+    ])).text;
+
+  // Nothing revoked yet: a valid CRL with no entries, the default 7 days.
+  const first = await ca.run("crl");
+  assert.equal(first.code, 0, first.text);
+  assert.match(first.stdout, /^CRL 1: 0 revoked, next update /);
+  assert.equal(await pythonCrlCheck(ca.caPem, crlPem), "1 7");
+  assert.match(await verify(a.path), /: OK\n/);
+
+  const revoked = await ca.run("revoke", [a.serial, "--reason", "keyCompromise"]);
+  assert.equal(revoked.code, 0, revoked.text);
+  assert.match(revoked.stderr, /svcd ca crl --ca-dir .* && systemctl reload nginx/);
+  assert.equal((await ca.run("revoke", [b.serial, "--reason", "unspecified"])).code, 0);
+  const out = `${token.dir}/copy-of-crl.pem`;
+  const second = await ca.run("crl", ["--out", out, "--days", "30"]);
+  assert.equal(second.code, 0, second.text);
+  assert.match(second.stdout, /^CRL 2: 2 revoked/);
+  assert.equal(await Deno.readTextFile(out), await Deno.readTextFile(crlPem));
+  assert.equal((await Deno.readTextFile(`${ca.dir}/crlnumber`)).trim(), "03");
+
+  const verified = await runCommand("openssl", [
+    "crl",
+    "-in",
+    crlPem,
+    "-CAfile",
+    ca.caPem,
+    "-noout",
+    "-verify",
+  ]);
+  assert.equal(verified.code, 0, verified.text);
+  assert.match(verified.text, /verify OK/);
+  const text = await openssl(["crl", "-in", crlPem, "-noout", "-text"]);
+  assert.match(text, /Version 2 \(0x1\)/);
+  assert.match(text, /X509v3 CRL Number: \n\s+2\n/);
+  assert.match(text, /Signature Algorithm: ecdsa-with-SHA256/);
+  assert.match(await verify(a.path), /certificate revoked/);
+  assert.match(await verify(b.path), /certificate revoked/);
+  assert.match(await verify(c.path), /: OK\n/);
+  // unspecified is left out (RFC 5280 §5.3.1), keyCompromise is carried.
+  assert.equal(
+    await pythonCrlCheck(ca.caPem, crlPem),
+    `2 30 ${[`${a.serial} key_compromise`, `${b.serial} -`].sort().join(" ")}`,
+  );
+
+  // A tampered CRL is refused by both (the checks above can fail).
+  const der = derFromPem(await Deno.readFile(crlPem), "X509 CRL");
+  der[der.length - 3] ^= 1;
+  const bad = `${token.dir}/bad-crl.pem`;
+  await Deno.writeTextFile(bad, pem("X509 CRL", der));
+  const refused = await runCommand("/usr/bin/python3", [
+    "-c",
+    "import sys; from cryptography import x509; " +
+    "ca = x509.load_pem_x509_certificate(open(sys.argv[1], 'rb').read()); " +
+    "crl = x509.load_pem_x509_crl(open(sys.argv[2], 'rb').read()); " +
+    "sys.exit(0 if crl.is_signature_valid(ca.public_key()) else 3)",
+    ca.caPem,
+    bad,
+  ]);
+  assert.equal(refused.code, 3, refused.text);
+  const badVerify = await runCommand("openssl", [
+    "crl",
+    "-in",
+    bad,
+    "-CAfile",
+    ca.caPem,
+    "-noout",
+    "-verify",
+  ]);
+  assert.doesNotMatch(badVerify.text, /verify OK/);
+});
+
 Deno.test("ca: every command has --help; usage mistakes exit 2 and say what to do", async () => {
   const { token, ec } = await fixture();
-  for (const command of ["init", "issue", "responder", "revoke", "status", "list"]) {
+  for (const command of ["init", "issue", "responder", "revoke", "crl", "status", "list"]) {
     const r = await ec.run(command, ["--help"]);
     assert.equal(r.code, 0, r.text);
     assert.match(r.stdout, new RegExp(`^usage: svcd ca ${command}`));

@@ -61,8 +61,16 @@ export function serialBytes(serial: bigint): Uint8Array {
   return Uint8Array.fromHex(hex);
 }
 
-/** RFC 5280 §4.1.2.5: UTCTime through 2049, GeneralizedTime from 2050. */
-function time(date: Date): pkijs.Time {
+/**
+ * RFC 5280 §4.1.2.5 (and §5.1.2.4 for CRLs): UTCTime through 2049, GeneralizedTime from 2050;
+ * whole seconds.
+ *
+ * @example
+ * ```ts
+ * x509Time(new Date("2030-01-01T00:00:00Z")).type; // 0 (UTCTime)
+ * ```
+ */
+export function x509Time(date: Date): pkijs.Time {
   const seconds = new Date(Math.floor(date.getTime() / 1000) * 1000);
   const type = seconds.getUTCFullYear() < 2050 ? 0 : 1;
   return new pkijs.Time({ type, value: seconds });
@@ -89,8 +97,8 @@ export async function buildCertificate(
     signatureAlgorithm: pkijs.AlgorithmIdentifier.fromBER(ab(algorithmIdentifier)),
     issuer: fields.issuer,
     subject: fields.subject,
-    notBefore: time(fields.notBefore),
-    notAfter: time(fields.notAfter),
+    notBefore: x509Time(fields.notBefore),
+    notAfter: x509Time(fields.notAfter),
     subjectPublicKeyInfo: pkijs.PublicKeyInfo.fromBER(ab(fields.spki)),
     extensions: fields.extensions,
   });
@@ -101,7 +109,19 @@ export async function buildCertificate(
   return new Uint8Array(cert.toSchema().toBER());
 }
 
-function extension(extnID: string, critical: boolean, value: asn1js.BaseBlock): pkijs.Extension {
+/**
+ * One extension whose extnValue is the DER of `value`.
+ *
+ * @example
+ * ```ts ignore
+ * extension("2.5.29.20", false, new asn1js.Integer({ value: 1 })); // cRLNumber 1
+ * ```
+ */
+export function extension(
+  extnID: string,
+  critical: boolean,
+  value: asn1js.BaseBlock,
+): pkijs.Extension {
   return new pkijs.Extension({ extnID, critical, extnValue: value.toBER() });
 }
 
@@ -135,7 +155,16 @@ function subjectKeyId(spki: Uint8Array): pkijs.Extension {
   );
 }
 
-function authorityKeyId(issuerSpki: Uint8Array): pkijs.Extension {
+/**
+ * authorityKeyIdentifier: the keyIdentifier of the issuer's key (its SKI), as certificates and
+ * CRLs carry it.
+ *
+ * @example
+ * ```ts ignore
+ * authorityKeyId(caSpki);
+ * ```
+ */
+export function authorityKeyId(issuerSpki: Uint8Array): pkijs.Extension {
   const aki = new pkijs.AuthorityKeyIdentifier({
     keyIdentifier: new asn1js.OctetString({ valueHex: ab(keyIdentifier(issuerSpki)) }),
   });

@@ -29,10 +29,13 @@ import { derFromPem, readPublicKey, readRequest } from "./csr.ts";
 import { nameFromRfc4514, nginxSubject, slashSubject } from "./name.ts";
 import { CaFolder, DEFAULT_CA_DIR, serialHex } from "./store.ts";
 import { caStatus } from "./status.ts";
+import { buildCrl, revokedFromIndex } from "./crl.ts";
+import { writeFileAtomic } from "./atomic.ts";
+import { pem } from "../token/der.ts";
 
 const DAY_MS = 86_400_000;
 /** Default lifetimes in days. */
-export const DEFAULT_DAYS = { ca: 3650, client: 365, responder: 365 } as const;
+export const DEFAULT_DAYS = { ca: 3650, client: 365, responder: 365, crl: 7 } as const;
 
 const COMMON_HELP = `common options:
   --ca-dir DIR    the CA folder (default ${DEFAULT_CA_DIR})
@@ -69,7 +72,18 @@ token key L (the daemon's --ocsp-label); writes it to responder.pem in the CA fo
 Marks the certificate SERIAL (hex, as 'svcd ca list' shows it) revoked in index.txt (an atomic,
 fsynced rewrite; the daemon answers from it on its next query). REASON (RFC 5280): ${
     revocableReasons().join(", ")
-  }.`,
+  }.
+nginx learns of it only from a new CRL: run 'svcd ca crl' (with --out for nginx's copy), then
+'systemctl reload nginx'.`,
+  crl: `usage: svcd ca crl [--out FILE] [--days N]
+
+Signs a CRL (X.509 v2, RFC 5280) of every revoked certificate in index.txt with the CA key:
+serial, revocation time and reason, authorityKeyIdentifier, and a cRLNumber one above the last
+(kept in crlnumber). Writes crl.pem in the CA folder (atomically) and FILE if given; this is
+nginx's ssl_crl. Run it after every 'svcd ca revoke' and before nextUpdate (cron), then reload
+nginx: an expired CRL makes nginx refuse every client of this CA.
+  --days N        nextUpdate = now + N days (default ${DEFAULT_DAYS.crl})
+  --out FILE      also write the CRL (PEM) there`,
   status: `usage: svcd ca status CERT [--ocsp-label L]
 
 Asks the OCSP core the daemon uses about the certificate in file CERT (PEM or DER), with the
@@ -87,6 +101,7 @@ commands:
   issue       client certificate for the proxy from a CSR or a public key
   responder   delegated OCSP responder certificate for a token key
   revoke      revoke a certificate by serial (index.txt)
+  crl         sign the CRL of the revoked certificates (nginx's ssl_crl)
   status      OCSP status of a certificate, answered by the daemon's OCSP core
   list        the index as a table
 Each command has --help.
@@ -174,6 +189,8 @@ export async function runCaCommand(args: string[]): Promise<number> {
         return await revoke(ctx);
       case "status":
         return await status(ctx);
+      case "crl":
+        return await crl(ctx);
       default:
         return await list(ctx);
     }
@@ -485,6 +502,50 @@ async function revoke(ctx: Context): Promise<number> {
     `revoked ${entry.serial} (${entry.subject}) at ${new Date(revokedAt).toISOString()}, ` +
       `reason ${REASON_NAME[reason]}; ${CaFolder.paths(ctx.dir).index} rewritten`,
   );
+  // A CRL is not made here: signing needs the token and its PIN, which revoke does not (so an
+  // operator can revoke at once, with whatever access is at hand).
+  ctx.say(
+    `the daemon's OCSP answers say revoked now; for nginx publish a new CRL and reload it: ` +
+      `svcd ca crl${ctx.dir === DEFAULT_CA_DIR ? "" : ` --ca-dir ${ctx.dir}`} ` +
+      `--out /etc/svcd/tls/client-ca.crl && systemctl reload nginx`,
+  );
+  return 0;
+}
+
+async function crl(ctx: Context): Promise<number> {
+  const lifetime = days(ctx, DEFAULT_DAYS.crl);
+  const folder = await CaFolder.open(ctx.dir);
+  const paths = CaFolder.paths(ctx.dir);
+  const done = await withToken(ctx, async (token) => {
+    const ca = await caKey(token, folder, ctx);
+    return await folder.locked(async () => {
+      const { entries } = await folder.readIndex();
+      const revoked = revokedFromIndex(entries);
+      const number = await folder.takeCrlNumber();
+      const thisUpdate = new Date(Math.floor(Date.now() / 1000) * 1000);
+      const nextUpdate = new Date(thisUpdate.getTime() + lifetime * DAY_MS);
+      ctx.say(
+        `signing CRL ${number} (${revoked.length} revoked) with the CA key ` +
+          `'${folder.config.keyLabel}'`,
+      );
+      const der = await buildCrl({
+        issuer: ca.cert.subject,
+        issuerSpki: ca.spki,
+        number,
+        thisUpdate,
+        nextUpdate,
+        revoked,
+      }, signerOf(token, ca.key));
+      const text = new TextEncoder().encode(pem("X509 CRL", der));
+      for (const target of [paths.crl, ...outCopies(ctx)]) await writeFileAtomic(target, text);
+      return { number, count: revoked.length, nextUpdate };
+    });
+  });
+  ctx.say(`wrote ${[paths.crl, ...outCopies(ctx)].join(" and ")}`);
+  console.log(
+    `CRL ${done.number}: ${done.count} revoked, next update ${done.nextUpdate.toISOString()}`,
+  );
+  console.log(`reload nginx to use it: systemctl reload nginx`);
   return 0;
 }
 

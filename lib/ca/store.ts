@@ -6,6 +6,7 @@
  * - `index.txt` — the revocation database (openssl `ca` format); `index.txt.attr` — unique_subject = no
  * - `serial` — the next serial number in hex (openssl's format); `certs/SERIAL.pem` — every certificate issued
  * - `responder.pem` — the latest delegated OCSP responder certificate
+ * - `crl.pem` — the latest CRL (`svcd ca crl`); `crlnumber` — the next cRLNumber in hex (openssl's)
  *
  * Every change is a whole-file atomic replacement (lib/ca/atomic.ts) made under an exclusive lock
  * on `.lock`, so two `svcd ca` commands cannot lose each other's lines.
@@ -76,6 +77,8 @@ export class CaFolder {
       serial: join(dir, "serial"),
       certs: join(dir, "certs"),
       responder: join(dir, "responder.pem"),
+      crl: join(dir, "crl.pem"),
+      crlNumber: join(dir, "crlnumber"),
       lock: join(dir, ".lock"),
     };
   }
@@ -193,20 +196,25 @@ export class CaFolder {
    */
   async takeSerial(): Promise<bigint> {
     const path = CaFolder.paths(this.dir).serial;
-    const text = (await Deno.readTextFile(path).catch((err) => {
-      if (!(err instanceof Deno.errors.NotFound)) throw err;
+    return await takeCounter(path, () => {
       throw new CaFolderError(
         `${path} is missing; it holds the next serial in hex (openssl's format): restore it, or ` +
           `write a value above every serial in index.txt`,
       );
-    })).trim();
-    if (!/^[0-9A-Fa-f]{1,40}$/.test(text)) {
-      throw new CaFolderError(`${path} holds '${text}', not a serial in hex`);
-    }
-    const serial = BigInt("0x" + text);
-    if (serial <= 0n) throw new CaFolderError(`${path}: a serial number is positive`);
-    await writeFileAtomic(path, encoder.encode(serialHex(serial + 1n) + "\n"));
-    return serial;
+    });
+  }
+
+  /**
+   * Takes the next cRLNumber from `crlnumber` (1 when the file does not exist yet, as for a CA
+   * that never made a CRL) and advances it (call under `locked`).
+   *
+   * @example
+   * ```ts ignore
+   * const number = await folder.takeCrlNumber();
+   * ```
+   */
+  async takeCrlNumber(): Promise<bigint> {
+    return await takeCounter(CaFolder.paths(this.dir).crlNumber, () => 1n);
   }
 
   /**
@@ -280,4 +288,25 @@ export class CaFolder {
     for (const target of [path, ...copies]) await writeFileAtomic(target, text);
     return path;
   }
+}
+
+/** Reads a positive hex counter file (openssl's serial/crlnumber format) and writes it + 1. */
+async function takeCounter(path: string, missing: () => bigint): Promise<bigint> {
+  let text: string | undefined;
+  try {
+    text = (await Deno.readTextFile(path)).trim();
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  let value: bigint;
+  if (text === undefined) value = missing();
+  else {
+    if (!/^[0-9A-Fa-f]{1,40}$/.test(text)) {
+      throw new CaFolderError(`${path} holds '${text}', not a number in hex`);
+    }
+    value = BigInt("0x" + text);
+    if (value <= 0n) throw new CaFolderError(`${path}: the number must be positive`);
+  }
+  await writeFileAtomic(path, encoder.encode(serialHex(value + 1n) + "\n"));
+  return value;
 }

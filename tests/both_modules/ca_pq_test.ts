@@ -10,7 +10,9 @@ import { readCertificates } from "../../lib/ocsp/certificate.ts";
 import { oid, sequence } from "../../lib/ocsp/der.ts";
 import { verifyIndependently } from "../../lib/token/independent_verify.ts";
 import { makeTestToken } from "../support/token.ts";
-import { makeTestCa, openssl, opensslRequest } from "../support/ca.ts";
+import { makeTestCa, openssl, opensslRequest, type TestCa } from "../support/ca.ts";
+import * as pkijs from "pkijs";
+import { derFromPem } from "../../lib/ca/csr.ts";
 
 const PQ = {
   "ml-dsa-44": { oid: "2.16.840.1.101.3.4.3.17", verify: ml_dsa44.verify },
@@ -41,6 +43,35 @@ async function independentlySigned(certPath: string, caPath: string, type: PqTyp
     cert.signature,
   )).ok;
   assert.equal(bad, false, "a tampered TBS verifies: the check proves nothing");
+}
+
+/** `svcd ca crl` under an ML-DSA-65 CA: its signature verifies with @noble/post-quantum. */
+async function crlIndependentlySigned(ca: TestCa, serial: string) {
+  assert.equal((await ca.run("revoke", [serial, "--reason", "keyCompromise"])).code, 0);
+  const r = await ca.run("crl");
+  assert.equal(r.code, 0, r.text);
+  assert.match(r.stdout, /^CRL 1: 1 revoked/);
+  const crl = pkijs.CertificateRevocationList.fromBER(
+    derFromPem(await Deno.readFile(`${ca.dir}/crl.pem`), "X509 CRL").slice().buffer,
+  );
+  const [caCert] = readCertificates(await Deno.readFile(ca.caPem));
+  const algorithm = new Uint8Array(crl.signatureAlgorithm.toSchema().toBER());
+  assert.deepEqual(algorithm, sequence(oid(PQ["ml-dsa-65"].oid)));
+  assert.deepEqual(new Uint8Array(crl.signature.toSchema().toBER()), algorithm);
+  const signature = crl.signatureValue.valueBlock.valueHexView;
+  assert.ok(ml_dsa65.verify(signature, crl.tbsView, caCert.publicKey), "CRL signature");
+  const tampered = crl.tbsView.slice();
+  tampered[tampered.length - 1] ^= 1;
+  assert.equal(ml_dsa65.verify(signature, tampered, caCert.publicKey), false);
+  assert.deepEqual(
+    crl.revokedCertificates!.map((c) => c.userCertificate.valueBlock.valueHexView.toHex())
+      .map((h) => h.replace(/^00/, "").toUpperCase()),
+    [serial],
+  );
+  // Leave the certificate good for the status checks that follow.
+  const index = `${ca.dir}/index.txt`;
+  const text = await Deno.readTextFile(index);
+  await Deno.writeTextFile(index, text.replace(/^R\t(\S+)\t\S+\t/m, "V\t$1\t\t"));
 }
 
 Deno.test("ca: ML-DSA-44/65/87 and composite CA keys issue certificates that @noble/post-quantum verifies; status through lib/ocsp", async () => {
@@ -75,6 +106,7 @@ Deno.test("ca: ML-DSA-44/65/87 and composite CA keys issue certificates that @no
 
       // Responses signed by each key type are lib/ocsp's tests; here two types keep this fast.
       if (type === "ml-dsa-44" || type === "ml-dsa-87") continue;
+      if (type === "ml-dsa-65") await crlIndependentlySigned(ca, issued.serial);
       const good = await ca.run("status", [issued.path]);
       assert.equal(good.code, 0, good.text);
       assert.match(
