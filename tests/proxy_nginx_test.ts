@@ -214,23 +214,37 @@ Deno.test({
         assert.equal(res.status, 0, "the daemon closed the connection without a byte");
       });
 
+      // nginx's ssl_crl file holds one CRL per trusted CA: the openssl CA's (as the revocation
+      // step left it) and the one `svcd ca crl` signs for dave's CA.
+      const opensslCrl = await Deno.readTextFile(pki.crl);
+      const publishSvcdCrl = async () => {
+        const r = await ca.run("crl");
+        assert.equal(r.code, 0, r.text);
+        await Deno.writeTextFile(
+          pki.crl,
+          opensslCrl + await Deno.readTextFile(`${ca.dir}/crl.pem`),
+        );
+        await proxy.reload();
+      };
+      const daveClient = { cert: dave.path, key: daveRequest.key };
+
       await t.step(
-        "svcd ca issue: the policy line it printed matches what nginx passes; the slash form never does",
+        "svcd ca issue: with the shipped ssl_crl and svcd ca's CRL, the policy line it printed matches what nginx passes; the slash form never does",
         async () => {
-          // svcd ca publishes no CRL (its revocation is OCSP, which nginx's ssl_ocsp will ask once
-          // the daemon serves /ocsp), and with ssl_crl nginx refuses a CA without one: this step
-          // is about subject forms, so it runs the example with ssl_crl commented out.
-          const example = await Deno.readTextFile(
-            new URL("../packaging/nginx-svcd.conf", import.meta.url),
+          await publishSvcdCrl();
+          const own = await curl(
+            port,
+            pki,
+            daveClient,
+            "/sign",
+            [["X-SVC-Key", "dave-ed"]],
+            message,
           );
-          await proxy.reconfigure(example.replace(/^(\s*)ssl_crl /m, "$1# ssl_crl "));
-          const client = { cert: dave.path, key: daveRequest.key };
-          const own = await curl(port, pki, client, "/sign", [["X-SVC-Key", "dave-ed"]], message);
           assert.equal(own.status, 200);
           const bySlash = await curl(
             port,
             pki,
-            client,
+            daveClient,
             "/sign",
             [["X-SVC-Key", "bob-ec"]],
             message,
@@ -242,6 +256,30 @@ Deno.test({
             dave.nginxSubject,
             'CN=\\#dave\\ ,OU=Zo\\C3\\AB \\<x\\>\\;y,O=R&D\\, \\"Ops\\",C=DE',
           );
+        },
+      );
+
+      await t.step(
+        "svcd ca revoke + svcd ca crl + nginx reload: the revoked client gets 403 from nginx, others 200",
+        async () => {
+          const before = (await readAuditLines(daemon!.auditDir)).length;
+          const r = await ca.run("revoke", [dave.serial, "--reason", "keyCompromise"]);
+          assert.equal(r.code, 0, r.text);
+          await publishSvcdCrl();
+          const own = await curl(
+            port,
+            pki,
+            daveClient,
+            "/sign",
+            [["X-SVC-Key", "dave-ed"]],
+            message,
+          );
+          assert.equal(own.status, 403);
+          const alive = await curl(port, pki, alice, "/sign", [["X-SVC-Key", "alice-ec"]], message);
+          assert.equal(alive.status, 200);
+          const actors = (await readAuditLines(daemon!.auditDir)).slice(before)
+            .filter((l) => l.event === "sign").map((l) => l.actor);
+          assert.deepEqual(actors, [ALICE], "the revoked client's request reached the daemon");
         },
       );
     } finally {
