@@ -12,6 +12,7 @@
  * await verifyAuditFiles({ files, mac: k.keys.mac, publicKey: k.publicKey });
  * ```
  */
+import { pem } from "../token/der.ts";
 import { createHmac } from "node:crypto";
 import type { AuditKeys } from "./log.ts";
 
@@ -70,7 +71,7 @@ export async function softwareAuditKeys(opts: SoftwareKeyOptions = {}): Promise<
     macSecret: secret,
     signPkcs8: pkcs8,
     publicKey,
-    publicKeyPem: pemEncode("PUBLIC KEY", spki),
+    publicKeyPem: pem("PUBLIC KEY", spki),
   };
 }
 
@@ -102,17 +103,4 @@ async function ed25519Pair(pkcs8?: Uint8Array): Promise<CryptoKeyPair> {
     ["verify"],
   );
   return { privateKey, publicKey };
-}
-
-/**
- * PEM armour for DER bytes (64-character lines).
- *
- * @example
- * ```ts ignore
- * pemEncode("PUBLIC KEY", spki); // "-----BEGIN PUBLIC KEY-----\n…"
- * ```
- */
-export function pemEncode(label: string, der: Uint8Array): string {
-  const b64 = der.toBase64().match(/.{1,64}/g)!.join("\n");
-  return `-----BEGIN ${label}-----\n${b64}\n-----END ${label}-----\n`;
 }
