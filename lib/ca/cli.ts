@@ -16,6 +16,8 @@ import { CRL_REASON, type IndexEntry, REASON_NAME } from "../ocsp/index_db.ts";
 import type { Signer } from "../ocsp/algorithms.ts";
 import { bytesEqual } from "../ocsp/der.ts";
 import { type Common, openLoggedIn } from "../token/cli.ts";
+import { loadPin } from "../token/credential.ts";
+import { asUser, callsAsUser } from "../token/run_as.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
 import { isKeyTypeName, KEY_TYPE_NAMES } from "../token/key_types.ts";
 import type { SigningKey, Token } from "../token/token.ts";
@@ -41,7 +43,11 @@ const COMMON_HELP = `common options:
   --ca-dir DIR    the CA folder (default ${DEFAULT_CA_DIR})
   --module PATH   PKCS#11 module (default ${DEFAULT_MODULE})
   --token LABEL   token label (default ${DEFAULT_TOKEN_LABEL})
-  commands that sign log in with $CREDENTIALS_DIRECTORY/svc-pin, as svcd token does.`;
+  --credential FILE  commands that sign (init, issue, responder, crl, status) log in with the PIN
+                  in this encrypted credential (/etc/svcd/svc-pin.cred), decrypted into memory
+                  by systemd-creds (root); without it, with $CREDENTIALS_DIRECTORY/svc-pin
+  --user NAME     run as root, make the token calls as this user (the daemon's, svcd), as svcd
+                  token does; the CA folder and --out files are still written as root`;
 
 const HELP: Record<string, string> = {
   init: `usage: svcd ca init --key-label L [--key-type TYPE] [--subject DN] [--days N]
@@ -153,6 +159,8 @@ export async function runCaCommand(args: string[]): Promise<number> {
         out: { type: "string" },
         reason: { type: "string" },
         "ocsp-label": { type: "string" },
+        credential: { type: "string" },
+        user: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     }));
@@ -168,6 +176,8 @@ export async function runCaCommand(args: string[]): Promise<number> {
     common: {
       modulePath: str(values.module) ?? DEFAULT_MODULE,
       tokenLabel: str(values.token) ?? DEFAULT_TOKEN_LABEL,
+      pin: str(values.credential) ? { encryptedFile: str(values.credential)! } : {},
+      user: str(values.user),
     },
     values,
     positionals,
@@ -243,13 +253,24 @@ function signerOf(token: Token, key: SigningKey): Signer {
   return { keyType: key.keyType, sign: (tbs) => token.sign(key, tbs) };
 }
 
+/**
+ * Logs in and runs `fn`. The PIN is read first, as the caller (decrypting --credential needs
+ * root); with --user every token call is made as that user, while the CA folder and --out files
+ * are written as the caller.
+ */
 async function withToken<T>(ctx: Context, fn: (token: Token) => Promise<T>): Promise<T> {
   ctx.say(`logging in to token '${ctx.common.tokenLabel}' (${ctx.common.modulePath})`);
-  const token = await openLoggedIn(ctx.common);
+  const pin = await loadPin(ctx.common.pin ?? {});
+  const { user } = ctx.common;
   try {
-    return await fn(token);
+    const token = callsAsUser(await asUser(user, () => openLoggedIn(ctx.common, pin)), user);
+    try {
+      return await fn(token);
+    } finally {
+      await token.close();
+    }
   } finally {
-    token.close();
+    pin.fill(0);
   }
 }
 
@@ -507,7 +528,8 @@ async function revoke(ctx: Context): Promise<number> {
   ctx.say(
     `the daemon's OCSP answers say revoked now; for nginx publish a new CRL and reload it: ` +
       `svcd ca crl${ctx.dir === DEFAULT_CA_DIR ? "" : ` --ca-dir ${ctx.dir}`} ` +
-      `--out /etc/svcd/tls/client-ca.crl && systemctl reload nginx`,
+      `--out /etc/svcd/tls/client-ca.crl && systemctl reload nginx` +
+      ` (on a packaged host as root, add --credential /etc/svcd/svc-pin.cred --user svcd)`,
   );
   return 0;
 }

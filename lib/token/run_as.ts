@@ -64,3 +64,25 @@ export async function asUser<T>(name: string | undefined, work: () => Promise<T>
 export function isRoot(): boolean {
   return libc().getuid() === 0;
 }
+
+/**
+ * `target` with every method call made as the user `name` (as {@link asUser}; without a name,
+ * `target` itself). Each call's result becomes a promise: await every call, synchronous ones too.
+ * For commands that write their own files as root but must do the token work as the daemon's user.
+ *
+ * @example
+ * ```ts ignore
+ * const token = callsAsUser(await asUser("svcd", () => openLoggedIn(common, pin)), "svcd");
+ * await token.sign(key, tbs); // C_Sign as svcd
+ * ```
+ */
+export function callsAsUser<T extends object>(target: T, name: string | undefined): T {
+  if (name === undefined) return target;
+  return new Proxy(target, {
+    get(object, property) {
+      const value = Reflect.get(object, property, object);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => asUser(name, async () => await value.apply(object, args));
+    },
+  });
+}
