@@ -20,7 +20,7 @@ import {
 } from "./support/token.ts";
 import { makeTestCa, openssl, opensslRequest, parseIssued, type TestCa } from "./support/ca.ts";
 import { testModule } from "./support/modules.ts";
-import { runCommand } from "./support/command.ts";
+import { decryptCredential, runCommand, withTempUser } from "./support/command.ts";
 import { derFromPem } from "../lib/ca/csr.ts";
 import { pem } from "../lib/token/der.ts";
 
@@ -534,15 +534,10 @@ Deno.test({
     "ca as root with --credential --user: the token calls are that user's (its key files), the CA folder and --out files root's",
   sanitizeResources: false,
   ignore: Deno.uid() !== 0,
-  fn: async () => {
-    const dir = await Deno.makeTempDir({ prefix: "svcd-ca-runas-" });
-    const user = `svcd-c${crypto.getRandomValues(new Uint32Array(1))[0] % 100000}`;
-    const run = (cmd: string, ...args: string[]) => new Deno.Command(cmd, { args }).output();
-    assert.ok((await run("useradd", "--system", "--no-create-home", user)).success);
-    try {
+  fn: () =>
+    withTempUser("svcd-c", "svcd-ca-runas-", async ({ name: user, uid }, dir) => {
       const mod = await testModule(dir);
-      const uid = Number(new TextDecoder().decode((await run("id", "-u", user)).stdout));
-      assert.ok((await run("chown", "-R", user, mod.tokenDir!)).success);
+      assert.equal((await runCommand("chown", ["-R", user, mod.tokenDir!])).code, 0);
       await Deno.chmod(dir, 0o755);
       const cred = `${dir}/svc-pin.cred`;
       const as = ["--module", mod.path, "--token", "ca-ru", "--user", user];
@@ -590,18 +585,9 @@ Deno.test({
       // Without --credential (and no $CREDENTIALS_DIRECTORY) nothing signs.
       const noPin = await runCaCli(["crl", "--ca-dir", caDir, ...as], mod.env);
       assert.equal(noPin.code, 1, noPin.text);
-      const pinText = new TextDecoder().decode(
-        (await new Deno.Command("systemd-creds", {
-          args: ["decrypt", "--name=svc-pin", cred, "-"],
-          stderr: "null",
-        }).output()).stdout,
-      );
+      const pinText = await decryptCredential(cred);
       for (const out of [made.text, issued.text, crl.text]) {
         assert.ok(!out.includes(pinText), "a command printed the PIN");
       }
-    } finally {
-      await run("userdel", user);
-      await Deno.remove(dir, { recursive: true });
-    }
-  },
+    }),
 });

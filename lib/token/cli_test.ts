@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { createPublicKey } from "node:crypto";
 import { KEY_TYPE_NAMES, Token } from "./mod.ts";
 import { testModule } from "../../tests/support/modules.ts";
+import { decryptCredential, runCommand, withTempUser } from "../../tests/support/command.ts";
 import {
   makeTestToken,
   openTestToken,
@@ -133,15 +134,10 @@ Deno.test({
     "cli: as root with --user, the token's files are that user's; --credential decrypts in memory; rotate-pin replaces the PIN",
   sanitizeResources: false,
   ignore: Deno.uid() !== 0,
-  fn: async () => {
-    const dir = await Deno.makeTempDir({ prefix: "svcd-runas-" });
-    const user = `svcd-t${crypto.getRandomValues(new Uint32Array(1))[0] % 100000}`;
-    const run = (cmd: string, ...args: string[]) => new Deno.Command(cmd, { args }).output();
-    assert.ok((await run("useradd", "--system", "--no-create-home", user)).success);
-    try {
+  fn: () =>
+    withTempUser("svcd-t", "svcd-runas-", async ({ name: user, uid }, dir) => {
       const mod = await testModule(dir);
-      const uid = Number(new TextDecoder().decode((await run("id", "-u", user)).stdout));
-      assert.ok((await run("chown", "-R", user, dir)).success);
+      assert.equal((await runCommand("chown", ["-R", user, dir])).code, 0);
       await Deno.chmod(dir, 0o755);
       const cred = `${dir}/svc-pin.cred`;
       const as = ["--module", mod.path, "--token", "ru", "--user", user];
@@ -165,12 +161,9 @@ Deno.test({
       const listed = await runTokenCli(["list", ...as, "--credential", cred], mod.env);
       assert.equal(listed.code, 0, listed.text);
       assert.match(listed.stdout, /^k\ted25519\tCKM_EDDSA/m);
-      const oldPin = (await new Deno.Command("systemd-creds", {
-        args: ["decrypt", "--name=svc-pin", cred, "-"],
-        stderr: "null",
-      }).output()).stdout;
+      const oldPin = await decryptCredential(cred);
       for (const out of [init.text, gen.text, listed.text]) {
-        assert.ok(!out.includes(new TextDecoder().decode(oldPin)), "a command printed the PIN");
+        assert.ok(!out.includes(oldPin), "a command printed the PIN");
       }
 
       await Deno.copyFile(cred, `${dir}/old.cred`);
@@ -189,11 +182,7 @@ Deno.test({
       );
       assert.notEqual(withOld.code, 0);
       assert.match(withOld.text, /CKR_PIN_INCORRECT/);
-    } finally {
-      await run("userdel", user);
-      await Deno.remove(dir, { recursive: true });
-    }
-  },
+    }),
 });
 
 Deno.test({

@@ -50,3 +50,44 @@ export function runDeno(
 ): Promise<CommandResult> {
   return runCommand(Deno.execPath(), ["run", "-A", ...args], opts);
 }
+
+/**
+ * Runs `fn` with a throw-away system user (no home) and a temporary folder; both are removed
+ * afterwards, whatever `fn` does. Root only.
+ *
+ * @example
+ * ```ts ignore
+ * await withTempUser("svcd-t", "svcd-runas-", async (user, dir) => { … user.name, user.uid … });
+ * ```
+ */
+export async function withTempUser(
+  userPrefix: string,
+  dirPrefix: string,
+  fn: (user: { name: string; uid: number }, dir: string) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: dirPrefix });
+  const name = `${userPrefix}${crypto.getRandomValues(new Uint32Array(1))[0] % 100000}`;
+  const added = await runCommand("useradd", ["--system", "--no-create-home", name]);
+  if (added.code !== 0) throw new Error(`useradd ${name}: ${added.text}`);
+  try {
+    const uid = Number((await runCommand("id", ["-u", name])).stdout);
+    await fn({ name, uid }, dir);
+  } finally {
+    await runCommand("userdel", [name]);
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/**
+ * The secret in a systemd-creds credential named svc-pin, as text (to check no output holds it).
+ *
+ * @example
+ * ```ts ignore
+ * assert.ok(!output.includes(await decryptCredential("/etc/svcd/svc-pin.cred")));
+ * ```
+ */
+export async function decryptCredential(path: string): Promise<string> {
+  const r = await runCommand("systemd-creds", ["decrypt", "--name=svc-pin", path, "-"]);
+  if (r.code !== 0) throw new Error(`systemd-creds decrypt ${path}: ${r.stderr}`);
+  return r.stdout;
+}
