@@ -197,6 +197,15 @@ export class RequestReader {
     this.#firstLine += latin1(chunk.subarray(0, Math.min(upto, this.#limits.maxHeaderBytes)));
     if (end < 0) return null; // the parser refuses a first line that is not one; length is capped
     this.#lineChecked = true;
+    // llhttp reads a PRI request line as the start of the HTTP/2 preface and waits for "SM": a
+    // complete HTTP/1.1 request would then sit until the body deadline (found by tests/fuzz).
+    if (this.#firstLine.startsWith("PRI ")) {
+      return refuse(
+        400,
+        "HTTP/2 is not served",
+        "PRI is the HTTP/2 preface; this socket speaks HTTP/1.1",
+      );
+    }
     if (REQUEST_LINE.test(this.#firstLine)) return null;
     const shown = JSON.stringify(this.#firstLine.slice(0, 80));
     return refuse(

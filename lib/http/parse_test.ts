@@ -192,3 +192,14 @@ Deno.test("one complete request alone is still read as it was sent", () => {
   assert.equal(latin1(step.request.body), "AAA");
   assert.equal(step.request.headers.length, 3);
 });
+
+Deno.test("a PRI request line (the HTTP/2 preface method) is refused at once, not left waiting for the preface", () => {
+  // llhttp holds "PRI … HTTP/1.1\r\n\r\n" waiting for "SM\r\n\r\n"; found by tests/fuzz.
+  for (const request of ["PRI /token HTTP/1.1\r\n\r\n", "PRI /sign HTTP/1.1\r\nHost: a\r\n"]) {
+    const step = new RequestReader({ maxHeaderBytes: 16384, maxBodyBytes: 1024 }).feed(
+      bytes(request),
+    );
+    assert.equal(step.kind, "refuse", request);
+    if (step.kind === "refuse") assert.equal(step.status, 400);
+  }
+});
