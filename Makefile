@@ -40,7 +40,7 @@ bench:
 	$(DENO) run -A bench/raw-sign.ts
 
 # The fuzz campaign (tests/fuzz/): N generated requests against a fresh daemon with an independent
-# oracle, then the policy, index.txt, DER and OCSP request parsers; findings go to fuzz-findings/.
+# oracle, then the policy, index.txt, DER and OCSP request parsers; findings go to build/fuzz-findings/.
 # MINUTES=M stops it at a time limit (whichever comes first). CI runs a slice.
 N ?= 10000
 SEED ?= 1

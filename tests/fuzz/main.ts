@@ -28,7 +28,7 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "8" },
     "parser-cases": { type: "string" },
     "public-cases": { type: "string" },
-    findings: { type: "string", default: "fuzz-findings" },
+    findings: { type: "string", default: "build/fuzz-findings" },
     minutes: { type: "string" },
   },
 });
