@@ -12,7 +12,7 @@
 import { createHash } from "node:crypto";
 import type { Admission, HttpRequest, HttpResponse, RequestHead } from "../http/mod.ts";
 import { allowOf, problem, routeFor } from "../http/mod.ts";
-import { isKeyProblem, isTokenDead } from "../token/errors.ts";
+import { isKeyProblem, isTokenDead, KeyUnusableError } from "../token/errors.ts";
 import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
 import { DAEMON_KEY_LABELS } from "../token/labels.ts";
 import { clientText } from "./log.ts";
@@ -220,6 +220,8 @@ async function countRefusal(subject: string, deps: ServiceDeps): Promise<void> {
 
 /** An error a route did not answer itself; a dead token is the token's to report (Token.onDead). */
 function failure(err: unknown, req: HttpRequest, deps: ServiceDeps): HttpResponse {
+  // The key was deleted from the token between the grant check and the signature: as if absent.
+  if (err instanceof KeyUnusableError && err.reason === "gone") return FORBIDDEN;
   if (isTokenDead(err)) {
     return problem(503, "Service Unavailable", "The token is unusable; the daemon is restarting.", [
       ["Retry-After", "5"],

@@ -202,6 +202,14 @@ Deno.test("service: crossing the budget writes one identity_limited line", async
   assert.deepEqual(calls.filter((c) => c.startsWith("audit")), ["audit identity_limited CN=a"]);
 });
 
+Deno.test("service: a key deleted from the token between the grant and the signature: the same 403", async () => {
+  const { deps } = fakes();
+  deps.token.sign = () =>
+    Promise.reject(new KeyUnusableError("k", "gone", "no longer on the token"));
+  const r = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "k"]], "m"));
+  assert.equal(r, FORBIDDEN);
+});
+
 Deno.test("service: a dead token answers 503 (the token itself tells the daemon to stop)", async () => {
   const { deps } = fakes();
   deps.token.sign = () => Promise.reject(deviceRemoved());

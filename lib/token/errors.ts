@@ -46,7 +46,8 @@ export type KeyUnusableReason =
   | "unsupported-type"
   | "missing-public-key"
   | "unreadable-public-key"
-  | "duplicate-label";
+  | "duplicate-label"
+  | "gone";
 
 /**
  * A key exists but svcd cannot use it (its type, its public half, its label); the token is fine.

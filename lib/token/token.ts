@@ -138,6 +138,10 @@ interface KeyInternals {
   publicHandle: Handle;
   spec: KeyTypeSpec;
   signing: SigningMechanism;
+  /** Operations signing or verifying with it now: a dropped copy is destroyed when none is left. */
+  uses: number;
+  /** Dropped (SIGHUP, /health, a stale handle): new operations look the key up again. */
+  retired: boolean;
 }
 
 const DEFAULT_MAX_SESSIONS = 127;
@@ -319,36 +323,32 @@ export class Token {
 
   /** Signs `message` with the key's mechanism; for CKM_ECDSA the digest is computed here. */
   async sign(key: SigningKey, message: Uint8Array): Promise<Uint8Array> {
-    const k = this.#internalsOf(key);
-    const data = prepareData(k.signing, message);
-    return await this.#pool.use(
-      (s) =>
-        signOnce(
-          this.#mod,
-          s,
-          k.handle,
-          choiceOf(k.signing),
-          data,
-          k.spec.signatureLength,
-        ),
-    ).catch((err) => this.#forgetStaleKey(key, err));
+    const taken = this.#acquire(key);
+    // Straight into the pool when the key is live: no extra turn of the event loop per request.
+    const k = taken instanceof Promise ? await taken : taken;
+    try {
+      const data = prepareData(k.signing, message);
+      return await this.#pool.use((s) =>
+        signOnce(this.#mod, s, k.handle, choiceOf(k.signing), data, k.spec.signatureLength)
+      ).catch((err) => this.#forgetStaleKey(key, err));
+    } finally {
+      this.#release(k);
+    }
   }
 
   /** Verifies in the module: false on CKR_SIGNATURE_INVALID or CKR_SIGNATURE_LEN_RANGE. */
   async verify(key: SigningKey, message: Uint8Array, signature: Uint8Array): Promise<boolean> {
-    const k = this.#internalsOf(key);
-    const data = prepareData(k.signing, message);
-    return await this.#pool.use(
-      (s) =>
-        verifyOnce(
-          this.#mod,
-          s,
-          k.publicHandle,
-          choiceOf(k.signing),
-          data,
-          signature,
-        ),
-    ).catch((err) => this.#forgetStaleKey(key, err));
+    const taken = this.#acquire(key);
+    // Straight into the pool when the key is live: no extra turn of the event loop per request.
+    const k = taken instanceof Promise ? await taken : taken;
+    try {
+      const data = prepareData(k.signing, message);
+      return await this.#pool.use((s) =>
+        verifyOnce(this.#mod, s, k.publicHandle, choiceOf(k.signing), data, signature)
+      ).catch((err) => this.#forgetStaleKey(key, err));
+    } finally {
+      this.#release(k);
+    }
   }
 
   /** HMAC-SHA256 (CKM_SHA256_HMAC) with the CKK_GENERIC_SECRET key of that label (32 bytes out). */
@@ -374,7 +374,8 @@ export class Token {
   /**
    * Drops every resolved key and secret with its working copy: the next use finds each on the
    * token again by label (a key deleted there is then not found; a replaced one is the new one).
-   * An operation already running with a dropped copy may fail with a stale handle.
+   * An operation already running with a dropped copy finishes with it (the copy is destroyed
+   * after it); one that starts later with a key obtained before looks the key up again.
    *
    * @example
    * ```ts ignore
@@ -580,6 +581,38 @@ export class Token {
     return k;
   }
 
+  /**
+   * The internals to use for `key`, counted in use: its own, or, once they were dropped, those of
+   * the key found by its label now (a request that obtained the key just before a SIGHUP still
+   * signs). The count is taken in the same synchronous step as the check, so a drop cannot come
+   * between them.
+   */
+  #acquire(key: SigningKey): KeyInternals | Promise<KeyInternals> {
+    const k = this.#internalsOf(key);
+    if (k.retired) return this.#reacquire(key);
+    k.uses++;
+    return k;
+  }
+
+  async #reacquire(key: SigningKey): Promise<KeyInternals> {
+    // Dropped again while it was looked up (a SIGHUP storm) at most twice more; then give up.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const now = await this.key(key.label);
+      if (!now) break;
+      const k = this.#internalsOf(now);
+      if (k.retired) continue;
+      k.uses++;
+      return k;
+    }
+    throw new KeyUnusableError(key.label, "gone", `key '${key.label}' is no longer on the token`);
+  }
+
+  /** Ends a use; the last use of a dropped copy destroys it. */
+  #release(k: KeyInternals): void {
+    k.uses--;
+    if (k.retired && k.uses === 0) this.#destroyCopy(k);
+  }
+
   #forgetStaleKey(key: SigningKey, err: unknown): never {
     if (isStaleHandle(err)) this.#forgetKey(key.label);
     throw err;
@@ -589,7 +622,13 @@ export class Token {
     this.#keys.delete(label);
     const k = this.#resolved.get(label);
     this.#resolved.delete(label);
-    if (k) this.#destroyCopy(k);
+    if (k) this.#retire(k);
+  }
+
+  #retire(k: KeyInternals): void {
+    if (k.retired) return;
+    k.retired = true;
+    if (k.uses === 0) this.#destroyCopy(k);
   }
 
   #forgetSecret(label: string): void {
@@ -659,9 +698,11 @@ export class Token {
       publicHandle: pubs[0],
       spec,
       signing,
+      uses: 0,
+      retired: false,
     };
     const earlier = this.#resolved.get(label); // a lookup whose cache entry was dropped
-    if (earlier) this.#destroyCopy(earlier);
+    if (earlier) this.#retire(earlier);
     this.#internals.set(key, internals);
     this.#resolved.set(label, internals);
     return key;

@@ -100,3 +100,31 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "token: refreshKeys() (SIGHUP) fails no sign in flight, nor one with a key obtained before it",
+  sanitizeResources: false,
+  fn: async () => {
+    const made = await makeTestToken({ keys: { "k-ec": "ec-p256", "k-ed": "ed25519" } });
+    const token = openTestToken(made);
+    try {
+      await token.login(testTokenPin(made));
+      for (const label of ["k-ec", "k-ed"]) {
+        const key = (await token.key(label))!;
+        // Signs running in the module's threads when the copies are dropped.
+        const inFlight = Array.from({ length: 16 }, () => token.sign(key, data));
+        token.refreshKeys();
+        const results = await Promise.allSettled(inFlight);
+        assert.deepEqual(results.filter((r) => r.status === "rejected"), [], label);
+        // A request that looked its key up just before the SIGHUP signs after it.
+        const signature = await token.sign(key, data);
+        assert.ok(await token.verify((await token.key(label))!, data, signature), label);
+        assert.ok(await token.verify(key, data, signature), label);
+      }
+    } finally {
+      token.close();
+      await made.cleanup();
+    }
+  },
+});
