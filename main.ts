@@ -47,8 +47,8 @@ const COMMANDS: Command[] = [
   },
   {
     names: ["ca"],
-    synopsis: "ca init|issue|responder|revoke|status|list [options]",
-    help: "the CA over a token key: client and OCSP responder certificates, revocation " +
+    synopsis: "ca init|issue|responder|revoke|crl|status|list [options]",
+    help: "the CA over a token key: client and OCSP responder certificates, revocation, CRL " +
       "(see: svcd ca --help)",
     // Loaded on demand: the CA tool pulls in pkijs, which the daemon never needs.
     run: async (args) => (await import("./lib/ca/cli.ts")).runCaCommand(args),
