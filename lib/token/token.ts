@@ -145,6 +145,11 @@ interface KeyInternals {
 }
 
 const DEFAULT_MAX_SESSIONS = 127;
+/**
+ * Lookups find token objects only: the working copies (session objects with the same label) are
+ * visible to every session of this process, and one still in use must not look like a duplicate.
+ */
+const ON_TOKEN = { type: CKA.TOKEN, value: boolBytes(true) };
 const HMAC_LENGTH = 32;
 
 /** An opened token. Create with Token.open(); close() at shutdown. */
@@ -300,10 +305,10 @@ export class Token {
    */
   async listKeys(onSkip?: (label: string, reason: string) => void): Promise<SigningKey[]> {
     const labels = await this.#pool.use((s) => {
-      const handles = findObjects(this.#mod, s, [{
-        type: CKA.CLASS,
-        value: ulongBytes(CKO.PRIVATE_KEY),
-      }]);
+      const handles = findObjects(this.#mod, s, [
+        { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },
+        ON_TOKEN,
+      ]);
       return handles.map((h) =>
         decodeLabel(getAttributes(this.#mod, s, h, [CKA.LABEL]).get(CKA.LABEL))
       );
@@ -557,6 +562,7 @@ export class Token {
       const pubs = findObjects(this.#mod, s, [
         { type: CKA.CLASS, value: ulongBytes(CKO.PUBLIC_KEY) },
         { type: CKA.LABEL, value: utf8(label) },
+        ON_TOKEN,
       ]);
       if (pubs.length === 0) return undefined;
       const spec = identifyKeyType(this.#mod, s, pubs[0], label);
@@ -664,6 +670,7 @@ export class Token {
     const privs = findObjects(this.#mod, session, [
       { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },
       { type: CKA.LABEL, value: utf8(label) },
+      ON_TOKEN,
     ]);
     if (privs.length === 0) return undefined;
     if (privs.length > 1) {
@@ -676,6 +683,7 @@ export class Token {
     const pubs = findObjects(this.#mod, session, [
       { type: CKA.CLASS, value: ulongBytes(CKO.PUBLIC_KEY) },
       { type: CKA.LABEL, value: utf8(label) },
+      ON_TOKEN,
     ]);
     if (pubs.length === 0) {
       throw new KeyUnusableError(
@@ -714,6 +722,7 @@ export class Token {
     const found = findObjects(this.#mod, session, [
       { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
       { type: CKA.LABEL, value: utf8(label) },
+      ON_TOKEN,
     ]);
     if (found.length !== 1) {
       throw new Error(

@@ -115,6 +115,9 @@ Deno.test({
         // Signs running in the module's threads when the copies are dropped.
         const inFlight = Array.from({ length: 16 }, () => token.sign(key, data));
         token.refreshKeys();
+        // Looked up again while the dropped copy is still in use: one key, not a duplicate label.
+        const again = await token.key(label);
+        assert.ok(again, label);
         const results = await Promise.allSettled(inFlight);
         assert.deepEqual(results.filter((r) => r.status === "rejected"), [], label);
         // A request that looked its key up just before the SIGHUP signs after it.
