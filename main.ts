@@ -68,7 +68,7 @@ ${
   --version                    print the version
 
 exit codes: 0 done, 1 failed (the message says why and what to do), 2 usage;
-  serve: 75 the token died (the service manager restarts it);
+  serve: 70 the public listener failed, 75 the token died (the service manager restarts it);
   token keygen: 3 a requested key type is not offered by the module (the others were made).
 `;
 

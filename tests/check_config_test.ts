@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { makeTestToken, type TestToken } from "./support/token.ts";
 import { runDeno } from "./support/command.ts";
 import { canMount, mountFs, type TestMount } from "./support/mounts.ts";
+import { opensslCa } from "./support/ocsp.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const WWW_DATA = 33;
@@ -331,6 +332,46 @@ Deno.test({
         assert.match(r.text, /auth\.sock exists and is not a socket/);
         await Deno.remove(`${dir}/auth.sock`);
       });
+
+      await t.step(
+        "the public listener: its files are checked; an unloadable database is a warning",
+        async () => {
+          const ca = await opensslCa(dir, "ec-p256", "public-ca");
+          const other = await opensslCa(dir, "ec-p256", "other-ca");
+          await Deno.writeTextFile(`${dir}/index.txt`, "");
+          const pub = (more: string[] = []) => [
+            "--public-socket",
+            `${dir}/public.sock`,
+            "--revocation-db",
+            `${dir}/index.txt`,
+            "--ocsp-label",
+            "k",
+            "--ca-cert",
+            ca.certPath,
+            ...more,
+          ];
+          const good = await check(f, pub());
+          assert.equal(good.code, 0, good.text);
+          assert.doesNotMatch(good.text, /FATAL|warning/);
+          const cases: Array<[string[], RegExp]> = [
+            [["--ca-cert", `${dir}/none.pem`], /--ca-cert .*none\.pem cannot be read/],
+            [["--ocsp-cert", other.certPath], /--ocsp-cert .* was not issued by the CA/],
+            [["--public-socket", `${dir}/auth.sock`], /--public-socket must differ from --socket/],
+          ];
+          for (const [more, finding] of cases) {
+            const r = await check(f, pub(more));
+            assert.equal(r.code, 1, r.text);
+            assert.equal(fatalLines(r.text).length, 1, r.text);
+            assert.match(r.text, finding);
+          }
+          const missingDb = await check(f, pub(["--revocation-db", `${dir}/none.txt`]));
+          assert.equal(missingDb.code, 0, missingDb.text);
+          assert.match(
+            missingDb.text,
+            /warning: .*--revocation-db: .*answers tryLater until it loads/,
+          );
+        },
+      );
 
       await t.step("several problems: every one is reported, one line each", async () => {
         await Deno.chmod(`${dir}/policy`, 0o666);

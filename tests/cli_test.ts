@@ -15,7 +15,7 @@ Deno.test("cli: --help lists every command and the exit codes; --version is pack
     assert.ok(help.stdout.includes(word), `help lacks '${word}':\n${help.stdout}`);
   }
   assert.match(help.stdout, /token keygen: 3 a requested key type is not offered/);
-  assert.match(help.stdout, /serve: 75 the token died/);
+  assert.match(help.stdout, /serve: 70 the public listener failed, 75 the token died/);
   const version = await runDeno([MAIN, "--version"]);
   assert.equal(version.code, 0);
   assert.equal(version.stdout.trim(), `svcd ${pkg.version} (deno ${Deno.version.deno})`);

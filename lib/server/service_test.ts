@@ -349,3 +349,23 @@ Deno.test("service: HEAD is GET without the body (the listener drops it); 405s n
   assert.equal(headSign.status, 405, "HEAD of a POST-only route");
   assert.deepEqual(headSign.headers?.find(([n]) => n === "Allow"), ["Allow", "POST"]);
 });
+
+Deno.test("service: the public routes' 404 links to --public-url, else to http:// and a plain Host", async () => {
+  const link = async (over: Partial<ServiceDeps>, host: string, path: string) => {
+    const { deps } = fakes(over);
+    const r = await authenticatedHandler(deps)(req(path, [["Host", host], A], "", "GET"));
+    assert.equal(r.status, 404);
+    return r.headers?.find(([n]) => n === "Link")?.[1];
+  };
+  const rel = '; rel="alternate"; title="public listener"';
+  assert.equal(
+    await link({ publicUrl: "http://ocsp.example.org" }, "sign.example.org", "/ocsp"),
+    `<http://ocsp.example.org/ocsp>${rel}`,
+  );
+  assert.equal(
+    await link({}, "sign.example.org:443", "/certificates"),
+    `<http://sign.example.org/certificates>${rel}`,
+  );
+  // A Host that is not a plain name never reaches the header: the path alone.
+  assert.equal(await link({}, "evil.example>; rel=x, <http://x", "/ocsp"), `</ocsp>${rel}`);
+});

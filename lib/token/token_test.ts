@@ -131,3 +131,40 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "token: mac() forgets a working copy that answers CKR_OBJECT_HANDLE_INVALID; the next finds the key",
+  sanitizeResources: false,
+  fn: async () => {
+    const made = await makeTestToken({ keys: {} });
+    const token = openTestToken(made);
+    try {
+      await token.login(testTokenPin(made));
+      await token.generateMacKey("audit-like");
+      const first = await token.mac("audit-like", data);
+      // Destroy the session copy mac() signs with, as a module that lost it would.
+      const mod = loadModule(made.modulePath);
+      const s = openSession(mod, token.slotId, CKF_SESSION.RW_SESSION);
+      try {
+        const copies = findObjects(mod, s, [
+          { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
+          { type: CKA.LABEL, value: utf8("audit-like") },
+          { type: CKA.TOKEN, value: new Uint8Array([0]) },
+        ]);
+        assert.equal(copies.length, 1);
+        assert.equal(mod.fn.C_DestroyObject(s, copies[0]), CKR.OK);
+      } finally {
+        mod.fn.C_CloseSession(s);
+      }
+      await assert.rejects(
+        token.mac("audit-like", data),
+        (e: Pkcs11Error) => e.rv === CKR.OBJECT_HANDLE_INVALID || e.rv === CKR.KEY_HANDLE_INVALID,
+      );
+      assert.deepEqual(await token.mac("audit-like", data), first, "looked up again: same key");
+    } finally {
+      token.close();
+      await made.cleanup();
+    }
+  },
+});
