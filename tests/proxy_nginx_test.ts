@@ -11,6 +11,12 @@ import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { readAuditLines } from "./support/audit.ts";
 import { makeTestCa, opensslRequest } from "./support/ca.ts";
+import {
+  certIdFor,
+  encodeOcspRequest,
+  parseOcspResponse,
+  readCertificates,
+} from "../lib/ocsp/mod.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const BOB = "CN=bob,O=Example,C=DE";
@@ -68,8 +74,22 @@ Deno.test({
         policy: `${ALICE}\talice-ec\n${BOB}\tbob-ec\n${
           dave.policyLines[0]
         }\n${DAVE_SLASH}\tbob-ec\n`,
+        // The public listener behind the example's public server block, over svcd ca's CA.
+        args: [
+          "--public-socket",
+          `${workDir}/public.sock`,
+          "--revocation-db",
+          `${ca.dir}/index.txt`,
+          "--ocsp-label",
+          "ca-ec",
+          "--ca-cert",
+          ca.caPem,
+        ],
       });
-      nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
+      nginx = await startNginx(dir, pki, {
+        authSocket: daemon.socket,
+        publicSocket: `${workDir}/public.sock`,
+      });
       const proxy = nginx;
       const curl = (
         _port: number,
@@ -242,6 +262,45 @@ Deno.test({
             dave.nginxSubject,
             'CN=\\#dave\\ ,OU=Zo\\C3\\AB \\<x\\>\\;y,O=R&D\\, \\"Ops\\",C=DE',
           );
+        },
+      );
+
+      await t.step(
+        "the example's public server block: /certificates and POST /ocsp through nginx, GET /ocsp 405, /sign 404",
+        async () => {
+          const base = `http://127.0.0.1:${proxy.publicPort}`;
+          const certs = await fetch(`${base}/certificates`);
+          assert.equal(certs.status, 200);
+          assert.equal(certs.headers.get("content-type"), "application/pem-certificate-chain");
+          const pem = new Uint8Array(await certs.arrayBuffer());
+          const issuer = readCertificates(pem)[0];
+          assert.deepEqual(issuer.der, readCertificates(await Deno.readFile(ca.caPem))[0].der);
+          const daveCert = readCertificates(await Deno.readFile(dave.path))[0];
+          const nonce = crypto.getRandomValues(new Uint8Array(16));
+          const ocsp = await fetch(`${base}/ocsp`, {
+            method: "POST",
+            headers: { "Content-Type": "application/ocsp-request" },
+            body: encodeOcspRequest({
+              certIds: [certIdFor(issuer, daveCert.serial)],
+              nonce,
+            }) as BufferSource,
+          });
+          assert.equal(ocsp.status, 200);
+          assert.equal(ocsp.headers.get("cache-control"), null);
+          const answer = parseOcspResponse(new Uint8Array(await ocsp.arrayBuffer()));
+          assert.equal(answer.basic?.singles[0].certStatus.status, "good");
+          assert.deepEqual(answer.basic?.nonce, nonce);
+          const get = await fetch(`${base}/ocsp`);
+          await get.body?.cancel();
+          assert.equal(get.status, 405);
+          assert.equal(get.headers.get("allow"), "POST");
+          const sign = await fetch(`${base}/sign`, {
+            method: "POST",
+            headers: { "X-SVC-Client-Subject": ALICE, "X-SVC-Key": "alice-ec" },
+            body: "anonymous",
+          });
+          await sign.body?.cancel();
+          assert.equal(sign.status, 404);
         },
       );
 
