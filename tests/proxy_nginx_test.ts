@@ -10,7 +10,7 @@ import { makeTestToken } from "./support/token.ts";
 import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { readAuditLines } from "./support/audit.ts";
-import { makeTestCa, opensslRequest } from "./support/ca.ts";
+import { makeTestCa, opensslRequest, publicListenerArgs } from "./support/ca.ts";
 import {
   certIdFor,
   encodeOcspRequest,
@@ -75,16 +75,7 @@ Deno.test({
           dave.policyLines[0]
         }\n${DAVE_SLASH}\tbob-ec\n`,
         // The public listener behind the example's public server block, over svcd ca's CA.
-        args: [
-          "--public-socket",
-          `${workDir}/public.sock`,
-          "--revocation-db",
-          `${ca.dir}/index.txt`,
-          "--ocsp-label",
-          "ca-ec",
-          "--ca-cert",
-          ca.caPem,
-        ],
+        args: publicListenerArgs(ca, `${workDir}/public.sock`, "ca-ec"),
       });
       nginx = await startNginx(dir, pki, {
         authSocket: daemon.socket,

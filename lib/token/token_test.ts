@@ -13,12 +13,32 @@ import {
   encodeInitializeArgs,
   loadModule,
   type Pkcs11Error,
+  type Pkcs11Module,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../../tests/support/token.ts";
 import { findObjects, openSession, utf8 } from "./session_ops.ts";
 
 const data = new TextEncoder().encode("audit line");
+
+/**
+ * Destroys, behind the Token's back, the one secret key labelled `label` that is a token object
+ * (`onToken`) or a session object (a working copy), as another application or a lost object would.
+ */
+function destroySecret(mod: Pkcs11Module, slot: number, label: string, onToken: boolean): void {
+  const s = openSession(mod, slot, CKF_SESSION.RW_SESSION);
+  try {
+    const found = findObjects(mod, s, [
+      { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
+      { type: CKA.LABEL, value: utf8(label) },
+      { type: CKA.TOKEN, value: new Uint8Array([onToken ? 1 : 0]) },
+    ]);
+    assert.equal(found.length, 1);
+    assert.equal(mod.fn.C_DestroyObject(s, found[0]), CKR.OK);
+  } finally {
+    mod.fn.C_CloseSession(s);
+  }
+}
 
 Deno.test({
   name:
@@ -34,16 +54,7 @@ Deno.test({
       // Replace the key behind the token's back: same label, new object, new handle.
       const mod = loadModule(made.modulePath);
       const replace = async () => {
-        const s = openSession(mod, token.slotId, CKF_SESSION.RW_SESSION);
-        try {
-          const [old] = findObjects(mod, s, [
-            { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
-            { type: CKA.LABEL, value: utf8("rotating") },
-          ]);
-          assert.equal(mod.fn.C_DestroyObject(s, old), CKR.OK);
-        } finally {
-          mod.fn.C_CloseSession(s);
-        }
+        destroySecret(mod, token.slotId, "rotating", true);
         await token.generateMacKey("rotating");
       };
       await replace();
@@ -144,19 +155,7 @@ Deno.test({
       await token.generateMacKey("audit-like");
       const first = await token.mac("audit-like", data);
       // Destroy the session copy mac() signs with, as a module that lost it would.
-      const mod = loadModule(made.modulePath);
-      const s = openSession(mod, token.slotId, CKF_SESSION.RW_SESSION);
-      try {
-        const copies = findObjects(mod, s, [
-          { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
-          { type: CKA.LABEL, value: utf8("audit-like") },
-          { type: CKA.TOKEN, value: new Uint8Array([0]) },
-        ]);
-        assert.equal(copies.length, 1);
-        assert.equal(mod.fn.C_DestroyObject(s, copies[0]), CKR.OK);
-      } finally {
-        mod.fn.C_CloseSession(s);
-      }
+      destroySecret(loadModule(made.modulePath), token.slotId, "audit-like", false);
       await assert.rejects(
         token.mac("audit-like", data),
         (e: Pkcs11Error) => e.rv === CKR.OBJECT_HANDLE_INVALID || e.rv === CKR.KEY_HANDLE_INVALID,

@@ -9,7 +9,13 @@
 import assert from "node:assert/strict";
 import { makeTestToken } from "../support/token.ts";
 import { startDaemon, type TestDaemon } from "../support/daemon.ts";
-import { makeTestCa, openssl, opensslRequest, type TestCa } from "../support/ca.ts";
+import {
+  makeTestCa,
+  openssl,
+  opensslRequest,
+  publicListenerArgs,
+  type TestCa,
+} from "../support/ca.ts";
 import { type ClientResponse, rawExchange, request } from "../support/http_client.ts";
 import { verifyIndependently } from "../support/oracle.ts";
 import { curlAsNobody } from "../../lib/http/testing.ts";
@@ -115,18 +121,7 @@ Deno.test({
       token,
       workDir,
       policy: `${ALICE}\tk-ec\n`,
-      args: [
-        "--public-socket",
-        publicSocket,
-        "--revocation-db",
-        `${ca.dir}/index.txt`,
-        "--ocsp-label",
-        "ca",
-        "--ca-cert",
-        ca.caPem,
-        "--queue-depth",
-        String(QUEUE_DEPTH),
-      ],
+      args: [...publicListenerArgs(ca, publicSocket), "--queue-depth", String(QUEUE_DEPTH)],
     });
     const s: Setup = {
       daemon,
@@ -298,16 +293,7 @@ Deno.test({
               token,
               workDir: crashDir,
               policy: `${ALICE}\tk-ec\n`,
-              args: [
-                "--public-socket",
-                `${crashDir}/public.sock`,
-                "--revocation-db",
-                `${ca.dir}/index.txt`,
-                "--ocsp-label",
-                "ca",
-                "--ca-cert",
-                ca.caPem,
-              ],
+              args: publicListenerArgs(ca, `${crashDir}/public.sock`),
             });
             const removed = `${token.module.tokenDir}/removed`;
             await Deno.writeTextFile(removed, "");
