@@ -74,9 +74,7 @@ async function start(setup: PublicWorkerSetup): Promise<void> {
     onSignError: (err) =>
       report({ kind: "log", message: `ocsp: signing failed: ${(err as Error).message}` }),
   });
-  if (source.current() === null) {
-    report({ kind: "log", message: `ocsp: answering tryLater until ${source.lastError}` });
-  }
+  source.current(); // an unloadable database is said now (onUnavailable), not at the first query
   listener = Listener.open({
     path: setup.socket,
     proxyUid: null,
