@@ -31,22 +31,49 @@ export async function sha256Hex(bytes: Uint8Array): Promise<string> {
 
 /** Every complete line of every audit.log.NNNNNN in `dir`, in file then line order. */
 export async function readAuditLines(dir: string): Promise<AuditLine[]> {
+  const lines: AuditLine[] = [];
+  for await (const line of auditLines(dir)) lines.push(line);
+  return lines;
+}
+
+/**
+ * The same lines one at a time, read as a stream: a soak's log (a gigabyte) is never one string.
+ *
+ * @example
+ * ```ts ignore
+ * for await (const l of auditLines(dir)) if (l.event === "sign") seen.add(l.signature_sha256);
+ * ```
+ */
+export async function* auditLines(dir: string): AsyncGenerator<AuditLine> {
   const files: string[] = [];
   for await (const e of Deno.readDir(dir)) {
     if (/^audit\.log\.\d{6}$/.test(e.name)) files.push(e.name);
   }
   files.sort();
-  const lines: AuditLine[] = [];
   for (const f of files) {
-    const text = await Deno.readTextFile(`${dir}/${f}`);
-    for (const line of text.split("\n")) {
-      if (line.trim() === "") continue;
-      try {
-        lines.push(JSON.parse(line));
-      } catch { /* a torn final line */ }
+    const file = await Deno.open(`${dir}/${f}`);
+    let rest = "";
+    for await (const chunk of file.readable.pipeThrough(new TextDecoderStream())) {
+      const parts = (rest + chunk).split("\n");
+      rest = parts.pop()!;
+      for (const line of parts) {
+        const parsed = parseLine(line);
+        if (parsed) yield parsed;
+      }
     }
+    const last = parseLine(rest);
+    if (last) yield last;
   }
-  return lines;
+}
+
+/** One line as JSON; undefined for a blank or torn one. */
+function parseLine(line: string): AuditLine | undefined {
+  if (line.trim() === "") return undefined;
+  try {
+    return JSON.parse(line);
+  } catch {
+    return undefined; // a torn final line
+  }
 }
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
