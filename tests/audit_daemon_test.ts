@@ -6,7 +6,12 @@
  *   log is not writable, and signing resumes on its own when space returns.
  */
 import assert from "node:assert/strict";
-import { readAuditLines, runAuditVerify, sha256Hex } from "./support/audit.ts";
+import {
+  assertLoggedAfterOutage,
+  readAuditLines,
+  runAuditVerify,
+  sha256Hex,
+} from "./support/audit.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { makeTestToken } from "./support/token.ts";
@@ -168,12 +173,7 @@ Deno.test({
       served.push(await sha256Hex(after.body));
       assert.equal(await daemon.stop(), 0);
 
-      const lines = await readAuditLines(auditDir);
-      const signs = lines.filter((l) => l.event === "sign").map((l) => l.signature_sha256);
-      assert.deepEqual(signs, served, "exactly the served signatures are logged, in order");
-      assert.ok(lines.some((l) => l.event === "audit_resumed"));
-      const v = await runAuditVerify(token, auditDir);
-      assert.equal(v.code, 0, v.text);
+      await assertLoggedAfterOutage(token, auditDir, served);
     } finally {
       await daemon.stop();
       await new Deno.Command("umount", { args: ["-l", auditDir] }).output();

@@ -8,7 +8,7 @@
  * `svcd audit verify` passes.
  */
 import assert from "node:assert/strict";
-import { readAuditLines, runAuditVerify, sha256Hex } from "./support/audit.ts";
+import { assertLoggedAfterOutage, sha256Hex } from "./support/audit.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { type ClientResponse, request } from "./support/http_client.ts";
 import { loopDeviceUnavailable, LoopDisk } from "./support/loop_device.ts";
@@ -86,12 +86,7 @@ Deno.test({
 
       // What the device holds, not what the page cache still remembers.
       await disk.remount();
-      const lines = await readAuditLines(auditDir);
-      const signs = lines.filter((l) => l.event === "sign").map((l) => l.signature_sha256);
-      assert.deepEqual(signs, served, "exactly the served signatures are logged, in order");
-      assert.ok(lines.some((l) => l.event === "audit_resumed"));
-      const v = await runAuditVerify(token, auditDir);
-      assert.equal(v.code, 0, v.text);
+      await assertLoggedAfterOutage(token, auditDir, served);
     } finally {
       await daemon.stop();
       await disk.unmount();

@@ -1,33 +1,14 @@
 import assert from "node:assert/strict";
 import { loadPublicFiles, PublicFileError } from "./public_files.ts";
 import { readCertificates } from "../ocsp/mod.ts";
+import { opensslCa } from "../../tests/support/ocsp.ts";
 
-/** A self-signed EC CA by openssl, its key in the same PEM file after the certificate. */
+/** A self-signed EC CA by openssl (valid 3650 days), its key in the same PEM file after it. */
 async function caFileWithKey(dir: string): Promise<{ file: string; certPem: string }> {
-  const out = await new Deno.Command("openssl", {
-    args: [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:P-256",
-      "-nodes",
-      "-keyout",
-      `${dir}/ca.key`,
-      "-out",
-      `${dir}/ca.pem`,
-      "-subj",
-      "/CN=Files CA",
-      "-days",
-      "30",
-    ],
-    stderr: "piped",
-  }).output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  const certPem = Deno.readTextFileSync(`${dir}/ca.pem`);
+  const ca = await opensslCa(dir, "ec-p256");
+  const certPem = Deno.readTextFileSync(ca.certPath);
   const file = `${dir}/chain-with-key.pem`;
-  Deno.writeTextFileSync(file, "a comment\n" + certPem + Deno.readTextFileSync(`${dir}/ca.key`));
+  Deno.writeTextFileSync(file, "a comment\n" + certPem + Deno.readTextFileSync(ca.keyPath!));
   return { file, certPem };
 }
 
@@ -55,7 +36,7 @@ Deno.test("public files: a CA outside its validity is refused with what to do", 
   const dir = await Deno.makeTempDir();
   try {
     const { file } = await caFileWithKey(dir);
-    const later = Date.now() + 31 * 86_400_000;
+    const later = Date.now() + 3651 * 86_400_000;
     assert.throws(
       () => loadPublicFiles({ caCertificates: file }, later),
       (e) => e instanceof PublicFileError && /expired at .*svcd ca init/.test(e.message),

@@ -18,27 +18,18 @@ import { findObjects, openSession, utf8 } from "./session_ops.ts";
 import { verifyIndependently } from "./independent_verify.ts";
 import type { SigningKey, Token } from "./mod.ts";
 import {
-  makeTestToken,
-  openTestToken,
+  type openTestToken,
   type TestToken,
-  testTokenPin,
+  withLoggedInToken,
 } from "../../tests/support/token.ts";
 
 const te = new TextEncoder();
 
-async function withToken(
+function withToken(
   opts: Parameters<typeof openTestToken>[1],
   fn: (token: Token, made: TestToken) => Promise<void>,
 ): Promise<void> {
-  const made = await makeTestToken({ keys: { "k-ec": "ec-p256", "k-ed": "ed25519" } });
-  const token = openTestToken(made, opts);
-  try {
-    await token.login(testTokenPin(made));
-    await fn(token, made);
-  } finally {
-    token.close();
-    await made.cleanup();
-  }
+  return withLoggedInToken({ "k-ec": "ec-p256", "k-ed": "ed25519" }, fn, opts);
 }
 
 /** Fires n signatures at once, each over its own message; checks each independently. */

@@ -16,7 +16,12 @@ import {
   type Pkcs11Module,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
-import { makeTestToken, openTestToken, testTokenPin } from "../../tests/support/token.ts";
+import {
+  makeTestToken,
+  openTestToken,
+  testTokenPin,
+  withLoggedInToken,
+} from "../../tests/support/token.ts";
 import { findObjects, openSession, utf8 } from "./session_ops.ts";
 
 const data = new TextEncoder().encode("audit line");
@@ -44,11 +49,8 @@ Deno.test({
   name:
     "token: a replaced key is used from its working copy until dropRemovedKeys() or refreshKeys(), then the new one",
   sanitizeResources: false,
-  fn: async () => {
-    const made = await makeTestToken({ keys: {} });
-    const token = openTestToken(made);
-    try {
-      await token.login(testTokenPin(made));
+  fn: () =>
+    withLoggedInToken({}, async (token, made) => {
       await token.generateMacKey("rotating");
       const before = await token.mac("rotating", data);
       // Replace the key behind the token's back: same label, new object, new handle.
@@ -70,11 +72,7 @@ Deno.test({
       token.refreshKeys();
       const third = await token.mac("rotating", data);
       assert.notDeepEqual(third, after, "after refreshKeys() the key is looked up again");
-    } finally {
-      token.close();
-      await made.cleanup();
-    }
-  },
+    }),
 });
 
 Deno.test({
@@ -116,11 +114,8 @@ Deno.test({
   name:
     "token: refreshKeys() (SIGHUP) fails no sign in flight, nor one with a key obtained before it",
   sanitizeResources: false,
-  fn: async () => {
-    const made = await makeTestToken({ keys: { "k-ec": "ec-p256", "k-ed": "ed25519" } });
-    const token = openTestToken(made);
-    try {
-      await token.login(testTokenPin(made));
+  fn: () =>
+    withLoggedInToken({ "k-ec": "ec-p256", "k-ed": "ed25519" }, async (token) => {
       for (const label of ["k-ec", "k-ed"]) {
         const key = (await token.key(label))!;
         // Signs running in the module's threads when the copies are dropped.
@@ -136,22 +131,15 @@ Deno.test({
         assert.ok(await token.verify((await token.key(label))!, data, signature), label);
         assert.ok(await token.verify(key, data, signature), label);
       }
-    } finally {
-      token.close();
-      await made.cleanup();
-    }
-  },
+    }),
 });
 
 Deno.test({
   name:
     "token: mac() forgets a working copy that answers CKR_OBJECT_HANDLE_INVALID; the next finds the key",
   sanitizeResources: false,
-  fn: async () => {
-    const made = await makeTestToken({ keys: {} });
-    const token = openTestToken(made);
-    try {
-      await token.login(testTokenPin(made));
+  fn: () =>
+    withLoggedInToken({}, async (token, made) => {
       await token.generateMacKey("audit-like");
       const first = await token.mac("audit-like", data);
       // Destroy the session copy mac() signs with, as a module that lost it would.
@@ -161,9 +149,5 @@ Deno.test({
         (e: Pkcs11Error) => e.rv === CKR.OBJECT_HANDLE_INVALID || e.rv === CKR.KEY_HANDLE_INVALID,
       );
       assert.deepEqual(await token.mac("audit-like", data), first, "looked up again: same key");
-    } finally {
-      token.close();
-      await made.cleanup();
-    }
-  },
+    }),
 });

@@ -7,6 +7,7 @@
  * ```
  */
 
+import assert from "node:assert/strict";
 import { type CommandResult, runDeno } from "./command.ts";
 
 /** One audit line: at least event and actor (spec §6). */
@@ -108,4 +109,26 @@ export function runAuditVerify(
     ],
     { env: { ...token.env, NO_COLOR: "1" } },
   );
+}
+
+/**
+ * The closing check after an audit outage: the log holds exactly the `served` signatures (SHA-256
+ * hex, in order), says it resumed, and `svcd audit verify` passes over it.
+ *
+ * @example
+ * ```ts ignore
+ * await assertLoggedAfterOutage(token, auditDir, served);
+ * ```
+ */
+export async function assertLoggedAfterOutage(
+  token: { env: Record<string, string>; modulePath: string; tokenLabel: string },
+  dir: string,
+  served: string[],
+): Promise<void> {
+  const lines = await readAuditLines(dir);
+  const signs = lines.filter((l) => l.event === "sign").map((l) => l.signature_sha256);
+  assert.deepEqual(signs, served, "exactly the served signatures are logged, in order");
+  assert.ok(lines.some((l) => l.event === "audit_resumed"), "the log says it resumed");
+  const v = await runAuditVerify(token, dir);
+  assert.equal(v.code, 0, v.text);
 }

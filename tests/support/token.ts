@@ -163,6 +163,27 @@ export function openTestToken(
   return Token.open({ modulePath: token.modulePath, tokenLabel: token.tokenLabel, ...opts });
 }
 
+/**
+ * A fresh test token with `keys`, opened in this process and logged in, for the length of `fn`;
+ * closed and removed afterwards whatever `fn` did.
+ * Example: `await withLoggedInToken({ k: "ed25519" }, async (token) => token.key("k"))`.
+ */
+export async function withLoggedInToken(
+  keys: Record<string, string>,
+  fn: (token: Token, made: TestToken) => Promise<void>,
+  opts: Omit<TokenOptions, "modulePath" | "tokenLabel"> = {},
+): Promise<void> {
+  const made = await makeTestToken({ keys });
+  const token = openTestToken(made, opts);
+  try {
+    await token.login(testTokenPin(made));
+    await fn(token, made);
+  } finally {
+    token.close();
+    await made.cleanup();
+  }
+}
+
 /** The user PIN of a test token, as the daemon reads it. */
 export function testTokenPin(token: Pick<TestToken, "credentialsDir">): Uint8Array {
   return Token.readPinCredential(token.credentialsDir);
