@@ -41,7 +41,13 @@ import { DeadlineQueue } from "./deadlines.ts";
 import { DEFAULT_MAX_HEADER_BYTES, type ParsedRequest, RequestReader } from "./parse.ts";
 import { problem } from "./problem.ts";
 import { CONTINUE_BYTES, serializeResponse, serializeResponseInto } from "./response.ts";
-import { closeUnixListener, openUnixListener, type UnixListenerSocket } from "./socket.ts";
+import {
+  closeUnixListener,
+  LISTEN_BACKLOG,
+  openUnixListener,
+  type UnixListenerSocket,
+} from "./socket.ts";
+import { heldByOthers, publishHeld, type SharedSocket } from "./shared_socket.ts";
 import type { Admission, Handler, HttpRequest, HttpResponse, ListenerEvent } from "./types.ts";
 import { WorkQueue } from "./work_queue.ts";
 
@@ -70,6 +76,12 @@ export interface ListenerOptions {
    */
   admit?: Admission;
   log?: (event: ListenerEvent) => void;
+  /**
+   * Serve a socket opened elsewhere and shared with listeners in other isolates (each accepts from
+   * it; the queue depth bounds their sum); `path` is then ignored and close() leaves the socket to
+   * its opener. Example: `{ ...opts, shared: joinSharedSocket(setup, 1) }`.
+   */
+  shared?: SharedSocket;
 }
 
 /** Counters and gauges of a listener. */
@@ -115,7 +127,6 @@ const DRAIN_LIMIT = 256 * 1024;
 const ACCEPT_BATCH = 64;
 const IDLE_WAIT_CAP_MS = 500;
 const ACCEPT_PAUSE_MS = 100;
-const KERNEL_BACKLOG = 1024;
 const READER_POOL = 64;
 
 /**
@@ -123,7 +134,9 @@ const READER_POOL = 64;
  * @example const l = Listener.open(opts); void l.serve();
  */
 export class Listener {
-  #opts: Required<Omit<ListenerOptions, "log" | "admit">> & Pick<ListenerOptions, "log" | "admit">;
+  #opts:
+    & Required<Omit<ListenerOptions, "log" | "admit" | "shared">>
+    & Pick<ListenerOptions, "log" | "admit" | "shared">;
   #sock: UnixListenerSocket;
   #ep: number;
   #wake: number;
@@ -187,13 +200,13 @@ export class Listener {
   static open(opts: ListenerOptions): Listener {
     checkOptions(opts);
     const c = libc();
-    const sock = openUnixListener(opts.path, KERNEL_BACKLOG);
+    const sock = opts.shared?.socket ?? openUnixListener(opts.path, LISTEN_BACKLOG);
     const ep = c.epoll_create1(O_CLOEXEC);
     const wake = ep < 0 ? -1 : c.eventfd(0, O_NONBLOCK | O_CLOEXEC);
     if (ep < 0 || wake < 0) {
       const e = errno();
       if (ep >= 0) c.close(ep);
-      closeUnixListener(sock);
+      if (!opts.shared) closeUnixListener(sock);
       throw new Error(`epoll/eventfd setup failed with errno ${e}`);
     }
     const l = new Listener(opts, sock, ep, wake);
@@ -344,7 +357,7 @@ export class Listener {
   }
 
   #admit(fd: number): void {
-    const held = this.#held();
+    const held = this.#held() + (this.#opts.shared ? heldByOthers(this.#opts.shared) : 0);
     const verdict = acceptVerdict(peerCred(fd), this.#opts.proxyUid, held, this.#opts.queueDepth);
     if (verdict.kind !== "admit") return this.#refuse(fd, verdict, held);
     const peer = verdict.peer;
@@ -362,6 +375,7 @@ export class Listener {
     };
     this.#conns.set(fd, conn);
     this.#waiting.set(fd, conn);
+    this.#publishHeld();
     // A proxy writes its request right after connect: try it now, and only watch it if it is silent.
     this.#readFrom(conn, 0);
   }
@@ -387,6 +401,11 @@ export class Listener {
   /** Connections not yet in a handler: what the queue depth bounds. */
   #held(): number {
     return this.#waiting.size + this.#reading.size + this.#work.queued;
+  }
+
+  /** Tells the listeners sharing the socket how many this one holds (at each change). */
+  #publishHeld(): void {
+    if (this.#opts.shared) publishHeld(this.#opts.shared, this.#held());
   }
 
   // ---- reading -------------------------------------------------------------------------------
@@ -483,6 +502,7 @@ export class Listener {
   async #run(conn: Conn, parsed: ParsedRequest): Promise<void> {
     conn.state = "active";
     this.#work.started();
+    this.#publishHeld();
     const req: HttpRequest = {
       method: parsed.method,
       target: parsed.target,
@@ -532,6 +552,7 @@ export class Listener {
     }
     this.#reading.delete(conn.fd);
     this.#releaseReader(conn);
+    this.#publishHeld();
     conn.out = bytes;
     conn.outAt = 0;
     conn.state = "writing";
@@ -590,6 +611,7 @@ export class Listener {
     this.#reading.delete(conn.fd);
     this.#writing.delete(conn.fd);
     this.#releaseReader(conn);
+    this.#publishHeld();
     if (this.#acceptPausedUntil !== 0 && !this.#closing) {
       this.#acceptPausedUntil = 0;
       this.#ctl(EPOLL_CTL.MOD, this.#sock.fd, EPOLL.IN, 0);
@@ -606,7 +628,7 @@ export class Listener {
     this.#closing = true;
     const c = libc();
     c.epoll_ctl(this.#ep, EPOLL_CTL.DEL, this.#sock.fd, this.#ctlBuf);
-    closeUnixListener(this.#sock);
+    if (!this.#opts.shared) closeUnixListener(this.#sock);
     // Silent connections keep their first-byte deadline: a proxy connects, then writes.
     if (this.#inFlight() > 0 && this.#serving !== null) {
       let timer: ReturnType<typeof setTimeout> | undefined;

@@ -15,6 +15,13 @@
 import { rlimitNofile } from "../../ffi/libc.ts";
 
 export { Listener, type ListenerOptions, type ListenerStats } from "./listener.ts";
+export { type SharedSocket, shareSocket } from "./shared_socket.ts";
+export {
+  closeUnixListener,
+  LISTEN_BACKLOG,
+  openUnixListener,
+  type UnixListenerSocket,
+} from "./socket.ts";
 export { problem, PROBLEM_TYPE } from "./problem.ts";
 export { allowOf, routeFor } from "./routes.ts";
 export { DEFAULT_MAX_HEADER_BYTES } from "./parse.ts";

@@ -28,6 +28,9 @@ export interface UnixListenerSocket {
   ino: number;
 }
 
+/** The kernel's queue of connections not yet accepted (listen(2) backlog). */
+export const LISTEN_BACKLOG = 1024;
+
 /** Mode of the socket file: the proxy's group may connect; the uid check is the authorisation. */
 export const SOCKET_MODE = 0o660;
 

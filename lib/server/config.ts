@@ -54,6 +54,8 @@ export interface PublicConfig {
   responderCertificate: string | undefined;
   /** nextUpdate − thisUpdate of OCSP answers, seconds. */
   validitySeconds: number;
+  /** Worker isolates (threads) serving the public socket, each accepting from it. */
+  threads: number;
 }
 
 /** Everything `svcd serve` needs, with defaults applied and every value checked. */
@@ -256,6 +258,14 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
       "(default: http://<Host of the request>)",
   },
   {
+    flag: "public-threads",
+    kind: "count",
+    fallback: 2,
+    min: 1,
+    max: 64,
+    help: "threads serving the public socket (each its own isolate, event loop and sessions)",
+  },
+  {
     flag: "ocsp-validity",
     kind: "count",
     fallback: 3600,
@@ -371,6 +381,7 @@ function publicConfig(given: OptionValues): PublicConfig | undefined {
     caCertificates: given.text("ca-cert"),
     responderCertificate: given.maybeText("ocsp-cert"),
     validitySeconds: given.count("ocsp-validity"),
+    threads: given.count("public-threads"),
   };
 }
 

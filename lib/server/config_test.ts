@@ -120,7 +120,22 @@ Deno.test("config: the public listener's part, absent without --public-socket", 
     caCertificates: "/var/lib/svcd/ca/ca.pem",
     responderCertificate: "/o.pem",
     validitySeconds: 3600,
+    threads: 2,
   });
+  const threads = (args: string[]) =>
+    parseServeArgs([
+      "--proxy-uid=33",
+      "--public-socket=/p",
+      "--revocation-db=/r",
+      "--ocsp-label=o",
+      ...args,
+    ], env)
+      .public?.threads;
+  assert.equal(threads(["--public-threads=1"]), 1);
+  assert.throws(
+    () => threads(["--public-threads=0"]),
+    (e) => e instanceof ConfigError && e.option === "public-threads",
+  );
 });
 
 Deno.test("config: --public-socket needs --revocation-db and --ocsp-label; they need it", () => {

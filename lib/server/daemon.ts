@@ -282,13 +282,13 @@ async function startPublicListener(
   stop: StopRequest,
 ): Promise<PublicListener> {
   try {
-    const started = await PublicListener.start(publicSetup(config, pub), {
+    const started = await PublicListener.start(publicSetup(config, pub), pub.threads, {
       log: (message) => log(message, "public"),
       onListenerEvent: (event) => log(`public ${listenerEventText(event)}`, `public_${event.kind}`),
       onTokenDead: (err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`),
       onFailure: (err) => stop.request(EXIT_LISTENER_FAILED, err.message),
     });
-    log(`public listener on ${pub.socket} (certificates, OCSP)`);
+    log(`public listener on ${pub.socket} (certificates, OCSP; ${pub.threads} threads)`);
     return started;
   } catch (err) {
     if (err instanceof PublicListenerError) throw new StartupError(err.message);
@@ -297,7 +297,7 @@ async function startPublicListener(
 }
 
 /** What the public listener's Worker is given: its own copy of the listener and token settings. */
-function publicSetup(config: ServeConfig, pub: PublicConfig): PublicWorkerSetup {
+function publicSetup(config: ServeConfig, pub: PublicConfig): Omit<PublicWorkerSetup, "shared"> {
   return {
     socket: pub.socket,
     queueDepth: config.listener.queueDepth,

@@ -1,21 +1,32 @@
 /**
- * The main isolate's side of the public listener: starts its Worker (./public_worker.ts), waits
- * until the socket accepts or start-up failed, relays what the Worker reports, and stops it before
- * the token is finalised (the Worker's sessions live in the same module opening).
+ * The main isolate's side of the public listener: opens its socket, starts its Workers
+ * (./public_worker.ts, `--public-threads` of them, each accepting from that socket), waits until
+ * they accept or start-up failed, relays what they report, and stops them before the token is
+ * finalised (the Workers' sessions live in the same module opening).
  *
  * @example
  * ```ts ignore
- * const pub = await PublicListener.start(setup, { log, onTokenDead, onFailure });
+ * const pub = await PublicListener.start(setup, 2, { log, onListenerEvent, onTokenDead, onFailure });
  * // … on SIGTERM
  * await pub.close(10_000);
  * ```
  */
-import type { ListenerEvent } from "../http/mod.ts";
+import {
+  closeUnixListener,
+  LISTEN_BACKLOG,
+  type ListenerEvent,
+  openUnixListener,
+  type SharedSocket,
+  shareSocket,
+  type UnixListenerSocket,
+} from "../http/mod.ts";
 import type { TokenOptions } from "../token/mod.ts";
 
 /** Everything the Worker needs, as plain data (it crosses the isolate boundary by structured clone). */
 export interface PublicWorkerSetup {
   socket: string;
+  /** The socket, opened by the main isolate and accepted from by every Worker. */
+  shared: SharedSocket;
   queueDepth: number;
   maxBodyBytes: number;
   workers: number;
@@ -47,7 +58,7 @@ export interface PublicListenerHooks {
   onListenerEvent(event: ListenerEvent): void;
   /** A signature failed with a dead token: the daemon stops as for the authenticated side. */
   onTokenDead(err: Error): void;
-  /** The Worker died (an uncaught error): the public side no longer serves. */
+  /** A Worker died (an uncaught error): the public side no longer serves as configured. */
   onFailure(err: Error): void;
 }
 
@@ -63,10 +74,78 @@ export class PublicListenerError extends Error {
 const CLOSE_SLACK_MS = 2_000;
 
 /**
- * A running public listener.
- * @example const pub = await PublicListener.start(setup, hooks); await pub.close(1000);
+ * A running public listener: `threads` Workers accepting from one socket, which this side opens
+ * (so a taken path fails before any Worker starts) and removes after the last Worker closed.
+ * @example const pub = await PublicListener.start(setup, 2, hooks); await pub.close(1000);
  */
 export class PublicListener {
+  #socket: UnixListenerSocket;
+  #threads: PublicThread[];
+  #closed: Promise<boolean> | undefined;
+
+  private constructor(socket: UnixListenerSocket, threads: PublicThread[]) {
+    this.#socket = socket;
+    this.#threads = threads;
+  }
+
+  /**
+   * Opens the socket, starts `threads` Workers on it and resolves once every one accepts; rejects
+   * with {@link PublicListenerError} when the socket cannot be opened or a Worker could not start
+   * (everything started is then stopped again). `module` is the Worker's module
+   * (./public_worker.ts; tests give a stand-in).
+   *
+   * @example
+   * ```ts ignore
+   * const pub = await PublicListener.start(setup, 2, hooks);
+   * ```
+   */
+  static async start(
+    setup: Omit<PublicWorkerSetup, "shared">,
+    threads: number,
+    hooks: PublicListenerHooks,
+    module: URL = workerUrl(),
+  ): Promise<PublicListener> {
+    let socket: UnixListenerSocket;
+    try {
+      socket = openUnixListener(setup.socket, LISTEN_BACKLOG);
+    } catch (err) {
+      throw new PublicListenerError(`public listener: ${(err as Error).message}`);
+    }
+    const shares = shareSocket(socket, threads);
+    const started = shares.map((shared) => PublicThread.start({ ...setup, shared }, hooks, module));
+    const outcomes = await Promise.allSettled(started);
+    const running = outcomes.flatMap((o) => o.status === "fulfilled" ? [o.value] : []);
+    const failed = outcomes.find((o) => o.status === "rejected");
+    if (failed) {
+      await Promise.all(running.map((t) => t.close(0)));
+      closeUnixListener(socket);
+      throw failed.reason;
+    }
+    return new PublicListener(socket, running);
+  }
+
+  /**
+   * Stops accepting, serves what was connected before (up to `graceMs`), closes every Worker's
+   * sessions, ends the Workers and removes the socket. Resolves true when every Worker closed its
+   * sessions, false when one had died or did not answer in time (a module call of its own may
+   * still run: the caller must not finalise the module). Calling it again returns the same promise.
+   *
+   * @example
+   * ```ts ignore
+   * if (!(await pub.close(10_000))) console.error("the module is left to the process exit");
+   * ```
+   */
+  close(graceMs: number): Promise<boolean> {
+    this.#closed ??= Promise.all(this.#threads.map((t) => t.close(graceMs))).then((clean) => {
+      closeUnixListener(this.#socket);
+      return clean.every(Boolean);
+    });
+    return this.#closed;
+  }
+}
+
+/** One Worker of the public listener. */
+class PublicThread {
   #worker: Worker;
   #closed: Promise<boolean> | undefined;
   /** Set when the Worker said "closed" (true) or died (false); a close then resolves at once. */
@@ -77,23 +156,17 @@ export class PublicListener {
     this.#worker = worker;
   }
 
-  /**
-   * Starts the Worker and resolves once its socket accepts; rejects with
-   * {@link PublicListenerError} when it could not start (the Worker is then gone). `module` is
-   * the Worker's module (./public_worker.ts; tests give a stand-in).
-   *
-   * @example
-   * ```ts ignore
-   * const pub = await PublicListener.start(setup, hooks);
-   * ```
-   */
+  /** Starts the Worker; resolves once it accepts, rejects when it could not start. */
   static start(
     setup: PublicWorkerSetup,
     hooks: PublicListenerHooks,
-    module: URL = workerUrl(),
-  ): Promise<PublicListener> {
-    const worker = new Worker(module, { type: "module", name: "svcd-public" });
-    const pub = new PublicListener(worker);
+    module: URL,
+  ): Promise<PublicThread> {
+    const worker = new Worker(module, {
+      type: "module",
+      name: `svcd-public-${setup.shared.slot}`,
+    });
+    const thread = new PublicThread(worker);
     return new Promise((resolve, reject) => {
       let started = false;
       const fail = (message: string) => {
@@ -105,12 +178,12 @@ export class PublicListener {
         switch (report.kind) {
           case "listening":
             started = true;
-            resolve(pub);
+            resolve(thread);
             return;
           case "failed":
             return fail(report.message);
           case "closed":
-            return pub.#end(true);
+            return thread.#end(true);
           case "log":
             return hooks.log(report.message);
           case "listener_event":
@@ -124,7 +197,7 @@ export class PublicListener {
         const message = e.message || "the Worker failed";
         if (!started) return fail(message);
         worker.terminate();
-        pub.#end(false);
+        thread.#end(false);
         hooks.onFailure(new Error(`public listener failed: ${message}`));
       };
       worker.postMessage({ kind: "start", setup } satisfies PublicWorkerMessage);
@@ -136,17 +209,7 @@ export class PublicListener {
     this.#onEnded?.(this.#ended);
   }
 
-  /**
-   * Stops accepting, serves what was connected before (up to `graceMs`), closes the Worker's
-   * sessions and ends the Worker. Resolves true when the Worker closed its sessions, false when it
-   * had died or did not answer in time (a module call of its own may still run: the caller must
-   * not finalise the module). Calling it again returns the same promise.
-   *
-   * @example
-   * ```ts ignore
-   * if (!(await pub.close(10_000))) console.error("the module is left to the process exit");
-   * ```
-   */
+  /** As PublicListener.close, for this Worker alone (the socket stays open). */
   close(graceMs: number): Promise<boolean> {
     this.#closed ??= new Promise<boolean>((resolve) => {
       const worker = this.#worker;

@@ -8,16 +8,16 @@ import {
 
 const STAND_IN = new URL("./testing_public_worker.ts", import.meta.url);
 
-function setup(socket: string): PublicWorkerSetup {
+function setup(mode: string): Omit<PublicWorkerSetup, "shared"> {
   return {
-    socket,
+    socket: `${Deno.makeTempDirSync({ prefix: "svcd-public-" })}/public.sock`,
     queueDepth: 1,
     maxBodyBytes: 1,
     workers: 1,
     token: { modulePath: "/nonexistent.so", tokenLabel: "t", maxSessions: 1 },
     caCertificates: "/nonexistent.pem",
     revocationDb: "/nonexistent",
-    ocspLabel: "o",
+    ocspLabel: mode,
     validitySeconds: 60,
   };
 }
@@ -41,14 +41,14 @@ function hooks(): PublicListenerHooks & { failures: Error[]; failed: Promise<voi
 
 Deno.test("public listener: a start-up failure in the Worker rejects with its message", async () => {
   await assert.rejects(
-    PublicListener.start(setup("fail-start"), hooks(), STAND_IN),
+    PublicListener.start(setup("fail-start"), 1, hooks(), STAND_IN),
     (e) => e instanceof PublicListenerError && /public listener: no such key/.test(e.message),
   );
 });
 
 Deno.test("public listener: a Worker that dies after start is reported once; close resolves false at once", async () => {
   const h = hooks();
-  const pub = await PublicListener.start(setup("crash-after-start"), h, STAND_IN);
+  const pub = await PublicListener.start(setup("crash-after-start"), 1, h, STAND_IN);
   await h.failed;
   assert.equal(h.failures.length, 1);
   assert.match(h.failures[0].message, /public listener failed: .*boom/);
@@ -57,6 +57,33 @@ Deno.test("public listener: a Worker that dies after start is reported once; clo
 });
 
 Deno.test("public listener: a Worker that never answers close is ended after twice the grace", async () => {
-  const pub = await PublicListener.start(setup("silent-close"), hooks(), STAND_IN);
+  const pub = await PublicListener.start(setup("silent-close"), 1, hooks(), STAND_IN);
   assert.equal(await pub.close(1), false);
+});
+
+Deno.test("public listener: one socket for every Worker, removed after the last one closed", async () => {
+  const s = setup("serve");
+  const pub = await PublicListener.start(s, 3, hooks(), STAND_IN);
+  assert.ok(Deno.lstatSync(s.socket).isSocket);
+  assert.equal(await pub.close(1000), true);
+  assert.throws(() => Deno.lstatSync(s.socket), Deno.errors.NotFound);
+});
+
+Deno.test("public listener: one Worker of several failing to start stops the others and removes the socket", async () => {
+  const s = setup("fail-slot-1");
+  await assert.rejects(
+    PublicListener.start(s, 3, hooks(), STAND_IN),
+    (e) => e instanceof PublicListenerError && /no such key/.test(e.message),
+  );
+  assert.throws(() => Deno.lstatSync(s.socket), Deno.errors.NotFound);
+});
+
+Deno.test("public listener: a path that cannot be bound fails before any Worker starts", async () => {
+  const s = setup("serve");
+  Deno.writeTextFileSync(s.socket, "not a socket");
+  await assert.rejects(
+    PublicListener.start(s, 2, hooks(), STAND_IN),
+    (e) => e instanceof PublicListenerError && e.message.includes(s.socket),
+  );
+  assert.equal(Deno.readTextFileSync(s.socket), "not a socket");
 });

@@ -77,6 +77,7 @@ async function start(setup: PublicWorkerSetup): Promise<void> {
   source.current(); // an unloadable database is said now (onUnavailable), not at the first query
   listener = Listener.open({
     path: setup.socket,
+    shared: setup.shared,
     proxyUid: null,
     queueDepth: setup.queueDepth,
     maxBodyBytes: setup.maxBodyBytes,
