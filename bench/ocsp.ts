@@ -1,11 +1,13 @@
 /**
  * OCSP figures, what the product serves: `svcd serve --public-socket` (CA key in the token, made by
- * `svcd ca init`) answering POST /ocsp, loaded by bench/load.ts in its own process with one
- * connection per request, at c=1/4/16, cached (no nonce) and live-signed (nonce), beside
- * `openssl ocsp -index` in server mode (software key of the same type, the same index lines, the
- * same request shapes, loaded the same way over loopback TCP) in the same run, as ratios. Target
- * (issue 9): ≥ 3 × openssl at c=16 cached, ≥ 1 × for nonce. openssl signs every answer, with or
- * without a nonce; its server handles one connection at a time.
+ * `svcd ca init`) answering POST /ocsp, loaded by bench/httpload.c (a one-thread epoll client in
+ * C, built here with gcc) in its own process with one connection per request, at c=1/4/16, cached
+ * (no nonce) and live-signed (nonce), beside `openssl ocsp -index` in server mode (software key of
+ * the same type, the same index lines, the same request shapes, loaded the same way over loopback
+ * TCP) in the same run, as ratios, with the daemon's CPU per answer. Target (issue 9): ≥ 3 ×
+ * openssl at c=16 cached, ≥ 1 × for nonce. openssl signs every answer, with or without a nonce;
+ * its server handles one connection at a time. The client is C because bench/load.ts (Deno) spends
+ * ~100 µs of CPU per request, more than either server, on the same two cores.
  *
  * A second table: the OCSP core alone (`Responder.answer` in-process, software key, no HTTP), with
  * parse/encode/sign µs — how far the core is from being the bottleneck.
@@ -35,13 +37,15 @@ import { makeTestToken } from "../tests/support/token.ts";
 import { makeTestCa, publicListenerArgs } from "../tests/support/ca.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import type { LoadResult } from "./load.ts";
+import { daemonCpu } from "./proc_cpu.ts";
 
-const LOAD = new URL("./load.ts", import.meta.url).pathname;
+const HTTPLOAD_C = new URL("./httpload.c", import.meta.url).pathname;
 
 const args = parseArgs({
   options: {
     key: { type: "string", default: "ec-p256" },
     seconds: { type: "string", default: "3" },
+    "public-threads": { type: "string", default: "" },
     entries: { type: "string", default: "10000" },
     rounds: { type: "string", default: "3" },
   },
@@ -51,6 +55,8 @@ const DURATION_MS = Number(args.values.seconds) * 1000;
 const ENTRIES = Number(args.values.entries);
 const ROUNDS = Number(args.values.rounds);
 const CONCURRENCY = [1, 4, 16];
+/** Thread counts of the public listener to run (--public-threads); the default is the last. */
+const THREADS = (args.values["public-threads"] || "1,2").split(",").map(Number);
 const DISTINCT = 256; // distinct certificates asked about
 
 if (Deno.uid() === 0 && !Deno.env.get("SVCD_BENCH_NETNS")) {
@@ -281,27 +287,50 @@ await withTempDir("ocsp-bench-", async (dir) => {
   for (const r of rows) console.log(r);
   console.log(
     `\nwhat /ocsp serves — svcd serve --public-socket (CA key ${KEY} in the test token) vs ` +
-      `openssl ocsp -index (software key), bench/load.ts, one connection per request, ${
+      `openssl ocsp -index (software key), bench/httpload.c, one connection per request, ${
         DURATION_MS / 1000
-      } s each, median of ${ROUNDS} interleaved rounds:`,
+      } s each, median of ${ROUNDS} interleaved rounds; CPU = the server's CPU per answer:`,
   );
   for (const r of served) console.log(r);
 });
 
 /** The run with the median requests/s (its p99 with it). */
-function median(runs: LoadResult[]): LoadResult {
+function median<T extends LoadResult>(runs: T[]): T {
   return [...runs].sort((a, b) => a.perSecond - b.perSecond)[Math.floor(runs.length / 2)];
 }
 
-/** bench/load.ts in its own process; its JSON line. */
-async function loadProcess(args: string[]): Promise<LoadResult> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", LOAD, ...args, "--seconds", String(DURATION_MS / 1000), "--warmup", "0.5"],
+/** Builds bench/httpload.c into `dir`; the path of the program. */
+async function buildHttpload(dir: string): Promise<string> {
+  const out = `${dir}/httpload`;
+  const cc = await new Deno.Command("gcc", {
+    args: ["-O2", "-Wall", "-o", out, HTTPLOAD_C],
+    stderr: "piped",
+  }).output();
+  if (!cc.success) {
+    throw new Error(`building bench/httpload.c failed:\n${new TextDecoder().decode(cc.stderr)}`);
+  }
+  return out;
+}
+
+/** One httpload run in its own process; its JSON line. */
+async function loadProcess(httpload: string, args: string[]): Promise<LoadResult> {
+  const out = await new Deno.Command(httpload, {
+    args: [...args, "--seconds", String(DURATION_MS / 1000), "--warmup", "0.5"],
     stdout: "piped",
     stderr: "inherit",
   }).output();
-  if (out.code !== 0) throw new Error(`bench/load.ts ${args.join(" ")} exited ${out.code}`);
+  if (out.code !== 0) throw new Error(`bench/httpload ${args.join(" ")} exited ${out.code}`);
   return JSON.parse(new TextDecoder().decode(out.stdout).trim().split("\n").at(-1)!);
+}
+
+/** A load run, with the server's CPU µs per answer (all its threads) during it. */
+async function loadMeasured(httpload: string, pid: number, args: string[]): Promise<Measured> {
+  const before = (await daemonCpu(pid)).all;
+  const result = await loadProcess(httpload, args);
+  const cpu = (await daemonCpu(pid)).all - before;
+  // The warm-up's answers are not counted but cost CPU too: count them at the same rate.
+  const answers = result.perSecond * (result.seconds + 0.5);
+  return { ...result, cpuUs: answers > 0 ? (cpu * 1e6) / answers : 0 };
 }
 
 // The daemon with its public listener over a token CA, and openssl's responder over the openssl
@@ -310,16 +339,29 @@ async function servedTable(dir: string, opensslCaDer: Uint8Array): Promise<strin
   const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
   const work = await Deno.makeTempDir({ prefix: "svcd-ocsp-bench-" });
   const rows: string[] = [];
+  const daemons: Awaited<ReturnType<typeof startDaemon>>[] = [];
   try {
+    const httpload = await buildHttpload(work);
     const ca = await makeTestCa(token, { keyLabel: "ca", keyType: KEY });
     await Deno.copyFile(`${dir}/index.txt`, `${ca.dir}/index.txt`);
-    const publicSocket = `${work}/public.sock`;
-    const daemon = await startDaemon({
-      token,
-      workDir: work,
-      policy: "CN=bench,O=Bench\tk-ec\n",
-      args: publicListenerArgs(ca, publicSocket),
-    });
+    // One daemon per thread count, all started first (an idle one costs nothing), so the rounds
+    // below interleave them with openssl.
+    for (const threads of THREADS) {
+      const workDir = `${work}/threads-${threads}`;
+      await Deno.mkdir(workDir);
+      daemons.push(
+        await startDaemon({
+          token,
+          workDir,
+          policy: "CN=bench,O=Bench\tk-ec\n",
+          args: [
+            ...publicListenerArgs(ca, `${workDir}/public.sock`),
+            "--public-threads",
+            String(threads),
+          ],
+        }),
+      );
+    }
     const port = 20000 + Math.floor(Math.random() * 20000);
     const server = await opensslServer(dir, port);
     try {
@@ -337,40 +379,65 @@ async function servedTable(dir: string, opensslCaDer: Uint8Array): Promise<strin
       };
       const ours = files("svcd", readCertificates(Deno.readFileSync(ca.caPem))[0].der);
       const theirs = files("openssl", opensslCaDer);
-      const svcd = ["--socket", publicSocket, "--path", "/ocsp", "--key", "none"];
-      const ossl = ["--tcp", `127.0.0.1:${port}`, "--path", "/", "--key", "none"];
-      const fmt = (r: LoadResult) =>
-        `${r.perSecond.toFixed(0).padStart(6)}/s p99 ${r.p99ms.toFixed(2).padStart(6)} ms${
-          r.errors ? ` (${r.errors} errors)` : ""
-        }`;
+      const ossl = ["--tcp", `127.0.0.1:${port}`, "--path", "/"];
+      const targets = [
+        ...THREADS.map((threads, i) => ({
+          name: `svcd ${threads} thread${threads > 1 ? "s" : ""}`,
+          pid: daemons[i].pid,
+          args: ["--unix", `${work}/threads-${threads}/public.sock`, "--path", "/ocsp"],
+          files: ours,
+        })),
+        { name: "openssl", pid: server.pid, args: ossl, files: theirs },
+      ];
       for (const c of CONCURRENCY) {
         const conc = ["--concurrency", String(c)];
         // Interleaved rounds, medians: the machine is shared, and a burst of other work during
         // one series would otherwise decide its ratio.
-        const series: LoadResult[][] = [[], [], [], []];
+        const runs = targets.map(() => ({ cached: [] as Measured[], nonce: [] as Measured[] }));
         for (let round = 0; round < ROUNDS; round++) {
-          series[0].push(await loadProcess([...svcd, ...conc, "--body-file", ours.cached]));
-          series[2].push(await loadProcess([...ossl, ...conc, "--body-file", theirs.cached]));
-          series[1].push(await loadProcess([...svcd, ...conc, "--body-file", ours.nonce]));
-          series[3].push(await loadProcess([...ossl, ...conc, "--body-file", theirs.nonce]));
+          for (const kind of ["cached", "nonce"] as const) {
+            for (const [i, t] of targets.entries()) {
+              runs[i][kind].push(
+                await loadMeasured(httpload, t.pid, [
+                  ...t.args,
+                  ...conc,
+                  "--body-file",
+                  t.files[kind],
+                ]),
+              );
+            }
+          }
         }
-        const [sc, sn, oc, on] = series.map(median);
-        rows.push(
-          `c=${String(c).padEnd(2)}  svcd cached ${fmt(sc)} | openssl ${fmt(oc)} | ratio ${
-            (sc.perSecond / oc.perSecond).toFixed(1)
-          }×   ‖  svcd nonce ${fmt(sn)} | openssl ${fmt(on)} | ratio ${
-            (sn.perSecond / on.perSecond).toFixed(1)
-          }×`,
-        );
+        const openssl = runs.at(-1)!;
+        for (const kind of ["cached", "nonce"] as const) {
+          const theirs = median(openssl[kind]);
+          const cells = targets.slice(0, -1).map((t, i) => {
+            const ours = median(runs[i][kind]);
+            return `${t.name} ${fmt(ours)} = ${(ours.perSecond / theirs.perSecond).toFixed(1)} ×`;
+          });
+          rows.push(
+            `c=${String(c).padEnd(2)} ${kind.padEnd(6)} openssl ${fmt(theirs)} | ${
+              cells.join(" | ")
+            }`,
+          );
+        }
       }
     } finally {
       server.kill();
       await server.status;
-      await daemon.stop();
     }
   } finally {
+    for (const d of daemons) await d.stop();
     await token.cleanup();
     await Deno.remove(work, { recursive: true });
   }
   return rows;
+}
+
+type Measured = LoadResult & { cpuUs: number };
+
+function fmt(r: Measured): string {
+  return `${r.perSecond.toFixed(0).padStart(6)}/s p99 ${r.p99ms.toFixed(2).padStart(5)} ms ${
+    r.cpuUs.toFixed(0).padStart(4)
+  } µs CPU${r.errors ? ` (${r.errors} errors)` : ""}`;
 }

@@ -25,6 +25,7 @@ export const EPOLL = {
   ERR: 0x8,
   HUP: 0x10,
   RDHUP: 0x2000,
+  EXCLUSIVE: 1 << 28,
   ONESHOT: 1 << 30,
 } as const;
 /** errno values the reactor distinguishes. @example if (errno() === ERRNO.EAGAIN) … */

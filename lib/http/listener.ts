@@ -210,7 +210,7 @@ export class Listener {
       throw new Error(`epoll/eventfd setup failed with errno ${e}`);
     }
     const l = new Listener(opts, sock, ep, wake);
-    l.#ctl(EPOLL_CTL.ADD, sock.fd, EPOLL.IN, 0);
+    l.#ctl(EPOLL_CTL.ADD, sock.fd, l.#acceptEvents(), 0);
     l.#ctl(EPOLL_CTL.ADD, wake, EPOLL.IN, 0);
     return l;
   }
@@ -305,7 +305,7 @@ export class Listener {
     const now = performance.now();
     if (this.#acceptPausedUntil !== 0 && this.#acceptPausedUntil <= now && !this.#closing) {
       this.#acceptPausedUntil = 0;
-      this.#ctl(EPOLL_CTL.MOD, this.#sock.fd, EPOLL.IN, 0);
+      this.#setAccepting(true);
     }
     let drops = this.#waiting.expire(now, (conn) => {
       this.#opts.log?.({ kind: "deadline", phase: "first_byte", ms: this.#opts.firstByteMs });
@@ -353,7 +353,23 @@ export class Listener {
   /** Out of file descriptors: stop polling the listening socket briefly instead of spinning. */
   #pauseAccept(): void {
     this.#acceptPausedUntil = performance.now() + ACCEPT_PAUSE_MS;
-    this.#ctl(EPOLL_CTL.MOD, this.#sock.fd, 0, 0);
+    this.#setAccepting(false);
+  }
+
+  /**
+   * A shared socket is polled with EPOLLEXCLUSIVE, so that a connection wakes one of the listeners
+   * waiting on it, not all of them (each woken one costs an event-loop turn for an EAGAIN).
+   */
+  #acceptEvents(): number {
+    return this.#opts.shared ? EPOLL.IN | EPOLL.EXCLUSIVE : EPOLL.IN;
+  }
+
+  /** Polls the listening socket again, or stops; EPOLLEXCLUSIVE cannot be modified, only re-added. */
+  #setAccepting(on: boolean): void {
+    const fd = this.#sock.fd;
+    if (!this.#opts.shared) return this.#ctl(EPOLL_CTL.MOD, fd, on ? EPOLL.IN : 0, 0);
+    if (on) this.#ctl(EPOLL_CTL.ADD, fd, this.#acceptEvents(), 0);
+    else libc().epoll_ctl(this.#ep, EPOLL_CTL.DEL, fd, this.#ctlBuf);
   }
 
   #admit(fd: number): void {
@@ -614,7 +630,7 @@ export class Listener {
     this.#publishHeld();
     if (this.#acceptPausedUntil !== 0 && !this.#closing) {
       this.#acceptPausedUntil = 0;
-      this.#ctl(EPOLL_CTL.MOD, this.#sock.fd, EPOLL.IN, 0);
+      this.#setAccepting(true);
     }
     this.#checkDrained();
   }

@@ -51,7 +51,7 @@ scope.onmessage = async (e: MessageEvent<PublicWorkerMessage>) => {
 
 async function start(setup: PublicWorkerSetup): Promise<void> {
   const files = loadPublicFiles(setup);
-  token = Token.open(setup.token);
+  token = Token.open({ ...setup.token, signOnCallingThread: true });
   token.onDead((err) => report({ kind: "token_dead", message: err.message }));
   const key = await token.key(setup.ocspLabel);
   if (!key) {

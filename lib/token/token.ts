@@ -92,6 +92,12 @@ export interface TokenOptions {
    * as a module with a session cap does.
    */
   fakeSessionCap?: number;
+  /**
+   * C_Sign on the calling thread instead of a thread-pool thread. For a Worker that has nothing
+   * else to run while a signature is made (the public listener's): the hop to the pool and back
+   * costs more than it frees there. Default false (the main isolate must stay responsive).
+   */
+  signOnCallingThread?: boolean;
 }
 
 /** A signing key found by label. */
@@ -333,8 +339,9 @@ export class Token {
     const k = taken instanceof Promise ? await taken : taken;
     try {
       const data = prepareData(k.signing, message);
+      const sign = this.#opts.signOnCallingThread ? signOnceSync : signOnce;
       return await this.#pool.use((s) =>
-        signOnce(this.#mod, s, k.handle, choiceOf(k.signing), data, k.spec.signatureLength)
+        sign(this.#mod, s, k.handle, choiceOf(k.signing), data, k.spec.signatureLength)
       ).catch((err) => this.#forgetStaleKey(key, err));
     } finally {
       this.#release(k);

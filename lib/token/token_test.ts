@@ -23,6 +23,7 @@ import {
   withLoggedInToken,
 } from "../../tests/support/token.ts";
 import { findObjects, openSession, utf8 } from "./session_ops.ts";
+import { verifyIndependently } from "./independent_verify.ts";
 
 const data = new TextEncoder().encode("audit line");
 
@@ -150,4 +151,21 @@ Deno.test({
       );
       assert.deepEqual(await token.mac("audit-like", data), first, "looked up again: same key");
     }),
+});
+
+Deno.test({
+  name:
+    "token: signOnCallingThread signs every key type of the module as the pool does (independently verified)",
+  sanitizeResources: false,
+  fn: () =>
+    withLoggedInToken({ ec: "ec-p256", ed: "ed25519", rsa: "rsa-3072" }, async (token) => {
+      for (const label of ["ec", "ed", "rsa"]) {
+        const key = (await token.key(label))!;
+        for (let i = 0; i < 3; i++) { // the first use resolves the key, the next ones are live
+          const signature = await token.sign(key, data);
+          const verdict = await verifyIndependently(key, data, signature);
+          assert.ok(verdict.ok, `${label}: ${JSON.stringify(verdict)}`);
+        }
+      }
+    }, { signOnCallingThread: true }),
 });
