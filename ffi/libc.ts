@@ -43,6 +43,9 @@ export const ERRNO = {
   ENOENT: 2,
   EROFS: 30,
 } as const;
+/** setpriority(2)'s `which` for one process or, on Linux, one thread (by its tid). */
+export const PRIO_PROCESS = 0;
+
 /** Flags shared by accept4 and eventfd (same values as SOCK.NONBLOCK / SOCK.CLOEXEC). */
 export const O_NONBLOCK = 0o4000;
 /** @see O_NONBLOCK @example accept4(fd, null, null, O_NONBLOCK | O_CLOEXEC) */
@@ -99,6 +102,9 @@ const SYMBOLS = {
   getuid: { parameters: [], result: "u32" },
   getgid: { parameters: [], result: "u32" },
   getgrgid: { parameters: ["u32"], result: "pointer" },
+  gettid: { parameters: [], result: "i32" },
+  setpriority: { parameters: ["i32", "u32", "i32"], result: "i32" },
+  getpriority: { parameters: ["i32", "u32"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The bound libc symbols. */

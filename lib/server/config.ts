@@ -56,6 +56,8 @@ export interface PublicConfig {
   validitySeconds: number;
   /** Worker isolates (threads) serving the public socket, each accepting from it. */
   threads: number;
+  /** Nice value of those threads: above the authenticated side's, so they yield to it. */
+  nice: number;
 }
 
 /** Everything `svcd serve` needs, with defaults applied and every value checked. */
@@ -266,6 +268,14 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     help: "threads serving the public socket (each its own isolate, event loop and sessions)",
   },
   {
+    flag: "public-nice",
+    kind: "count",
+    fallback: 19,
+    min: 0,
+    max: 19,
+    help: "nice value of the public threads: they yield the cores to signing when both want them",
+  },
+  {
     flag: "ocsp-validity",
     kind: "count",
     fallback: 3600,
@@ -382,6 +392,7 @@ function publicConfig(given: OptionValues): PublicConfig | undefined {
     responderCertificate: given.maybeText("ocsp-cert"),
     validitySeconds: given.count("ocsp-validity"),
     threads: given.count("public-threads"),
+    nice: given.count("public-nice"),
   };
 }
 

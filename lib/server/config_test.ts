@@ -121,6 +121,7 @@ Deno.test("config: the public listener's part, absent without --public-socket", 
     responderCertificate: "/o.pem",
     validitySeconds: 3600,
     threads: 2,
+    nice: 19,
   });
   const threads = (args: string[]) =>
     parseServeArgs([

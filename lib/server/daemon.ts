@@ -315,6 +315,7 @@ function publicSetup(config: ServeConfig, pub: PublicConfig): Omit<PublicWorkerS
     revocationDb: pub.revocationDb,
     ocspLabel: pub.ocspLabel,
     validitySeconds: pub.validitySeconds,
+    nice: pub.nice,
   };
 }
 

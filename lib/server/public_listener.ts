@@ -36,6 +36,8 @@ export interface PublicWorkerSetup {
   revocationDb: string;
   ocspLabel: string;
   validitySeconds: number;
+  /** Nice value the Worker gives its own thread (0 = the process's). */
+  nice: number;
 }
 
 /** Main isolate → Worker. */

@@ -19,6 +19,7 @@ function setup(mode: string): Omit<PublicWorkerSetup, "shared"> {
     revocationDb: "/nonexistent",
     ocspLabel: mode,
     validitySeconds: 60,
+    nice: 0,
   };
 }
 

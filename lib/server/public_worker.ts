@@ -16,6 +16,7 @@ import { Listener } from "../http/mod.ts";
 import { IndexFileSource, Responder } from "../ocsp/mod.ts";
 import { Token } from "../token/mod.ts";
 import { publicHandler } from "./public_routes.ts";
+import { setThreadNice } from "./thread_priority.ts";
 import { checkResponderKey, loadPublicFiles } from "./public_files.ts";
 import type {
   PublicWorkerMessage,
@@ -50,6 +51,7 @@ scope.onmessage = async (e: MessageEvent<PublicWorkerMessage>) => {
 };
 
 async function start(setup: PublicWorkerSetup): Promise<void> {
+  setThreadNice(setup.nice);
   const files = loadPublicFiles(setup);
   token = Token.open({ ...setup.token, signOnCallingThread: true });
   token.onDead((err) => report({ kind: "token_dead", message: err.message }));
