@@ -57,14 +57,17 @@ const FD_SLACK = 64;
  */
 export function checkFileLimit(config: ServeConfig, limit: { soft: number; hard: number }): void {
   const listeners = config.public?.socket ? 2 : 1;
+  // Each public thread has handler slots and a session pool of its own.
+  const threads = 1 + (config.public?.threads ?? 0);
   const { queueDepth, workers } = config.listener;
   const { maxSessions } = config.token;
-  const needed = listeners * (queueDepth + workers) + maxSessions + FD_SLACK;
+  const needed = listeners * queueDepth + threads * (workers + maxSessions) + FD_SLACK;
   if (needed <= limit.soft) return;
   throw new StartupError(
     `open-file limit ${limit.soft} is too small: --queue-depth ${queueDepth} × ${listeners} ` +
-      `listener(s) + --workers ${workers} + --max-sessions ${maxSessions} + ${FD_SLACK} ` +
-      `needs ${needed}; lower --queue-depth or raise LimitNOFILE= in the unit (hard limit ${limit.hard})`,
+      `listener(s) + (--workers ${workers} + --max-sessions ${maxSessions}) × ${threads} ` +
+      `thread(s) with a listener + ${FD_SLACK} needs ${needed}; lower --queue-depth or raise ` +
+      `LimitNOFILE= in the unit (hard limit ${limit.hard})`,
   );
 }
 

@@ -166,7 +166,18 @@ Deno.test("config: the open-file limit check names the number to change", () => 
         hard: 4096,
       }),
     (e) => e instanceof StartupError && /lower --queue-depth or raise LimitNOFILE/.test(e.message),
+  ); // Each public thread counts its handler slots and sessions: 2 × 256 + 3 × (16 + 127) + slack.
+  const pub = parseServeArgs([
+    "--proxy-uid=33",
+    "--public-socket=/p",
+    "--revocation-db=/r",
+    "--ocsp-label=o",
+  ], env);
+  assert.throws(
+    () => checkFileLimit(pub, { soft: 900, hard: 4096 }),
+    (e) => e instanceof StartupError && /× 3 thread\(s\) with a listener/.test(e.message),
   );
+  checkFileLimit(pub, { soft: 1100, hard: 4096 });
 });
 
 Deno.test({
