@@ -6,6 +6,10 @@
  *
  *   httpload (--unix PATH | --tcp IP:PORT) --path /ocsp --body-file req.der
  *            [--header "X-SVC-Key: none"]... [--concurrency 16] [--seconds 3] [--warmup 0.5]
+ *            [--identities N]
+ *
+ * With --identities N, connection slot i sends X-SVC-Client-Subject: CN=bench<i mod N>,O=Bench
+ * (as bench/load.ts does, so the per-identity cap of /sign does not apply to a c=16 load).
  *
  * A request counts as ok when the answer starts with "HTTP/1.x 200"; anything else, a refused
  * connection or a reset is an error (counted, and the loop goes on). Requests started in the
@@ -27,6 +31,8 @@
 
 struct conn {
   int fd;
+  const char *request;
+  size_t request_len;
   size_t sent;
   size_t got;
   char head[16];
@@ -35,8 +41,6 @@ struct conn {
 
 static struct sockaddr_storage target;
 static socklen_t target_len;
-static char *request;
-static size_t request_len;
 static double *latencies;
 static size_t latency_count, latency_cap;
 static long errors;
@@ -75,19 +79,20 @@ static void parse_target(const char *unix_path, const char *tcp) {
   target_len = sizeof *in;
 }
 
-static void build_request(const char *path, const char *body_file, char **headers, int nheaders) {
-  FILE *f = fopen(body_file, "rb");
-  if (!f) die("cannot open --body-file");
-  char body[65536];
-  size_t body_len = fread(body, 1, sizeof body, f);
-  fclose(f);
+/* The request of one connection slot; `identity` < 0: no subject header. */
+static void build_request(struct conn *c, const char *path, const char *body, size_t body_len,
+                          char **headers, int nheaders, int identity) {
   size_t cap = body_len + 4096;
-  request = malloc(cap);
+  char *request = malloc(cap);
   int n = snprintf(request, cap, "POST %s HTTP/1.1\r\nHost: svcd\r\n", path);
   for (int i = 0; i < nheaders; i++) n += snprintf(request + n, cap - n, "%s\r\n", headers[i]);
+  if (identity >= 0) {
+    n += snprintf(request + n, cap - n, "X-SVC-Client-Subject: CN=bench%d,O=Bench\r\n", identity);
+  }
   n += snprintf(request + n, cap - n, "Content-Length: %zu\r\n\r\n", body_len);
   memcpy(request + n, body, body_len);
-  request_len = n + body_len;
+  c->request = request;
+  c->request_len = n + body_len;
 }
 
 static void record(double started, int ok) {
@@ -129,11 +134,11 @@ static int answered_200(const struct conn *c) {
 
 /* Progress on a ready connection; returns 1 when it is finished (closed). */
 static int step(int ep, struct conn *c, unsigned events) {
-  if (c->sent < request_len && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-    ssize_t w = send(c->fd, request + c->sent, request_len - c->sent, MSG_NOSIGNAL);
+  if (c->sent < c->request_len && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+    ssize_t w = send(c->fd, c->request + c->sent, c->request_len - c->sent, MSG_NOSIGNAL);
     if (w < 0 && errno != EAGAIN) return finish(c, 0), 1;
     if (w > 0) c->sent += w;
-    if (c->sent == request_len) {
+    if (c->sent == c->request_len) {
       struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
       epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
     }
@@ -148,7 +153,7 @@ static int step(int ep, struct conn *c, unsigned events) {
         c->got += r;
         continue;
       }
-      if (r == 0) return finish(c, c->sent == request_len && answered_200(c)), 1;
+      if (r == 0) return finish(c, c->sent == c->request_len && answered_200(c)), 1;
       if (errno == EAGAIN) return 0;
       return finish(c, 0), 1;
     }
@@ -164,7 +169,7 @@ static int by_value(const void *a, const void *b) {
 int main(int argc, char **argv) {
   const char *unix_path = NULL, *tcp = NULL, *path = "/", *body_file = NULL;
   char *headers[16];
-  int nheaders = 0, concurrency = 16;
+  int nheaders = 0, concurrency = 16, identities = 0;
   double seconds = 3, warmup = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--unix")) unix_path = argv[i + 1];
@@ -175,6 +180,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--warmup")) warmup = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--header") && nheaders < 16) headers[nheaders++] = argv[i + 1];
+    else if (!strcmp(argv[i], "--identities")) identities = atoi(argv[i + 1]);
     else die("unknown option; see the comment at the top of bench/httpload.c");
   }
   if ((!unix_path == !tcp) || !body_file || concurrency < 1 || seconds <= 0 || warmup < 0) {
@@ -182,10 +188,18 @@ int main(int argc, char **argv) {
         "[--header H]... [--concurrency N] [--seconds S] [--warmup S]");
   }
   parse_target(unix_path, tcp);
-  build_request(path, body_file, headers, nheaders);
+  FILE *f = fopen(body_file, "rb");
+  if (!f) die("cannot open --body-file");
+  static char body[65536];
+  size_t body_len = fread(body, 1, sizeof body, f);
+  fclose(f);
+  struct conn *conns = calloc(concurrency, sizeof *conns);
+  for (int i = 0; i < concurrency; i++) {
+    build_request(&conns[i], path, body, body_len, headers, nheaders,
+                  identities > 0 ? i % identities : -1);
+  }
 
   int ep = epoll_create1(EPOLL_CLOEXEC);
-  struct conn *conns = calloc(concurrency, sizeof *conns);
   double begin = now_ms(), end = begin + (warmup + seconds) * 1e3;
   counted_from = begin + warmup * 1e3;
   int open = 0;

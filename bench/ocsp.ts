@@ -38,8 +38,7 @@ import { makeTestCa, publicListenerArgs } from "../tests/support/ca.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import type { LoadResult } from "./load.ts";
 import { daemonCpu } from "./proc_cpu.ts";
-
-const HTTPLOAD_C = new URL("./httpload.c", import.meta.url).pathname;
+import { buildHttpload, type HttploadOptions, runHttpload } from "./httpload.ts";
 
 const args = parseArgs({
   options: {
@@ -299,34 +298,14 @@ function median<T extends LoadResult>(runs: T[]): T {
   return [...runs].sort((a, b) => a.perSecond - b.perSecond)[Math.floor(runs.length / 2)];
 }
 
-/** Builds bench/httpload.c into `dir`; the path of the program. */
-async function buildHttpload(dir: string): Promise<string> {
-  const out = `${dir}/httpload`;
-  const cc = await new Deno.Command("gcc", {
-    args: ["-O2", "-Wall", "-o", out, HTTPLOAD_C],
-    stderr: "piped",
-  }).output();
-  if (!cc.success) {
-    throw new Error(`building bench/httpload.c failed:\n${new TextDecoder().decode(cc.stderr)}`);
-  }
-  return out;
-}
-
-/** One httpload run in its own process; its JSON line. */
-async function loadProcess(httpload: string, args: string[]): Promise<LoadResult> {
-  const out = await new Deno.Command(httpload, {
-    args: [...args, "--seconds", String(DURATION_MS / 1000), "--warmup", "0.5"],
-    stdout: "piped",
-    stderr: "inherit",
-  }).output();
-  if (out.code !== 0) throw new Error(`bench/httpload ${args.join(" ")} exited ${out.code}`);
-  return JSON.parse(new TextDecoder().decode(out.stdout).trim().split("\n").at(-1)!);
-}
-
 /** A load run, with the server's CPU µs per answer (all its threads) during it. */
-async function loadMeasured(httpload: string, pid: number, args: string[]): Promise<Measured> {
+async function loadMeasured(
+  httpload: string,
+  pid: number,
+  args: HttploadOptions,
+): Promise<Measured> {
   const before = (await daemonCpu(pid)).all;
-  const result = await loadProcess(httpload, args);
+  const result = await runHttpload(httpload, args);
   const cpu = (await daemonCpu(pid)).all - before;
   // The warm-up's answers are not counted but cost CPU too: count them at the same rate.
   const answers = result.perSecond * (result.seconds + 0.5);
@@ -379,18 +358,21 @@ async function servedTable(dir: string, opensslCaDer: Uint8Array): Promise<strin
       };
       const ours = files("svcd", readCertificates(Deno.readFileSync(ca.caPem))[0].der);
       const theirs = files("openssl", opensslCaDer);
-      const ossl = ["--tcp", `127.0.0.1:${port}`, "--path", "/"];
       const targets = [
         ...THREADS.map((threads, i) => ({
           name: `svcd ${threads} thread${threads > 1 ? "s" : ""}`,
           pid: daemons[i].pid,
-          args: ["--unix", `${work}/threads-${threads}/public.sock`, "--path", "/ocsp"],
+          where: { unix: `${work}/threads-${threads}/public.sock`, path: "/ocsp" },
           files: ours,
         })),
-        { name: "openssl", pid: server.pid, args: ossl, files: theirs },
+        {
+          name: "openssl",
+          pid: server.pid,
+          where: { tcp: `127.0.0.1:${port}`, path: "/" },
+          files: theirs,
+        },
       ];
-      for (const c of CONCURRENCY) {
-        const conc = ["--concurrency", String(c)];
+      for (const concurrency of CONCURRENCY) {
         // Interleaved rounds, medians: the machine is shared, and a burst of other work during
         // one series would otherwise decide its ratio.
         const runs = targets.map(() => ({ cached: [] as Measured[], nonce: [] as Measured[] }));
@@ -398,12 +380,12 @@ async function servedTable(dir: string, opensslCaDer: Uint8Array): Promise<strin
           for (const kind of ["cached", "nonce"] as const) {
             for (const [i, t] of targets.entries()) {
               runs[i][kind].push(
-                await loadMeasured(httpload, t.pid, [
-                  ...t.args,
-                  ...conc,
-                  "--body-file",
-                  t.files[kind],
-                ]),
+                await loadMeasured(httpload, t.pid, {
+                  ...t.where,
+                  bodyFile: t.files[kind],
+                  concurrency,
+                  seconds: DURATION_MS / 1000,
+                }),
               );
             }
           }
@@ -416,7 +398,7 @@ async function servedTable(dir: string, opensslCaDer: Uint8Array): Promise<strin
             return `${t.name} ${fmt(ours)} = ${(ours.perSecond / theirs.perSecond).toFixed(1)} ×`;
           });
           rows.push(
-            `c=${String(c).padEnd(2)} ${kind.padEnd(6)} openssl ${fmt(theirs)} | ${
+            `c=${String(concurrency).padEnd(2)} ${kind.padEnd(6)} openssl ${fmt(theirs)} | ${
               cells.join(" | ")
             }`,
           );
