@@ -6,7 +6,9 @@
  * - p11-kit remote: `p11-kit server` (Debian's p11-kit) in front of SoftHSM2 and a C load of 16
  *   threads through p11-kit-client.so (no HTTP, no policy, no audit);
  * - svcd /sign at c=16 with 16 identities, one connection per request, audit on and off
- *   (bench/serve.ts), with the daemon's CPU per request from /proc.
+ *   (bench/serve.ts), with the daemon's CPU per request from /proc; loaded by bench/httpload.c
+ *   (C, one epoll thread), as p11-kit is by a C client: a JavaScript client would take a core's
+ *   worth of the two from the daemon.
  *
  * Targets of issue 11: svcd ≥ 1.5 × p11-kit remote; audit on ≥ 0.85 × audit off; daemon CPU per
  * /sign ≤ 3 × the CPU of one raw C_Sign. The parts run `--rounds` times, interleaved, and the
@@ -23,7 +25,7 @@
  */
 import { parseArgs } from "node:util";
 import { measureRawSign } from "./raw-sign.ts";
-import { runLoad } from "./load.ts";
+import { buildHttpload, runHttpload } from "./httpload.ts";
 import { daemonCpu } from "./proc_cpu.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import {
@@ -140,6 +142,7 @@ async function svcd(
   token: TestToken,
   policy: string,
   without: string[],
+  load: { httpload: string; bodyFile: string },
 ): Promise<{ perSecond: number; cpuUs: number; mainUs: number; errors: number }> {
   const daemon = await startDaemon({
     token,
@@ -148,16 +151,27 @@ async function svcd(
     args: ["--workers", String(CLIENTS)],
   });
   try {
-    await runLoad({ socket: daemon.socket, key: KEY, concurrency: CLIENTS, seconds: 0.5 });
+    const signLoad = (secs: number) =>
+      runHttpload(load.httpload, {
+        unix: daemon.socket,
+        path: "/sign",
+        bodyFile: load.bodyFile,
+        headers: [`X-SVC-Key: ${KEY}`],
+        identities: CLIENTS,
+        concurrency: CLIENTS,
+        seconds: secs,
+        warmup: 0,
+      });
+    await signLoad(0.5);
     const before = await daemonCpu(daemon.pid);
-    const load = await runLoad({ socket: daemon.socket, key: KEY, concurrency: CLIENTS, seconds });
+    const measured = await signLoad(seconds);
     const after = await daemonCpu(daemon.pid);
-    const n = load.requests;
+    const n = measured.requests;
     return {
-      perSecond: load.perSecond,
+      perSecond: measured.perSecond,
       cpuUs: (after.all - before.all) * 1e6 / n,
       mainUs: (after.main - before.main) * 1e6 / n,
-      errors: load.errors,
+      errors: measured.errors,
     };
   } finally {
     await daemon.stop();
@@ -180,6 +194,9 @@ if (import.meta.main) {
   );
   try {
     const binary = await buildCLoad(dir);
+    const bodyFile = `${dir}/message`;
+    Deno.writeFileSync(bodyFile, crypto.getRandomValues(new Uint8Array(32)));
+    const load = { httpload: await buildHttpload(dir), bodyFile };
     console.log(
       `compare — ${token.module.name}, ec-p256, ${seconds} s per figure, ${rounds} round(s), ` +
         `medians; ${navigator.hardwareConcurrency} cores`,
@@ -219,8 +236,8 @@ if (import.meta.main) {
       } finally {
         await server.stop();
       }
-      const on = await svcd(token, policy, []);
-      const off = await svcd(token, policy, ["audit"]);
+      const on = await svcd(token, policy, [], load);
+      const off = await svcd(token, policy, ["audit"], load);
       if (on.errors + off.errors > 0) {
         console.log(`  (errors: audit on ${on.errors}, off ${off.errors})`);
       }
