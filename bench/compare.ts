@@ -8,7 +8,12 @@
  * - svcd /sign at c=16 with 16 identities, one connection per request, audit on and off
  *   (bench/serve.ts), with the daemon's CPU per request from /proc; loaded by bench/httpload.c
  *   (C, one epoll thread), as p11-kit is by a C client: a JavaScript client would take a core's
- *   worth of the two from the daemon.
+ *   worth of the two from the daemon;
+ * - the same with audit on for each `--threads` of `--threads-list` (0: the main thread serves the
+ *   socket; N: N request Workers, the main thread keeps budget, cap and audit), each with its CPU
+ *   per request per thread: the busiest thread's µs per request bounds the rate at 1e6 ÷ that
+ *   however many cores there are. With `--taskset`, each also pinned to one core (`taskset -c 0`)
+ *   and to two (`-c 0,1`), the load generator unpinned. `--svcd-only` runs only these.
  *
  * Targets of issue 11: svcd ≥ 1.5 × p11-kit remote; audit on ≥ 0.85 × audit off; daemon CPU per
  * /sign ≤ 3 × the CPU of one raw C_Sign. The parts run `--rounds` times, interleaved, and the
@@ -26,7 +31,7 @@
 import { parseArgs } from "node:util";
 import { measureRawSign } from "./raw-sign.ts";
 import { buildHttpload, runHttpload } from "./httpload.ts";
-import { daemonCpu } from "./proc_cpu.ts";
+import { daemonCpu, threadCpu } from "./proc_cpu.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import {
   makeTestToken,
@@ -40,10 +45,15 @@ const { values } = parseArgs({
   options: {
     seconds: { type: "string", default: "4" },
     rounds: { type: "string", default: "2" },
+    "threads-list": { type: "string", default: "0,1,2" },
+    taskset: { type: "boolean", default: false },
+    "svcd-only": { type: "boolean", default: false },
   },
 });
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
+const threadsList = values["threads-list"].split(",").map(Number);
+const pinnings: (string | undefined)[] = values.taskset ? ["0", "0,1"] : [undefined];
 const KEY = "k-ec";
 const CLIENTS = 16;
 const P11KIT_CLIENT = "/usr/lib/x86_64-linux-gnu/pkcs11/p11-kit-client.so";
@@ -137,18 +147,46 @@ async function startP11KitServer(token: TestToken, dir: string) {
   };
 }
 
-/** /sign req/s and daemon CPU µs per request at c=16, 16 identities, for one daemon variant. */
+/** One daemon variant's figures: req/s and CPU µs per request, in all and per thread. */
+interface SvcdFigures {
+  perSecond: number;
+  cpuUs: number;
+  mainUs: number;
+  /** µs per request by thread name (bench/proc_cpu.ts threadCpu). */
+  threadUs: Map<string, number>;
+  errors: number;
+}
+
+/** The C load generator and the message it sends. */
+interface SignLoad {
+  httpload: string;
+  bodyFile: string;
+}
+
+/**
+ * /sign req/s and daemon CPU µs per request at c=16, 16 identities, for one daemon variant:
+ * `without` parts (bench/serve.ts), `--threads` (undefined: the default), pinned to `cpus`.
+ */
 async function svcd(
   token: TestToken,
   policy: string,
   without: string[],
-  load: { httpload: string; bodyFile: string },
-): Promise<{ perSecond: number; cpuUs: number; mainUs: number; errors: number }> {
+  load: SignLoad,
+  threads?: number,
+  cpus?: string,
+): Promise<SvcdFigures> {
+  const script = [SERVE, ...(without.length > 0 ? ["--without", without.join(",")] : [])];
   const daemon = await startDaemon({
     token,
     policy,
-    entry: [SERVE, ...(without.length > 0 ? ["--without", without.join(",")] : [])],
-    args: ["--workers", String(CLIENTS)],
+    ...(cpus === undefined
+      ? { entry: script }
+      : { command: ["taskset", "-c", cpus, Deno.execPath(), "run", "-A", ...script] }),
+    args: [
+      "--workers",
+      String(CLIENTS),
+      ...(threads === undefined ? [] : ["--threads", String(threads)]),
+    ],
   });
   try {
     const signLoad = (secs: number) =>
@@ -164,18 +202,89 @@ async function svcd(
       });
     await signLoad(0.5);
     const before = await daemonCpu(daemon.pid);
+    const threadsBefore = await threadCpu(daemon.pid);
     const measured = await signLoad(seconds);
     const after = await daemonCpu(daemon.pid);
+    const threadsAfter = await threadCpu(daemon.pid);
     const n = measured.requests;
+    const threadUs = new Map(
+      [...threadsAfter].map(([name, s]) => [name, (s - (threadsBefore.get(name) ?? 0)) * 1e6 / n]),
+    );
     return {
       perSecond: measured.perSecond,
       cpuUs: (after.all - before.all) * 1e6 / n,
       mainUs: (after.main - before.main) * 1e6 / n,
+      threadUs,
       errors: measured.errors,
     };
   } finally {
     await daemon.stop();
   }
+}
+
+/** The name of a `--threads` variant, pinned or not. */
+function variantName(threads: number, cpus: string | undefined): string {
+  const t = threads === 0 ? "threads 0 (main thread serves)" : `threads ${threads}`;
+  return cpus === undefined ? t : `${t}, taskset -c ${cpus}`;
+}
+
+/** Runs every `--threads` variant once, files its figures under `add`; one line each. */
+async function threadVariants(
+  token: TestToken,
+  policy: string,
+  load: SignLoad,
+  add: (name: string, x: number) => void,
+): Promise<string[]> {
+  const lines: string[] = [];
+  for (const cpus of pinnings) {
+    for (const threads of threadsList) {
+      const name = variantName(threads, cpus);
+      const f = await svcd(token, policy, [], load, threads, cpus);
+      add(`${name} /s`, f.perSecond);
+      add(`${name} CPU µs/req`, f.cpuUs);
+      add(`${name} errors`, f.errors);
+      const workers = [...f.threadUs].filter(([n]) => n.startsWith("worker-")).map(([, us]) => us);
+      add(`${name} main µs/req`, f.threadUs.get("main") ?? 0);
+      add(`${name} busiest Worker µs/req`, workers.length ? Math.max(...workers) : 0);
+      add(`${name} Workers µs/req`, workers.reduce((a, b) => a + b, 0));
+      add(`${name} pool µs/req`, f.threadUs.get("tokio-runtime-w") ?? 0);
+      add(`${name} V8 helpers µs/req`, f.threadUs.get("V8 DefaultWorke") ?? 0);
+      const perThread = [...f.threadUs].filter(([, us]) => us >= 1)
+        .map(([n, us]) => `${n} ${f0(us)}`).join(", ");
+      lines.push(
+        `${name}: ${f0(f.perSecond)}/s, ${f0(f.cpuUs)} µs CPU/req (${perThread})` +
+          (f.errors > 0 ? `, ${f.errors} errors` : ""),
+      );
+    }
+  }
+  return lines;
+}
+
+/** The medians of the `--threads` variants, one line each. */
+function threadSummary(m: (name: string) => number): string[] {
+  const col = (x: number, w = 5) => f0(x).padStart(w);
+  const lines = [
+    "svcd /sign c=16, 16 identities, audit on, by --threads (µs of CPU per request, medians):",
+    `  ${"variant".padEnd(40)} ${"req/s".padStart(6)} ${"all".padStart(5)} ${"main".padStart(5)} ` +
+    `${"max W".padStart(5)} ${"Ws".padStart(5)} ${"pool".padStart(5)} ${"V8".padStart(4)}  bound`,
+  ];
+  for (const cpus of pinnings) {
+    for (const threads of threadsList) {
+      const name = variantName(threads, cpus);
+      const busiest = Math.max(m(`${name} main µs/req`), m(`${name} busiest Worker µs/req`));
+      lines.push(
+        `  ${name.padEnd(40)} ${col(m(`${name} /s`), 6)} ${col(m(`${name} CPU µs/req`))} ` +
+          `${col(m(`${name} main µs/req`))} ${col(m(`${name} busiest Worker µs/req`))} ` +
+          `${col(m(`${name} Workers µs/req`))} ${col(m(`${name} pool µs/req`))} ` +
+          `${col(m(`${name} V8 helpers µs/req`), 4)}  ${f0(1e6 / busiest)}/s`,
+      );
+    }
+  }
+  lines.push(
+    "  (max W: the busiest Worker thread; Ws: all Worker threads; bound: 1e6 ÷ the busiest " +
+      "thread's µs, the rate no number of cores lifts)",
+  );
+  return lines;
 }
 
 function median(xs: number[]): number {
@@ -216,6 +325,33 @@ if (import.meta.main) {
 
     const rows: Record<string, number[]> = {};
     const add = (name: string, x: number) => (rows[name] ??= []).push(x);
+    const m = (name: string) => median(rows[name]);
+    for (let round = 0; round < rounds && values["svcd-only"]; round++) {
+      console.log(`  round ${round + 1}:`);
+      for (const line of await threadVariants(token, policy, load, add)) console.log(`    ${line}`);
+    }
+    if (values["svcd-only"]) console.log("\n" + threadSummary(m).join("\n"));
+    else await fullComparison({ binary, dir, token, policy, load, binding, add, m });
+  } finally {
+    await token.cleanup();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** Every figure of the issue's comparison, `rounds` times interleaved, then the medians. */
+async function fullComparison(
+  { binary, dir, token, policy, load, binding, add, m }: {
+    binary: string;
+    dir: string;
+    token: TestToken;
+    policy: string;
+    load: SignLoad;
+    binding: number;
+    add: (name: string, x: number) => void;
+    m: (name: string) => number;
+  },
+): Promise<void> {
+  {
     for (let round = 0; round < rounds; round++) {
       const c2 = await cLoad(binary, token.modulePath, token, 2);
       add("raw C 2 threads /s", c2.perSecond);
@@ -229,10 +365,12 @@ if (import.meta.main) {
         "raw C_Sign CPU µs (session copy)",
         (await cLoad(binary, token.modulePath, token, 1, { copy: true })).cpuUsPerSignature,
       );
+      let p11kit = 0;
       const server = await startP11KitServer(token, dir);
       try {
         const remote = await cLoad(binary, P11KIT_CLIENT, token, CLIENTS, { env: server.env });
         add("p11-kit remote /s", remote.perSecond);
+        p11kit = remote.perSecond;
       } finally {
         await server.stop();
       }
@@ -246,17 +384,16 @@ if (import.meta.main) {
       add("svcd audit on main µs/req", on.mainUs);
       add("svcd audit off /s", off.perSecond);
       add("svcd audit off CPU µs/req", off.cpuUs);
+      const variants = await threadVariants(token, policy, load, add);
       console.log(
-        `  round ${round + 1}: raw C ${f0(c2.perSecond)}/s, p11-kit ${
-          f0(rows["p11-kit remote /s"].at(-1)!)
-        }/s, ` +
+        `  round ${round + 1}: raw C ${f0(c2.perSecond)}/s, p11-kit ${f0(p11kit)}/s, ` +
           `svcd on ${f0(on.perSecond)}/s (${f0(on.cpuUs)} µs CPU/req), off ${
             f0(off.perSecond)
           }/s ` +
           `(${f0(off.cpuUs)} µs)`,
       );
+      for (const line of variants) console.log(`    ${line}`);
     }
-    const m = (name: string) => median(rows[name]);
     console.log(
       `\nraw C_Sign: binding c=16 ${f0(binding)}/s, C loop 2 threads ${
         f0(m("raw C 2 threads /s"))
@@ -274,6 +411,7 @@ if (import.meta.main) {
         }), ` +
         `audit off ${f0(m("svcd audit off /s"))}/s (${f0(m("svcd audit off CPU µs/req"))} µs)`,
     );
+    console.log(threadSummary(m).join("\n"));
     const raw = Math.max(binding, m("raw C 2 threads /s"), m("raw C 2 threads, session copy /s"));
     const ratios: [string, number, string][] = [
       ["svcd (audit on) / p11-kit remote", m("svcd audit on /s") / m("p11-kit remote /s"), "≥ 1.5"],
@@ -294,8 +432,5 @@ if (import.meta.main) {
     for (const [name, value, target] of ratios) {
       console.log(`  ${name.padEnd(54)} ${f2(value).padStart(6)}  ${target}`);
     }
-  } finally {
-    await token.cleanup();
-    await Deno.remove(dir, { recursive: true });
   }
 }

@@ -43,3 +43,28 @@ export async function daemonCpu(pid: number): Promise<{ all: number; main: numbe
     main: await cpuSeconds(`/proc/${pid}/task/${pid}/stat`),
   };
 }
+
+/**
+ * CPU seconds so far of each thread of a process, summed by thread name (`comm` of each task in `/proc/<pid>/task`:
+ * the main thread is keyed `main`, a Worker's thread is `worker-N` in Deno 2.9 whatever its
+ * `name`, Tokio's blocking pool (nonblocking FFI calls, file I/O) `tokio-runtime-w`, V8's helpers
+ * `V8 DefaultWorke`). A thread that ended is no longer counted.
+ *
+ * @example
+ * ```ts ignore
+ * const byName = await threadCpu(daemon.pid); // Map { "deno" => 1.2, "svcd-req-0" => 3.4, … }
+ * ```
+ */
+export async function threadCpu(pid: number): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for await (const task of Deno.readDir(`/proc/${pid}/task`)) {
+    try {
+      const name = (await Deno.readTextFile(`/proc/${pid}/task/${task.name}/comm`)).trim();
+      const key = task.name === String(pid) ? "main" : name;
+      out.set(key, (out.get(key) ?? 0) + await cpuSeconds(`/proc/${pid}/task/${task.name}/stat`));
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return out;
+}

@@ -35,8 +35,8 @@ bundle_svcd "$SRC"
 flags=$(svcd_permission_flags)
 echo "binary: compiling $SRC/svcd.js with $DENORT_BIN"
 # From a folder holding only the bundle, with no config and no npm: nothing but svcd.js and the
-# public listener's Worker is embedded (compiling main.ts in the checkout would embed all of node_modules).
+# listeners' Workers is embedded (compiling main.ts in the checkout would embed all of node_modules).
 # shellcheck disable=SC2086
 (cd "$SRC" && DENORT_BIN="$DENORT_BIN" "$DENO" compile --no-config --no-npm $flags \
-  --include svcd-public-worker.js -o "$OUT/svcd" svcd.js)
+  --include svcd-public-worker.js --include svcd-request-worker.js -o "$OUT/svcd" svcd.js)
 echo "binary: $OUT/svcd"

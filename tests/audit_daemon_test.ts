@@ -38,61 +38,69 @@ function health(socket: string) {
   });
 }
 
-Deno.test({
-  name:
-    "daemon: SIGKILL under /sign load, 4 rounds — every received signature has its line, verify passes",
-  sanitizeResources: false,
-  sanitizeOps: false,
-  fn: async () => {
-    const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
-    const workDir = await Deno.makeTempDir({ prefix: "audit-daemon-crash-" });
-    const received: string[] = [];
-    try {
-      for (let round = 0; round < 4; round++) {
-        const daemon = await startDaemon({ token, policy: POLICY, workDir });
-        const target = 40 + Math.floor(Math.random() * 300);
-        let inRound = 0;
-        let killed = false;
-        const client = async (c: number) => {
-          for (let i = 0; !killed; i++) {
-            const message = new TextEncoder().encode(`r${round} c${c} m${i}`);
-            const res = await sign(daemon.socket, message, LOADERS[c % 4]).catch(() => undefined);
-            if (res?.status === 200) {
-              received.push(await sha256Hex(res.body));
-              inRound++;
-            } else if (!killed) {
-              assert.fail(`status ${res?.status} before the kill:\n${daemon.stderr()}`);
+// The main thread serving the socket, and two request threads whose lines the main isolate writes.
+for (const threads of [0, 2]) {
+  Deno.test({
+    name:
+      `daemon (--threads ${threads}): SIGKILL under /sign load, 4 rounds — every received signature has its line, verify passes`,
+    sanitizeResources: false,
+    sanitizeOps: false,
+    fn: async () => {
+      const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
+      const workDir = await Deno.makeTempDir({ prefix: "audit-daemon-crash-" });
+      const received: string[] = [];
+      try {
+        for (let round = 0; round < 4; round++) {
+          const daemon = await startDaemon({
+            token,
+            policy: POLICY,
+            workDir,
+            args: ["--threads", String(threads)],
+          });
+          const target = 40 + Math.floor(Math.random() * 300);
+          let inRound = 0;
+          let killed = false;
+          const client = async (c: number) => {
+            for (let i = 0; !killed; i++) {
+              const message = new TextEncoder().encode(`r${round} c${c} m${i}`);
+              const res = await sign(daemon.socket, message, LOADERS[c % 4]).catch(() => undefined);
+              if (res?.status === 200) {
+                received.push(await sha256Hex(res.body));
+                inRound++;
+              } else if (!killed) {
+                assert.fail(`status ${res?.status} before the kill:\n${daemon.stderr()}`);
+              }
+              if (inRound >= target && !killed) {
+                killed = true;
+                daemon.signal("SIGKILL");
+              }
             }
-            if (inRound >= target && !killed) {
-              killed = true;
-              daemon.signal("SIGKILL");
-            }
-          }
-        };
-        await Promise.all(Array.from({ length: 16 }, (_, c) => client(c)));
-        assert.equal((await daemon.status).signal, "SIGKILL");
+          };
+          await Promise.all(Array.from({ length: 16 }, (_, c) => client(c)));
+          assert.equal((await daemon.status).signal, "SIGKILL");
+        }
+        const logged = new Set(
+          (await readAuditLines(`${workDir}/audit`)).filter((l) => l.event === "sign").map((l) =>
+            l.signature_sha256
+          ),
+        );
+        const missing = received.filter((d) => !logged.has(d));
+        assert.deepEqual(missing, [], "a signature reached a client without its audit line");
+        assert.ok(received.length >= 160);
+        console.log(
+          `4 SIGKILL rounds: ${received.length} signatures received, ${missing.length} without a line`,
+        );
+        const v = await runAuditVerify(token, `${workDir}/audit`);
+        assert.equal(v.code, 0, v.text);
+        assert.match(v.text, /^audit\.log\.000004: ok/m);
+        assert.match(v.text, /^verified: 4 file\(s\)/m);
+      } finally {
+        await Deno.remove(workDir, { recursive: true }).catch(() => {});
+        await token.cleanup();
       }
-      const logged = new Set(
-        (await readAuditLines(`${workDir}/audit`)).filter((l) => l.event === "sign").map((l) =>
-          l.signature_sha256
-        ),
-      );
-      const missing = received.filter((d) => !logged.has(d));
-      assert.deepEqual(missing, [], "a signature reached a client without its audit line");
-      assert.ok(received.length >= 160);
-      console.log(
-        `4 SIGKILL rounds: ${received.length} signatures received, ${missing.length} without a line`,
-      );
-      const v = await runAuditVerify(token, `${workDir}/audit`);
-      assert.equal(v.code, 0, v.text);
-      assert.match(v.text, /^audit\.log\.000004: ok/m);
-      assert.match(v.text, /^verified: 4 file\(s\)/m);
-    } finally {
-      await Deno.remove(workDir, { recursive: true }).catch(() => {});
-      await token.cleanup();
-    }
-  },
-});
+    },
+  });
+}
 
 /** Mounts a 64 KiB tmpfs at `path` (root only); false when that is not possible here. */
 async function mountSmallTmpfs(path: string): Promise<boolean> {

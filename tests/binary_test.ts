@@ -1,8 +1,8 @@
 /**
  * `make binary` (packaging/build-binary.sh): it refuses a DENORT_BIN that is not a denort — unset,
  * not executable, any executable, and the deno CLI (which would give a program that starts the
- * REPL) — and compiles only the bundle: the daemon's svcd.js and the public listener's Worker,
- * never node_modules.
+ * REPL) — and compiles only the bundle: the daemon's svcd.js and the listeners' Workers (public,
+ * request threads), never node_modules.
  *
  * No denort is reachable here (design notes), so the last step uses a stand-in: the deno CLI with
  * the runtime's start-up message appended, which is what the script checks for. deno compile
@@ -60,7 +60,11 @@ Deno.test({
           assert.equal(r.code, 0, r.text);
           const embedded = r.text.slice(r.text.indexOf("Embedded Files"));
           const files = [...embedded.matchAll(/[├└]── (\S+)/g)].map((m) => m[1]).sort();
-          assert.deepEqual(files, ["svcd-public-worker.js", "svcd.js"], embedded);
+          assert.deepEqual(
+            files,
+            ["svcd-public-worker.js", "svcd-request-worker.js", "svcd.js"],
+            embedded,
+          );
           assert.doesNotMatch(r.text, /node_modules/);
           assert.ok((await Deno.stat(`${dir}/out/svcd`)).isFile);
         },

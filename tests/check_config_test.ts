@@ -93,6 +93,7 @@ Deno.test({
         const r = await check(f);
         assert.equal(r.code, 0, r.text);
         assert.match(r.text, /no login attempted/);
+        assert.match(r.text, /served by the main thread, 16 workers/, "--threads, its default");
         assert.match(r.text, /policy \(1 grant\(s\), 22 of at most 1048576 bytes\)/);
         assert.match(r.text, /configuration OK/);
         assert.doesNotMatch(r.text, /FATAL|warning/);

@@ -48,9 +48,13 @@ Deno.test({
   sanitizeResources: false,
   fn: async () => {
     const t = await makeTestToken({ keys: { k1: "ec-p256", k2: "ec-p256", k3: "ec-p256" } });
+    // One thread: the copy made by the warm-up request is the one the next request uses. (With
+    // request threads, a thread that made no copy yet looks the key up and finds it gone at once;
+    // tests/daemon_threads_test.ts checks that SIGHUP and /health reach every thread.)
     const d = await startDaemon({
       token: t,
       policy: `${SUBJECT}\tk1\n${SUBJECT}\tk2\n${SUBJECT}\tk3\n`,
+      args: ["--threads", "0"],
     });
     try {
       for (const k of ["k1", "k2", "k3"]) {

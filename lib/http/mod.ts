@@ -20,6 +20,7 @@ export {
   closeUnixListener,
   LISTEN_BACKLOG,
   openUnixListener,
+  removeUnixListenerPath,
   type UnixListenerSocket,
 } from "./socket.ts";
 export { problem, PROBLEM_TYPE } from "./problem.ts";

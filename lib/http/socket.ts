@@ -89,6 +89,20 @@ function dirname(path: string): string {
  */
 export function closeUnixListener(sock: UnixListenerSocket): void {
   libc().close(sock.fd);
+  removeUnixListenerPath(sock);
+}
+
+/**
+ * Removes the socket's file while it is still this socket (not one a later start made), so that
+ * no new client can connect; the listening descriptor stays open, and connections the kernel has
+ * already queued can still be accepted (a stop served by listeners in other isolates).
+ *
+ * @example
+ * ```ts ignore
+ * removeUnixListenerPath(sock); // then let the listeners take what is queued, then close it
+ * ```
+ */
+export function removeUnixListenerPath(sock: UnixListenerSocket): void {
   try {
     const st = Deno.lstatSync(sock.path);
     if (st.isSocket && st.dev === sock.dev && st.ino === sock.ino) Deno.removeSync(sock.path);

@@ -11,7 +11,7 @@
  * file.current.allows("CN=alice,O=Example,C=DE", "signing-key");
  * ```
  */
-export { Policy, PolicyError } from "./policy.ts";
+export { Policy, type PolicyData, PolicyError } from "./policy.ts";
 export { MAX_POLICY_BYTES, PolicyFile, type ReloadResult } from "./file.ts";
 export type { ParseOptions } from "./parse.ts";
 export { latin1 } from "../bytes/mod.ts";

@@ -20,6 +20,13 @@ import {
 
 const MAX_LISTED_ERRORS = 5;
 
+/** A parsed policy as plain data ({@link Policy.toData}), for another isolate. */
+export interface PolicyData {
+  bySubject: Map<string, SubjectGrants>;
+  warnings: string[];
+  size: number;
+}
+
 /**
  * A policy file that cannot be used: `line` is the first bad line (0 when the whole file is at
  * fault, e.g. unreadable); `problems` lists every bad line; the message names file and line.
@@ -66,11 +73,38 @@ export class Policy {
   /** Number of distinct (subject, label) grants. */
   readonly size: number;
 
-  private constructor(parsed: ParsedPolicy) {
+  private constructor(parsed: Pick<PolicyData, "bySubject" | "warnings" | "size">) {
     this.#labels = parsed.bySubject;
     this.warnings = parsed.warnings;
-    this.size = parsed.grants.length;
+    this.size = parsed.size;
     Object.freeze(this.warnings);
+  }
+
+  /**
+   * The policy as plain data (Maps and objects only), to hand to another isolate by structured
+   * clone: the private map does not cross `postMessage`, and parsing the file again in every
+   * isolate would cost each of them the parse (bench/policy-reload.ts).
+   *
+   * @example
+   * ```ts
+   * const p = Policy.parse(new TextEncoder().encode("CN=a\tk\n"));
+   * Policy.fromData(structuredClone(p.toData())).allows("CN=a", "k"); // → true
+   * ```
+   */
+  toData(): PolicyData {
+    return { bySubject: this.#labels, warnings: [...this.warnings], size: this.size };
+  }
+
+  /**
+   * The policy {@link Policy.toData} described, already checked where it was parsed.
+   *
+   * @example
+   * ```ts ignore
+   * worker.onmessage = (e) => (policy = Policy.fromData(e.data.policy));
+   * ```
+   */
+  static fromData(data: PolicyData): Policy {
+    return new Policy(data);
   }
 
   /**
@@ -108,7 +142,7 @@ export class Policy {
       const first = parsed.errors[0];
       throw new PolicyError(source, first.line, first.message, parsed.errors);
     }
-    return new Policy(parsed);
+    return new Policy({ ...parsed, size: parsed.grants.length });
   }
 
   /**

@@ -185,3 +185,20 @@ Deno.test("grantedLabels lists each label once with the line of its first grant"
   const p = parse(`# c\n${ALICE}\tk1\n${BOB}\tk2\n${BOB}\tk1\n`);
   assert.deepEqual(p.grantedLabels(), [{ label: "k1", line: 2 }, { label: "k2", line: 3 }]);
 });
+
+Deno.test("a policy handed to another isolate as data grants exactly what the parsed one does", () => {
+  const text = "CN=a\tk1\nCN=a\tk2\nCN=b\tk1\n# comment\nCN=\xe9\tk3\n";
+  const parsed = Policy.parse(Uint8Array.from(text, (c) => c.charCodeAt(0)));
+  const copy = Policy.fromData(structuredClone(parsed.toData()));
+  assert.equal(copy.size, parsed.size);
+  for (const subject of ["CN=a", "CN=b", "CN=\xe9", "CN=c"]) {
+    assert.deepEqual(copy.labelsFor(subject), parsed.labelsFor(subject), subject);
+    for (const label of ["k1", "k2", "k3"]) {
+      assert.equal(
+        copy.allows(subject, label),
+        parsed.allows(subject, label),
+        `${subject} ${label}`,
+      );
+    }
+  }
+});

@@ -7,7 +7,7 @@
  * Deno.exit(await runServeCommand(["--proxy-uid", "33"], { checkOnly: true }));
  * ```
  */
-import { ConfigError, parseServeArgs, type ServeConfig, serveHelp } from "./config.ts";
+import { ConfigError, parseServeArgs, type ServeConfig, servedBy, serveHelp } from "./config.ts";
 import { flushLog, runDaemon, StartupError } from "./daemon.ts";
 import { type Finding, startupFindings, stateFileFinding, tokenFindings } from "./checks.ts";
 import { CredentialError } from "../token/mod.ts";
@@ -61,8 +61,8 @@ async function checkOnly(config: ServeConfig): Promise<number> {
     : "";
   console.error(
     `svcd: check: options, open-file limit, socket, policy${size}, folders, refusal state and ` +
-      `credential svc-pin are fine; token '${tokenLabel}' found through ${modulePath}; no login ` +
-      `attempted`,
+      `credential svc-pin are fine; token '${tokenLabel}' found through ${modulePath}; ` +
+      `authenticated socket served by ${servedBy(config)}; no login attempted`,
   );
   console.log("configuration OK");
   return 0;

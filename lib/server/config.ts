@@ -67,6 +67,12 @@ export interface ServeConfig {
   audit: AuditConfig;
   throttle: ThrottleConfig;
   policy: PolicyConfig;
+  /**
+   * Worker isolates (threads) serving the authenticated socket, each with its own event loop and
+   * sessions; the main isolate keeps the refusal budget, the concurrency cap and the audit log.
+   * 0: the main isolate serves the socket itself (one thread for all JavaScript).
+   */
+  threads: number;
   /** Undefined unless --public-socket was given. */
   public: PublicConfig | undefined;
   /**
@@ -95,6 +101,13 @@ export class ConfigError extends Error {
     super(message);
   }
 }
+
+/**
+ * Request threads by default: none. On the 2-core machine this was measured on (bench/compare.ts,
+ * README "Performance"), the main thread alone served /sign about twice as fast as 2 request
+ * threads: crossing isolates costs more CPU than the second core gives back.
+ */
+export const DEFAULT_THREADS = 0;
 
 /** One option of `svcd serve`: name, type, default, bounds and help. */
 export interface OptionSpec {
@@ -153,6 +166,15 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     min: 1,
     max: 1024,
     help: "requests using the token at once; one identity may hold workers-1",
+  },
+  {
+    flag: "threads",
+    kind: "count",
+    fallback: DEFAULT_THREADS,
+    min: 0,
+    max: 64,
+    help: "threads serving the authenticated socket (0: the main thread alone); " +
+      "at most --workers",
   },
   {
     flag: "queue-depth",
@@ -324,14 +346,16 @@ export function parseServeArgs(
     throw new ConfigError(option, `${message}; see 'svcd serve --help'`);
   }
   const given = new OptionValues(values);
+  const workers = given.count("workers");
   return {
     listener: {
       path: given.text("socket"),
       proxyUid: given.count("proxy-uid"),
       queueDepth: given.count("queue-depth"),
       maxBodyBytes: given.count("max-body"),
-      workers: given.count("workers"),
+      workers,
     },
+    threads: requestThreads(given, values.threads !== undefined, workers),
     token: {
       modulePath: given.text("module"),
       tokenLabel: given.text("token"),
@@ -345,6 +369,37 @@ export function parseServeArgs(
     public: publicConfig(given),
     publicUrl: publicUrl(given),
   };
+}
+
+/**
+ * --threads: each thread runs at least one of the --workers handlers (they are split over the
+ * threads so that their total stays --workers), so there cannot be more threads than workers: a
+ * larger --threads is refused, the default is lowered to --workers.
+ */
+function requestThreads(given: OptionValues, explicit: boolean, workers: number): number {
+  const threads = given.count("threads");
+  if (!explicit) return Math.min(threads, workers);
+  if (threads > workers) {
+    throw new ConfigError(
+      "threads",
+      `--threads ${threads} is more than --workers ${workers}: each thread needs a worker; ` +
+        `give --threads ${workers} or fewer`,
+    );
+  }
+  return threads;
+}
+
+/**
+ * Who serves the authenticated socket, as the daemon's log and `--check-config` say it.
+ *
+ * @example
+ * ```ts
+ * servedBy(parseServeArgs(["--proxy-uid", "33", "--threads", "2"])); // "2 threads, 16 workers"
+ * ```
+ */
+export function servedBy(config: Pick<ServeConfig, "threads" | "listener">): string {
+  const threads = config.threads === 0 ? "the main thread" : `${config.threads} threads`;
+  return `${threads}, ${config.listener.workers} workers`;
 }
 
 /** --public-url: an absolute http(s) URL with no query or fragment, kept without a trailing '/'. */

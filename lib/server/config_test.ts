@@ -201,3 +201,16 @@ Deno.test({
     }
   },
 });
+
+Deno.test("config: --threads is at most --workers; the default is lowered to --workers", () => {
+  const threads = (args: string[]) => parseServeArgs(["--proxy-uid", "33", ...args], env).threads;
+  assert.equal(threads(["--threads=0"]), 0, "0: the main thread serves the socket");
+  assert.equal(threads(["--workers=4", "--threads=4"]), 4);
+  assert.equal(threads([]), 0, "default: the main thread serves (measured faster on 2 cores)");
+  assert.equal(threads(["--workers=1", "--threads=1"]), 1);
+  assert.throws(
+    () => threads(["--workers=2", "--threads=3"]),
+    (e) => e instanceof ConfigError && e.option === "threads" && /--workers 2/.test(e.message),
+  );
+  assert.match(serveHelp(), /--threads +threads serving the authenticated socket/);
+});

@@ -12,7 +12,7 @@ import { PolicyFile } from "../policy/mod.ts";
 import { ConcurrencyCap, RefusalBudget } from "../throttle/mod.ts";
 import { isTokenDead, Token } from "../token/mod.ts";
 import { auditKeysFromToken, AuditLog } from "../audit/mod.ts";
-import type { PublicConfig, ServeConfig, TokenConfig } from "./config.ts";
+import { type PublicConfig, type ServeConfig, servedBy, type TokenConfig } from "./config.ts";
 import { StartupError, startupFindings } from "./checks.ts";
 
 export { checkFileLimit, StartupError } from "./checks.ts";
@@ -20,8 +20,9 @@ import { DaemonLog, listenerEventText } from "./log.ts";
 import { authenticatedAdmission, authenticatedHandler, type ServiceDeps } from "./service.ts";
 import { ServiceNotifier } from "./notify.ts";
 import { PublicListener, PublicListenerError, type PublicWorkerSetup } from "./public_listener.ts";
+import { type AuditHealth, RequestThreads, RequestThreadsError } from "./request_threads.ts";
 
-/** Exit code when the public listener's Worker failed at run time (EX_SOFTWARE): restarted too. */
+/** Exit code when a listener's Worker (public or request thread) failed at run time (EX_SOFTWARE). */
 export const EXIT_LISTENER_FAILED = 70;
 
 /** Exit code when the token died under the daemon: the service manager restarts it. */
@@ -104,7 +105,11 @@ type Audit =
  */
 export interface DaemonParts {
   openBudget?: (config: ServeConfig) => Budget;
-  openAudit?: (config: ServeConfig, token: Token) => Promise<Audit>;
+  openAudit?: (
+    config: ServeConfig,
+    token: Token,
+    onHealthChange: (health: AuditHealth) => void,
+  ) => Promise<Audit>;
 }
 
 function openBudget(config: ServeConfig): Budget {
@@ -113,24 +118,31 @@ function openBudget(config: ServeConfig): Budget {
 
 /**
  * Opens this login's audit file with the token's audit keys. A token that dies under an audit line
- * (a reload, a checkpoint, a retry) is reported by the token itself (Token.onDead).
+ * (a reload, a checkpoint, a retry) is reported by the token itself (Token.onDead). Each change of
+ * the log's health is logged and given to `onHealthChange` (the request threads' copy of it).
  *
  * @example
  * ```ts ignore
- * const audit = await openAuditLog(config, token);
+ * const audit = await openAuditLog(config, token, () => {});
  * ```
  */
-export function openAuditLog(config: ServeConfig, token: Token): Promise<Audit> {
+export function openAuditLog(
+  config: ServeConfig,
+  token: Token,
+  onHealthChange: (health: AuditHealth) => void = () => {},
+): Promise<Audit> {
   return AuditLog.open({
     ...config.audit,
     keys: auditKeysFromToken(token),
     login: { token: config.token.tokenLabel, module: config.token.modulePath },
-    onHealthChange: (healthy, error) =>
+    onHealthChange: (healthy, error) => {
       log(
         healthy
           ? "audit: the log is writable again; signing resumes"
           : `audit: the log cannot be written (${error}); signing stops until it can`,
-      ),
+      );
+      onHealthChange({ healthy, lastError: error });
+    },
   });
 }
 
@@ -158,8 +170,10 @@ interface Opened {
   budget?: Budget;
   token?: Token;
   audit?: Audit;
-  /** A module operation of the public Worker may still run: the module must not be finalised. */
+  /** A module operation of a Worker may still run: the module must not be finalised. */
   moduleInUse?: boolean;
+  /** The request threads (--threads ≥ 1), once they accept. */
+  threads?: RequestThreads;
 }
 
 /**
@@ -178,14 +192,7 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   // Signals are ours from the first moment: a SIGTERM during the login or the audit opening stops
   // after that step, with a shutdown line, never by the default action (exit 143, nothing logged).
   // They stay until the process exits: a second SIGTERM while the stop finishes must not kill it.
-  Deno.addSignalListener("SIGHUP", () => {
-    // Keys are re-resolved on the token at their next use: one deleted there stops signing now.
-    if (opened.token) {
-      opened.token.refreshKeys();
-      log("keys: working copies dropped; each key is looked up on the token again at its next use");
-    }
-    if (policy) void reloadPolicy(policy, opened.audit);
-  });
+  Deno.addSignalListener("SIGHUP", () => void hangUp(opened, policy));
   const onTerm = () => stop.request(0, "signal");
   Deno.addSignalListener("SIGTERM", onTerm);
   Deno.addSignalListener("SIGINT", onTerm);
@@ -196,12 +203,17 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
     const token = opened.token = await openToken(config.token);
     log(`logged in to token '${config.token.tokenLabel}' through ${config.token.modulePath}`);
     token.onDead((err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`));
-    const audit = opened.audit = await (parts.openAudit ?? openAuditLog)(config, token);
+    const audit = opened.audit = await (parts.openAudit ?? openAuditLog)(
+      config,
+      token,
+      (health) => opened.threads?.auditHealth(health),
+    );
     if (stop.code === undefined) {
       opened.moduleInUse = await serve(
         config,
         { policy, token, audit, budget: opened.budget },
         stop,
+        opened,
       );
     }
   } catch (err) {
@@ -219,34 +231,40 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   return code;
 }
 
+/** What start-up opened that the authenticated listener serves with. */
+interface Running {
+  policy: PolicyFile;
+  token: Token;
+  audit: Audit;
+  budget: Budget;
+}
+
+/** The authenticated listener, in this isolate or in request threads; both close alike. */
+interface AuthenticatedSide {
+  /** Resolves when the listener stopped by itself (the single-thread reactor ended). */
+  served: Promise<void>;
+  /** True when every session of the side was closed (see {@link PublicListener.close}). */
+  close(graceMs: number): Promise<boolean>;
+}
+
 /**
  * Listens until a stop is requested, then serves the connections already made and closes; true
  * when the module must be left to the process exit (see {@link PublicListener.close}).
  */
 async function serve(
   config: ServeConfig,
-  running: { policy: PolicyFile; token: Token; audit: Audit; budget: Budget },
+  running: Running,
   stop: StopRequest,
+  opened: Opened,
 ): Promise<boolean> {
-  const service: ServiceDeps = {
-    token: running.token,
-    policy: () => running.policy.current,
-    audit: running.audit,
-    budget: running.budget,
-    cap: ConcurrencyCap.forWorkers(config.listener.workers),
-    publicUrl: config.publicUrl,
-    log: (message) => log(message, "request"),
-    startedAt: Date.now(),
-  };
-  const listener = Listener.open({
-    ...config.listener,
-    log: (event) => log(listenerEventText(event), event.kind),
-    handler: authenticatedHandler(service),
-    admit: authenticatedAdmission(service),
-  });
-  const served = listener.serve();
+  const cap = ConcurrencyCap.forWorkers(config.listener.workers);
+  const startedAt = Date.now();
+  const side = config.threads === 0
+    ? serveInThisThread(config, running, cap, startedAt)
+    : await serveInThreads(config, running, cap, startedAt, stop, opened);
   let publicListener: PublicListener | undefined;
   let workerClosed: boolean | undefined;
+  let sideClosed: boolean | undefined;
   try {
     await running.audit.append("listener_start", "svcd", {
       listener: "authenticated",
@@ -259,20 +277,107 @@ async function serve(
         socket: config.public.socket,
       });
     }
-    const { path, proxyUid, workers } = config.listener;
-    log(`listening on ${path} (proxy uid ${proxyUid}, ${workers} workers)`);
+    const { path, proxyUid } = config.listener;
+    log(`listening on ${path} (proxy uid ${proxyUid}, ${servedBy(config)})`);
     // Type=notify: `systemctl start` returns once the sockets accept, not when the process exists.
     stop.notify.ready(`listening on ${path}`);
-    await Promise.race([served, stop.requested]);
+    await Promise.race([side.served, stop.requested]);
     stop.request(0, "listener ended");
   } finally {
     const grace = stop.code === EXIT_TOKEN_DEAD ? DEAD_TOKEN_GRACE_MS : STOP_GRACE_MS;
-    // Both listeners stop before the token is released: the Worker's sessions are in this module.
-    [, workerClosed] = await Promise.all([listener.close(grace), publicListener?.close(grace)]);
-    await served;
+    // Both listeners stop before the token is released: the Workers' sessions are in this module.
+    [sideClosed, workerClosed] = await Promise.all([
+      side.close(grace),
+      publicListener?.close(grace),
+    ]);
+    await side.served;
   }
   // A Worker that did not close its sessions may still be inside the module.
-  return workerClosed === false;
+  return workerClosed === false || sideClosed === false;
+}
+
+/** --threads 0: the authenticated listener and its routes run on the main thread. */
+function serveInThisThread(
+  config: ServeConfig,
+  running: Running,
+  cap: ConcurrencyCap,
+  startedAt: number,
+): AuthenticatedSide {
+  const service: ServiceDeps = {
+    token: running.token,
+    policy: () => running.policy.current,
+    audit: running.audit,
+    budget: running.budget,
+    cap,
+    publicUrl: config.publicUrl,
+    log: (message) => log(message, "request"),
+    startedAt,
+  };
+  const listener = Listener.open({
+    ...config.listener,
+    log: (event) => log(listenerEventText(event), event.kind),
+    handler: authenticatedHandler(service),
+    admit: authenticatedAdmission(service),
+  });
+  const served = listener.serve();
+  return { served, close: (grace) => listener.close(grace).then(() => true) };
+}
+
+/**
+ * --threads N ≥ 1: N request Workers accept from the socket and run the routes; this isolate keeps
+ * the budget, the cap and the audit log (lib/server/request_threads.ts).
+ */
+async function serveInThreads(
+  config: ServeConfig,
+  running: Running,
+  cap: ConcurrencyCap,
+  startedAt: number,
+  stop: StopRequest,
+  opened: Opened,
+): Promise<AuthenticatedSide> {
+  const policy = running.policy.current;
+  let threads: RequestThreads;
+  try {
+    threads = await RequestThreads.start(
+      {
+        path: config.listener.path,
+        proxyUid: config.listener.proxyUid,
+        queueDepth: config.listener.queueDepth,
+        maxBodyBytes: config.listener.maxBodyBytes,
+        workers: config.listener.workers,
+        token: {
+          modulePath: config.token.modulePath,
+          tokenLabel: config.token.tokenLabel,
+          maxSessions: config.token.maxSessions,
+        },
+        policy: policy.toData(),
+        audit: { healthy: running.audit.healthy, lastError: running.audit.lastError },
+        publicUrl: config.publicUrl,
+        startedAt,
+      },
+      config.threads,
+      { budget: running.budget, cap, audit: running.audit },
+      {
+        log,
+        onListenerEvent: (event) => log(listenerEventText(event), event.kind),
+        onTokenDead: (err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`),
+        onFailure: (err) => stop.request(EXIT_LISTENER_FAILED, err.message),
+      },
+    );
+  } catch (err) {
+    if (err instanceof RequestThreadsError) throw new StartupError(err.message);
+    throw err;
+  }
+  opened.threads = threads;
+  // A reload that finished while the threads started installed its policy in none of them.
+  if (running.policy.current !== policy) await threads.installPolicy(running.policy.current);
+  threads.auditHealth({ healthy: running.audit.healthy, lastError: running.audit.lastError });
+  // The threads never stop by themselves: a failure or a dead token requests the stop instead.
+  const served = Promise.withResolvers<void>();
+  return {
+    served: served.promise,
+    close: (grace) => threads.close(grace).finally(served.resolve),
+  };
 }
 
 /** Starts the public listener's Worker; what it reports goes to the daemon's log and stop. */
@@ -336,10 +441,26 @@ async function release(opened: Opened): Promise<void> {
   else log("a module operation is still running; the module is left to the process exit");
 }
 
-async function reloadPolicy(policy: PolicyFile, audit: Audit | undefined): Promise<void> {
+/**
+ * SIGHUP: every key copy is dropped (in each request thread too), then the policy is reloaded.
+ * Keys are re-resolved on the token at their next use: one deleted there stops signing now.
+ */
+async function hangUp(opened: Opened, policy: PolicyFile | undefined): Promise<void> {
+  if (opened.token) {
+    opened.token.refreshKeys();
+    await opened.threads?.refreshKeys();
+    log("keys: working copies dropped; each key is looked up on the token again at its next use");
+  }
+  if (policy) await reloadPolicy(policy, opened);
+}
+
+async function reloadPolicy(policy: PolicyFile, opened: Opened): Promise<void> {
   log(`policy reload: reading ${policy.path}`);
   const result = await policy.reload();
+  const audit = opened.audit;
   if (result.ok) {
+    // Installed in every request thread before it is said to be in force.
+    await opened.threads?.installPolicy(result.policy);
     for (const warning of result.policy.warnings) log(`policy: ${warning}`, "policy");
     log(`policy reloaded: ${result.policy.size} grants`);
   } else {

@@ -35,8 +35,11 @@ export interface ServiceDeps {
     info(): Record<string, unknown>;
     loggedIn(): Promise<boolean>;
     poolStats(): { size: number; inUse: number; waiting: number; cap: number };
-    /** Drops keys whose token object is gone; their labels (checked at each /health). */
-    dropRemovedKeys?(): string[];
+    /**
+     * Drops keys whose token object is gone; their labels (checked at each /health). Asynchronous
+     * where other isolates hold copies of their own (request threads: every one checks).
+     */
+    dropRemovedKeys?(): string[] | Promise<string[]>;
   };
   policy(): {
     allows(subject: string, label: string): boolean;
@@ -55,6 +58,11 @@ export interface ServiceDeps {
   };
   cap: { tryAcquire(identity: string): (() => void) | undefined };
   /**
+   * `budget.check` then `cap.tryAcquire` in one step, for a budget and cap that live in another
+   * isolate (one round trip instead of two: lib/server/thread_calls.ts). Absent: the two calls.
+   */
+  admit?(identity: string): Admittance;
+  /**
    * Base URL of the public side behind the proxy, named in the Link header of the 404 for its
    * routes; undefined: `http://` and the request's Host (the shipped nginx example serves the
    * public routes on port 80 of the same name).
@@ -63,6 +71,14 @@ export interface ServiceDeps {
   log(message: string): void;
   startedAt: number;
 }
+
+/**
+ * What the budget and the cap say of an identity's next request: limited by the budget, over the
+ * cap (no release), or admitted with the release of its cap slot.
+ */
+export type Admittance =
+  | { limited: true; retryAfterSeconds: number }
+  | { limited: false; release: (() => void) | undefined };
 
 const te = new TextEncoder();
 
@@ -151,15 +167,15 @@ function preflight(
   const identity = clientIdentity(head.headers);
   if (!identity.ok) return refuse(identityRefusal(identity.reason));
   const subject = identity.subject;
-  const limit = deps.budget.check(subject);
-  if (limit.limited) {
+  const admitted = deps.admit?.(subject) ?? admit(subject, deps);
+  if (admitted.limited) {
     return refuse(
       problem(429, "Too Many Requests", "Too many refused requests from this client.", [
-        ["Retry-After", String(limit.retryAfterSeconds)],
+        ["Retry-After", String(admitted.retryAfterSeconds)],
       ]),
     );
   }
-  const release = deps.cap.tryAcquire(subject);
+  const release = admitted.release;
   if (!release) {
     return refuse(
       problem(429, "Too Many Requests", "Too many concurrent requests from this client.", [
@@ -168,6 +184,13 @@ function preflight(
     );
   }
   return { route, subject, release };
+}
+
+/** The refusal budget first (a limited identity takes no cap slot), then the concurrency cap. */
+function admit(subject: string, deps: ServiceDeps): Admittance {
+  const limit = deps.budget.check(subject);
+  if (limit.limited) return limit;
+  return { limited: false, release: deps.cap.tryAcquire(subject) };
 }
 
 async function handle(req: HttpRequest, deps: ServiceDeps): Promise<HttpResponse> {
@@ -369,7 +392,7 @@ async function healthRoute(
   deps: ServiceDeps,
 ): Promise<HttpResponse> {
   if (!knownToPolicy(subject, deps)) return FORBIDDEN;
-  const dropped = deps.token.dropRemovedKeys?.() ?? [];
+  const dropped = await deps.token.dropRemovedKeys?.() ?? [];
   if (dropped.length > 0) {
     deps.log(`keys: ${dropped.join(", ")} no longer on the token: no longer used`);
   }

@@ -3,6 +3,10 @@
  * without a broken device. One rule per line, `#` comments:
  *
  *   <function> <rv> <probability> [seed]      e.g.  C_Sign 0x30 0.25 7
+ *   <function> delay <milliseconds>            e.g.  C_Sign delay 1000
+ *
+ * A delay rule makes every call of the function wait that long first (outside the lock, so calls
+ * from several threads wait together): a test holds requests in flight without a timer of its own.
  *
  * The draws come from one xorshift64* generator, seeded from the first rule's seed (default 1)
  * whenever the file changes (inode, size or mtime), so a run is reproducible for a given sequence
@@ -12,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "svcmod.h"
 
@@ -21,6 +26,8 @@ typedef struct {
   char function[32];
   CK_RV rv;
   double probability;
+  /* > 0: a delay rule (rv and probability unused). */
+  unsigned delay_ms;
 } fault_rule;
 
 static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -50,6 +57,13 @@ static void load_rules(const char *path) {
     unsigned long long s = 0;
     if (line[0] == '#' || line[0] == '\n') continue;
     int n = sscanf(line, "%31s %31s %lf %llu", name, rv_text, &p, &s);
+    if (n == 3 && strcmp(rv_text, "delay") == 0 && p >= 1.0 && p <= 60000.0) {
+      fault_rule *r = &rules[nrules++];
+      memset(r, 0, sizeof *r);
+      snprintf(r->function, sizeof r->function, "%s", name);
+      r->delay_ms = (unsigned)p;
+      continue;
+    }
     char *end;
     unsigned long rv = strtoul(rv_text, &end, 0);
     if (n < 3 || *end != '\0' || !(p >= 0.0 && p <= 1.0)) {
@@ -60,6 +74,7 @@ static void load_rules(const char *path) {
     snprintf(r->function, sizeof r->function, "%s", name);
     r->rv = rv;
     r->probability = p;
+    r->delay_ms = 0;
     if (n == 4 && seed == 0) seed = s;
   }
   fclose(f);
@@ -78,12 +93,21 @@ CK_RV fault_injected(const char *function) {
     seen = st;
   }
   CK_RV rv = CKR_OK;
+  unsigned delay_ms = 0;
   for (unsigned i = 0; i < nrules && rv == CKR_OK; i++) {
     if (strcmp(rules[i].function, function) != 0) continue;
+    if (rules[i].delay_ms > 0) {
+      delay_ms += rules[i].delay_ms;
+      continue;
+    }
     /* 53 random bits → [0, 1): probability 1 always fires, 0 never. */
     double draw = (double)(next_random() >> 11) * 0x1.0p-53;
     if (draw < rules[i].probability) rv = rules[i].rv;
   }
   pthread_mutex_unlock(&fault_lock);
+  if (delay_ms > 0) {
+    struct timespec ts = {.tv_sec = delay_ms / 1000, .tv_nsec = (long)(delay_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) continue; /* EINTR: sleep the rest */
+  }
   return rv;
 }
