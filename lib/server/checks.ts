@@ -57,8 +57,9 @@ const FD_SLACK = 64;
  */
 export function checkFileLimit(config: ServeConfig, limit: { soft: number; hard: number }): void {
   const listeners = config.public?.socket ? 2 : 1;
-  // Each public thread has handler slots and a session pool of its own.
-  const threads = 1 + (config.public?.threads ?? 0);
+  // Each public thread and each request thread (--threads) has handler slots and a session pool
+  // of its own (a request thread's slots are a share of --workers: counted whole, to be safe).
+  const threads = 1 + config.threads + (config.public?.threads ?? 0);
   const { queueDepth, workers } = config.listener;
   const { maxSessions } = config.token;
   const needed = listeners * queueDepth + threads * (workers + maxSessions) + FD_SLACK;

@@ -178,6 +178,13 @@ Deno.test("config: the open-file limit check names the number to change", () => 
     (e) => e instanceof StartupError && /× 3 thread\(s\) with a listener/.test(e.message),
   );
   checkFileLimit(pub, { soft: 1100, hard: 4096 });
+  // Request threads too: 256 + 3 × (16 + 127) + 64 = 749.
+  const threaded = parseServeArgs(["--proxy-uid=33", "--threads=2"], env);
+  assert.throws(
+    () => checkFileLimit(threaded, { soft: 700, hard: 4096 }),
+    (e) => e instanceof StartupError && /× 3 thread\(s\) with a listener/.test(e.message),
+  );
+  checkFileLimit(threaded, { soft: 749, hard: 4096 });
 });
 
 Deno.test({
