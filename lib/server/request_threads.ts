@@ -69,7 +69,9 @@ export type RequestWorkerMessage =
   | { kind: "keys_dropped"; id: number; labels: string[] }
   | { kind: "audit_health"; health: AuditHealth }
   | { kind: "audited"; id: number; error?: string }
-  | { kind: "close"; graceMs: number };
+  | { kind: "close"; graceMs: number }
+  /** Messages of one turn of the main isolate's event loop, in order. */
+  | { kind: "batch"; messages: Exclude<RequestWorkerMessage, { kind: "batch" }>[] };
 
 /** Worker → main isolate. */
 export type RequestWorkerReport =
@@ -90,7 +92,9 @@ export type RequestWorkerReport =
   | { kind: "drop_removed_keys"; id: number; labels: string[] }
   | { kind: "log"; message: string }
   | { kind: "listener_event"; event: ListenerEvent }
-  | { kind: "token_dead"; message: string };
+  | { kind: "token_dead"; message: string }
+  /** Reports of one turn of the Worker's event loop, in order. */
+  | { kind: "batch"; reports: Exclude<RequestWorkerReport, { kind: "batch" }>[] };
 
 /** A Worker's answer to a message that asked for one. */
 type AckReport = Extract<RequestWorkerReport, { kind: "ack" }>;
@@ -266,6 +270,8 @@ class RequestThread {
   #nextAck = 1;
   #closed: Promise<boolean> | undefined;
   #ended: boolean | undefined;
+  /** Messages posted in this turn of the event loop, sent together at its end. */
+  #outbox: Exclude<RequestWorkerMessage, { kind: "batch" }>[] = [];
   #onEnded: ((clean: boolean) => void) | undefined;
   /** The other Workers' check of their key copies (RequestThreads #dropRemovedKeys). */
   dropElsewhere: () => Promise<string[]> = () => Promise.resolve([]);
@@ -293,13 +299,17 @@ class RequestThread {
         thread.#end(false);
         reject(new RequestThreadsError(message));
       };
-      worker.onmessage = (e: MessageEvent<RequestWorkerReport>) => {
-        const report = e.data;
+      const onReport = (report: Exclude<RequestWorkerReport, { kind: "batch" }>) => {
         if (report.kind === "listening") {
           started = true;
           resolve(thread);
         } else if (report.kind === "failed") fail(report.message);
         else thread.#onReport(report, hooks);
+      };
+      worker.onmessage = (e: MessageEvent<RequestWorkerReport>) => {
+        const report = e.data;
+        if (report.kind !== "batch") return onReport(report);
+        for (const r of report.reports) onReport(r);
       };
       worker.onerror = (e: ErrorEvent) => {
         e.preventDefault();
@@ -313,15 +323,30 @@ class RequestThread {
     });
   }
 
-  post(message: RequestWorkerMessage): void {
-    if (this.#ended === undefined) this.#worker.postMessage(message);
+  /**
+   * Sends `message` at the end of this turn with the others of the turn: a group commit answers
+   * several of a Worker's audit lines at once, in one message.
+   */
+  post(message: Exclude<RequestWorkerMessage, { kind: "batch" }>): void {
+    if (this.#ended !== undefined) return;
+    this.#outbox.push(message);
+    if (this.#outbox.length === 1) queueMicrotask(() => this.#flush());
+  }
+
+  #flush(): void {
+    const messages = this.#outbox;
+    this.#outbox = [];
+    if (messages.length === 0 || this.#ended !== undefined) return;
+    this.#worker.postMessage(messages.length === 1 ? messages[0] : { kind: "batch", messages });
   }
 
   /**
    * Posts `message` with a fresh ack number; resolves with the Worker's ack (undefined when the
    * Worker ended first).
    */
-  ask(message: Extract<RequestWorkerMessage, { ack?: number }>): Promise<AckReport | undefined> {
+  ask(
+    message: Extract<RequestWorkerMessage, { ack?: number }>,
+  ): Promise<AckReport | undefined> {
     if (this.#ended !== undefined) return Promise.resolve(undefined);
     const ack = this.#nextAck++;
     return new Promise((resolve) => {
@@ -330,7 +355,10 @@ class RequestThread {
     });
   }
 
-  #onReport(report: RequestWorkerReport, hooks: RequestThreadHooks): void {
+  #onReport(
+    report: Exclude<RequestWorkerReport, { kind: "batch" | "listening" | "failed" }>,
+    hooks: RequestThreadHooks,
+  ): void {
     switch (report.kind) {
       case "call":
         return answerCall(this.#calls, this.#answer(report));
@@ -429,6 +457,7 @@ class RequestThread {
         resolve(clean);
       };
       this.#onEnded = finish;
+      this.#flush(); // what this turn posted goes first
       worker.postMessage({ kind: "close", graceMs } satisfies RequestWorkerMessage);
     });
     return this.#closed;

@@ -16,7 +16,7 @@ import { Listener } from "../http/mod.ts";
 import { Policy } from "../policy/mod.ts";
 import { Token } from "../token/mod.ts";
 import { authenticatedAdmission, authenticatedHandler, type ServiceDeps } from "./service.ts";
-import { ADMIT_ACQUIRED, ADMIT_LIMITED, MainCaller } from "./thread_calls.ts";
+import { ADMIT_ACQUIRED, ADMIT_LIMITED, type CallMessage, MainCaller } from "./thread_calls.ts";
 import type {
   AuditHealth,
   RequestWorkerMessage,
@@ -38,12 +38,37 @@ let nextDropCheck = 1;
 const audits = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
 let nextAudit = 1;
 
+/**
+ * Reports made in one turn of the event loop, posted together at its end: under load several
+ * requests finish per turn, and each message costs the main isolate a wake-up and a decode.
+ */
+let outbox: RequestWorkerReport[] = [];
+
 function report(message: RequestWorkerReport): void {
+  outbox.push(message);
+  if (outbox.length === 1) queueMicrotask(flushReports);
+}
+
+function flushReports(): void {
+  if (outbox.length === 0) return;
+  const reports = outbox;
+  outbox = [];
+  scope.postMessage(reports.length === 1 ? reports[0] : { kind: "batch", reports });
+}
+
+/** A synchronous call goes out at once, after what was reported before it (a slot's release). */
+function postCall(message: CallMessage): void {
+  flushReports();
   scope.postMessage(message);
 }
 
 scope.onmessage = async (e: MessageEvent<RequestWorkerMessage>) => {
   const message = e.data;
+  if (message.kind !== "batch") return await handle(message);
+  for (const m of message.messages) await handle(m);
+};
+
+async function handle(message: Exclude<RequestWorkerMessage, { kind: "batch" }>): Promise<void> {
   switch (message.kind) {
     case "start":
       try {
@@ -76,7 +101,7 @@ scope.onmessage = async (e: MessageEvent<RequestWorkerMessage>) => {
       await stop(message.graceMs);
       return report({ kind: "closed" });
   }
-};
+}
 
 function start(setup: RequestWorkerSetup): void {
   policy = Policy.fromData(setup.policy);
@@ -100,7 +125,7 @@ function start(setup: RequestWorkerSetup): void {
 
 /** The routes' view of the daemon from this Worker: local token and policy, the rest in main. */
 function serviceDeps(setup: RequestWorkerSetup, opened: Token): ServiceDeps {
-  const main = new MainCaller(setup.calls, report);
+  const main = new MainCaller(setup.calls, postCall);
   const release = (identity: string) => () => report({ kind: "release", identity });
   return {
     token: {
