@@ -31,7 +31,7 @@
 import { parseArgs } from "node:util";
 import { measureRawSign } from "./raw-sign.ts";
 import { buildHttpload, runHttpload } from "./httpload.ts";
-import { daemonCpu, threadCpu } from "./proc_cpu.ts";
+import { contextSwitches, daemonCpu, threadCpu } from "./proc_cpu.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import {
   makeTestToken,
@@ -154,6 +154,8 @@ interface SvcdFigures {
   mainUs: number;
   /** µs per request by thread name (bench/proc_cpu.ts threadCpu). */
   threadUs: Map<string, number>;
+  /** Context switches per request, all threads. */
+  switches: number;
   errors: number;
 }
 
@@ -203,9 +205,11 @@ async function svcd(
     await signLoad(0.5);
     const before = await daemonCpu(daemon.pid);
     const threadsBefore = await threadCpu(daemon.pid);
+    const switchesBefore = await contextSwitches(daemon.pid);
     const measured = await signLoad(seconds);
     const after = await daemonCpu(daemon.pid);
     const threadsAfter = await threadCpu(daemon.pid);
+    const switches = (await contextSwitches(daemon.pid) - switchesBefore) / measured.requests;
     const n = measured.requests;
     const threadUs = new Map(
       [...threadsAfter].map(([name, s]) => [name, (s - (threadsBefore.get(name) ?? 0)) * 1e6 / n]),
@@ -215,6 +219,7 @@ async function svcd(
       cpuUs: (after.all - before.all) * 1e6 / n,
       mainUs: (after.main - before.main) * 1e6 / n,
       threadUs,
+      switches,
       errors: measured.errors,
     };
   } finally {
@@ -249,6 +254,7 @@ async function threadVariants(
       add(`${name} Workers µs/req`, workers.reduce((a, b) => a + b, 0));
       add(`${name} pool µs/req`, f.threadUs.get("tokio-runtime-w") ?? 0);
       add(`${name} V8 helpers µs/req`, f.threadUs.get("V8 DefaultWorke") ?? 0);
+      add(`${name} switches/req`, f.switches);
       const perThread = [...f.threadUs].filter(([, us]) => us >= 1)
         .map(([n, us]) => `${n} ${f0(us)}`).join(", ");
       lines.push(
@@ -265,24 +271,29 @@ function threadSummary(m: (name: string) => number): string[] {
   const col = (x: number, w = 5) => f0(x).padStart(w);
   const lines = [
     "svcd /sign c=16, 16 identities, audit on, by --threads (µs of CPU per request, medians):",
-    `  ${"variant".padEnd(40)} ${"req/s".padStart(6)} ${"all".padStart(5)} ${"main".padStart(5)} ` +
-    `${"max W".padStart(5)} ${"Ws".padStart(5)} ${"pool".padStart(5)} ${"V8".padStart(4)}  bound`,
+    `  ${"variant".padEnd(46)} ${"req/s".padStart(6)} ${"all".padStart(5)} ${"main".padStart(5)} ` +
+    `${"max W".padStart(5)} ${"Ws".padStart(5)} ${"pool".padStart(5)} ${"V8".padStart(4)} ` +
+    `${"cs".padStart(4)}  bound`,
   ];
   for (const cpus of pinnings) {
     for (const threads of threadsList) {
       const name = variantName(threads, cpus);
       const busiest = Math.max(m(`${name} main µs/req`), m(`${name} busiest Worker µs/req`));
       lines.push(
-        `  ${name.padEnd(40)} ${col(m(`${name} /s`), 6)} ${col(m(`${name} CPU µs/req`))} ` +
+        `  ${name.padEnd(46)} ${col(m(`${name} /s`), 6)} ${col(m(`${name} CPU µs/req`))} ` +
           `${col(m(`${name} main µs/req`))} ${col(m(`${name} busiest Worker µs/req`))} ` +
           `${col(m(`${name} Workers µs/req`))} ${col(m(`${name} pool µs/req`))} ` +
-          `${col(m(`${name} V8 helpers µs/req`), 4)}  ${f0(1e6 / busiest)}/s`,
+          `${col(m(`${name} V8 helpers µs/req`), 4)} ${
+            m(`${name} switches/req`).toFixed(1).padStart(4)
+          }` +
+          `  ${f0(1e6 / busiest)}/s`,
       );
     }
   }
   lines.push(
-    "  (max W: the busiest Worker thread; Ws: all Worker threads; bound: 1e6 ÷ the busiest " +
-      "thread's µs, the rate no number of cores lifts)",
+    "  (max W: the busiest Worker thread; Ws: all Worker threads; cs: context switches per " +
+      "request, all threads; bound: 1e6 ÷ the busiest thread's µs, the rate no number of cores " +
+      "lifts)",
   );
   return lines;
 }

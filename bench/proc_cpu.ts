@@ -68,3 +68,27 @@ export async function threadCpu(pid: number): Promise<Map<string, number>> {
   }
   return out;
 }
+
+/**
+ * Context switches (voluntary and not) of a process so far, all threads: each hand-over between
+ * threads (a message, a wake-up, a thread-pool hop) costs at least one, with kernel time around it.
+ *
+ * @example
+ * ```ts ignore
+ * const before = await contextSwitches(pid); // … load … (await contextSwitches(pid)) - before
+ * ```
+ */
+export async function contextSwitches(pid: number): Promise<number> {
+  let sum = 0;
+  for await (const task of Deno.readDir(`/proc/${pid}/task`)) {
+    try {
+      const status = await Deno.readTextFile(`/proc/${pid}/task/${task.name}/status`);
+      for (const m of status.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)$/gm)) {
+        sum += Number(m[1]);
+      }
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return sum;
+}
