@@ -131,62 +131,73 @@ const canMount = await (async () => {
   return ok;
 })();
 
-Deno.test({
-  name:
-    "daemon: a full audit directory gives 503 with no signature; signing resumes when space returns",
-  ignore: !canMount,
-  sanitizeResources: false,
-  sanitizeOps: false,
-  fn: async () => {
-    const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
-    const workDir = await Deno.makeTempDir({ prefix: "audit-daemon-full-" });
-    const auditDir = `${workDir}/audit`;
-    await Deno.mkdir(auditDir);
-    assert.ok(await mountSmallTmpfs(auditDir));
-    const daemon = await startDaemon({ token, policy: POLICY, workDir });
-    const served: string[] = [];
-    try {
-      const first = await sign(daemon.socket, new TextEncoder().encode("before"));
-      assert.equal(first.status, 200);
-      served.push(await sha256Hex(first.body));
+// With request threads, the log's health reaches every thread from the main isolate's log.
+for (const threads of [0, 2]) {
+  Deno.test({
+    name:
+      `daemon (--threads ${threads}): a full audit directory gives 503 with no signature; signing resumes when space returns`,
+    ignore: !canMount,
+    sanitizeResources: false,
+    sanitizeOps: false,
+    fn: async () => {
+      const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
+      const workDir = await Deno.makeTempDir({ prefix: "audit-daemon-full-" });
+      const auditDir = `${workDir}/audit`;
+      await Deno.mkdir(auditDir);
+      assert.ok(await mountSmallTmpfs(auditDir));
+      const daemon = await startDaemon({
+        token,
+        policy: POLICY,
+        workDir,
+        args: ["--threads", String(threads)],
+      });
+      const served: string[] = [];
+      try {
+        const first = await sign(daemon.socket, new TextEncoder().encode("before"));
+        assert.equal(first.status, 200);
+        served.push(await sha256Hex(first.body));
 
-      const filler = await fill(auditDir);
-      // The file's last page may still hold a line or two; after that every /sign is refused.
-      let refused;
-      for (let i = 0; i < 100 && !refused; i++) {
-        const r = await sign(daemon.socket, new TextEncoder().encode(`full ${i}`));
-        if (r.status === 200) served.push(await sha256Hex(r.body));
-        else refused = r;
+        const filler = await fill(auditDir);
+        // The file's last page may still hold a line or two; after that every /sign is refused.
+        let refused;
+        for (let i = 0; i < 100 && !refused; i++) {
+          const r = await sign(daemon.socket, new TextEncoder().encode(`full ${i}`));
+          if (r.status === 200) served.push(await sha256Hex(r.body));
+          else refused = r;
+        }
+        assert.equal(refused?.status, 503);
+        assert.match(refused!.header("content-type") ?? "", /problem\+json/);
+        assert.match(refused!.text(), /audit log cannot be written/);
+        const sick = await health(daemon.socket);
+        assert.equal(sick.status, 503);
+        const report = sick.json() as { audit: { writable: boolean; error: string } };
+        assert.equal(report.audit.writable, false);
+        assert.match(report.audit.error, /space/i);
+        assert.equal(
+          (await sign(daemon.socket, new TextEncoder().encode("still full"))).status,
+          503,
+        );
+        await daemon.waitForLog("signing stops until it can");
+
+        await Deno.remove(filler);
+        const deadline = Date.now() + 30_000; // failure guard: the retry timer runs every second
+        while ((await health(daemon.socket)).status !== 200) {
+          assert.ok(Date.now() < deadline, `audit never recovered:\n${daemon.stderr()}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        await daemon.waitForLog("signing resumes");
+        const after = await sign(daemon.socket, new TextEncoder().encode("after"));
+        assert.equal(after.status, 200);
+        served.push(await sha256Hex(after.body));
+        assert.equal(await daemon.stop(), 0);
+
+        await assertLoggedAfterOutage(token, auditDir, served);
+      } finally {
+        await daemon.stop();
+        await new Deno.Command("umount", { args: ["-l", auditDir] }).output();
+        await Deno.remove(workDir, { recursive: true }).catch(() => {});
+        await token.cleanup();
       }
-      assert.equal(refused?.status, 503);
-      assert.match(refused!.header("content-type") ?? "", /problem\+json/);
-      assert.match(refused!.text(), /audit log cannot be written/);
-      const sick = await health(daemon.socket);
-      assert.equal(sick.status, 503);
-      const report = sick.json() as { audit: { writable: boolean; error: string } };
-      assert.equal(report.audit.writable, false);
-      assert.match(report.audit.error, /space/i);
-      assert.equal((await sign(daemon.socket, new TextEncoder().encode("still full"))).status, 503);
-      await daemon.waitForLog("signing stops until it can");
-
-      await Deno.remove(filler);
-      const deadline = Date.now() + 30_000; // failure guard: the retry timer runs every second
-      while ((await health(daemon.socket)).status !== 200) {
-        assert.ok(Date.now() < deadline, `audit never recovered:\n${daemon.stderr()}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      await daemon.waitForLog("signing resumes");
-      const after = await sign(daemon.socket, new TextEncoder().encode("after"));
-      assert.equal(after.status, 200);
-      served.push(await sha256Hex(after.body));
-      assert.equal(await daemon.stop(), 0);
-
-      await assertLoggedAfterOutage(token, auditDir, served);
-    } finally {
-      await daemon.stop();
-      await new Deno.Command("umount", { args: ["-l", auditDir] }).output();
-      await Deno.remove(workDir, { recursive: true }).catch(() => {});
-      await token.cleanup();
-    }
-  },
-});
+    },
+  });
+}

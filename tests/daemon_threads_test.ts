@@ -237,7 +237,8 @@ Deno.test({
           Promise.all(gone.map((s) => sign(d.socket, s, "k", "after the reload"))),
           Promise.all(crowd.map((s) => sign(d.socket, s, "k", "after the reload"))),
         ]);
-        for (const r of refused) assert.equal(r.status, 403, r.text());
+        // A 200 here is a signature for a removed grant: a thread still had the old policy.
+        for (const r of refused) assert.equal(r.status, 403, "a removed grant was served");
         for (const r of others) assert.equal(r.status, 200, r.text());
         lines = await readAuditLines(d.auditDir);
         const afterReload = lines.slice(lines.findLastIndex((l) => l.event === "policy_reload"));
