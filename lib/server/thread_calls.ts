@@ -5,7 +5,9 @@
  * `Atomics.wait` over its own reply slot (a SharedArrayBuffer); the main isolate's `onmessage`
  * computes the answer, stores it in the slot and wakes the Worker (`Atomics.notify`). The main
  * isolate never blocks; a Worker makes one call at a time (it is one thread), so one slot each is
- * enough. Measured: ~20 µs per round trip, ~10 µs of it on the main thread (bench/thread-call.ts).
+ * enough. Measured (bench/thread-call.ts, 2-core VM): 93–104 µs per round trip and 39–50 µs of
+ * main-thread CPU when the machine is otherwise idle (each hand-over wakes a halted vCPU), about
+ * 20 µs and 10 µs in an earlier run of the same loop while other work kept the cores busy.
  *
  * @example
  * ```ts ignore

@@ -1,0 +1,18 @@
+/**
+ * The Worker of bench/thread-call.ts: makes the calls it is asked for and reports µs per call.
+ *
+ * @example
+ * ```ts ignore
+ * new Worker(new URL("./thread-call-worker.ts", import.meta.url), { type: "module" });
+ * ```
+ */
+import { MainCaller } from "../lib/server/thread_calls.ts";
+
+// deno-lint-ignore no-explicit-any
+const scope = self as any;
+scope.onmessage = (e: MessageEvent<{ slot: SharedArrayBuffer; calls: number }>) => {
+  const caller = new MainCaller(e.data.slot, (m) => scope.postMessage(m));
+  const t = performance.now();
+  for (let i = 0; i < e.data.calls; i++) caller.call("admit", "CN=bench1,O=Bench");
+  scope.postMessage({ kind: "done", us: (performance.now() - t) * 1000 / e.data.calls });
+};

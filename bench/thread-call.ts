@@ -1,0 +1,52 @@
+/**
+ * Cost of one synchronous call from a request Worker to the main isolate (lib/server/thread_calls.ts:
+ * the Worker posts the call and blocks on Atomics.wait; the main isolate's onmessage answers in the
+ * shared slot and wakes it): µs per round trip seen by the Worker, and the main thread's CPU µs per
+ * call from /proc. This is what `--threads` pays per request for the refusal-budget check and the
+ * concurrency-cap slot (one "admit" call), besides the audit line's message and its answer.
+ *
+ * @example
+ * ```sh
+ * node_modules/.bin/deno run -A bench/thread-call.ts [--calls 20000] [--rounds 3]
+ * ```
+ */
+import { answerCall, type CallMessage, callSlot } from "../lib/server/thread_calls.ts";
+import { cpuSeconds } from "./proc_cpu.ts";
+
+function flag(name: string, fallback: number): number {
+  const i = Deno.args.indexOf(`--${name}`);
+  return i >= 0 ? Number(Deno.args[i + 1]) : fallback;
+}
+
+const calls = flag("calls", 20_000);
+const rounds = flag("rounds", 3);
+const WORKER = new URL("./thread-call-worker.ts", import.meta.url);
+
+/** One round: `calls` admit calls from a Worker, answered here as the daemon's main isolate does. */
+async function round(): Promise<{ roundTripUs: number; mainUs: number }> {
+  const slot = callSlot();
+  const worker = new Worker(WORKER, { type: "module" });
+  const mainStat = `/proc/${Deno.pid}/task/${Deno.pid}/stat`;
+  const before = await cpuSeconds(mainStat);
+  const roundTripUs = await new Promise<number>((resolve) => {
+    worker.onmessage = (e: MessageEvent<CallMessage | { kind: "done"; us: number }>) => {
+      if (e.data.kind === "call") answerCall(slot, [1, 0]);
+      else resolve(e.data.us);
+    };
+    worker.postMessage({ slot, calls });
+  });
+  const mainUs = (await cpuSeconds(mainStat) - before) * 1e6 / calls;
+  worker.terminate();
+  return { roundTripUs, mainUs };
+}
+
+if (import.meta.main) {
+  const results = [];
+  for (let r = 0; r < rounds; r++) results.push(await round());
+  const median = (xs: number[]) => xs.sort((a, b) => a - b)[xs.length >> 1];
+  console.log(
+    `synchronous Worker → main call, ${calls} calls × ${rounds} rounds (medians): ` +
+      `${median(results.map((x) => x.roundTripUs)).toFixed(1)} µs per round trip, ` +
+      `${median(results.map((x) => x.mainUs)).toFixed(1)} µs of main-thread CPU per call`,
+  );
+}

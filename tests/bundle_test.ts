@@ -1,0 +1,57 @@
+/**
+ * The bundle the package and the binary ship (packaging/lib.sh `bundle_svcd`: svcd.js and the
+ * listeners' Workers beside it) serves with request threads: `svcd.js serve --threads 2` finds
+ * svcd-request-worker.js beside itself (lib/server/request_threads.ts `workerUrl()`), where no
+ * source file is, and signs.
+ */
+import assert from "node:assert/strict";
+import { startDaemon } from "./support/daemon.ts";
+import { request } from "./support/http_client.ts";
+import { makeTestToken } from "./support/token.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+const SUBJECT = "CN=alice,O=Example";
+
+Deno.test({
+  name: "bundle: svcd.js serves /sign with --threads 2 from the bundled request Worker",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "svcd-bundle-" });
+    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    try {
+      const bundled = await new Deno.Command("bash", {
+        args: ["-c", `. packaging/lib.sh && bundle_svcd "$1"`, "bundle", dir],
+        cwd: ROOT,
+        env: { DENO: Deno.execPath() },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      assert.equal(bundled.code, 0, new TextDecoder().decode(bundled.stderr));
+      const files = [...Deno.readDirSync(dir)].map((e) => e.name).sort();
+      assert.deepEqual(files, ["svcd-public-worker.js", "svcd-request-worker.js", "svcd.js"]);
+
+      const d = await startDaemon({
+        token,
+        policy: `${SUBJECT}\tk\n`,
+        command: [Deno.execPath(), "run", "-A", `${dir}/svcd.js`, "serve"],
+        args: ["--threads", "2"],
+      });
+      try {
+        assert.match(d.stderr(), /2 threads, 16 workers/);
+        const res = await request(d.socket, {
+          method: "POST",
+          path: "/sign",
+          headers: [["X-SVC-Client-Subject", SUBJECT], ["X-SVC-Key", "k"]],
+          body: "bundled",
+        });
+        assert.equal(res.status, 200, res.text());
+      } finally {
+        assert.equal(await d.stop(), 0, d.stderr());
+      }
+    } finally {
+      await token.cleanup();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
