@@ -9,6 +9,7 @@
  * ```sh
  * git worktree add --detach /tmp/before <commit> && ln -s "$PWD/node_modules" /tmp/before/
  * node_modules/.bin/deno run -A bench/ab.ts before=/tmp/before after=. --rounds 3 --seconds 4
+ * node_modules/.bin/deno run -A bench/ab.ts before=/tmp/before after=. --serve-args=--threads,2
  * ```
  */
 import { parseArgs } from "node:util";
@@ -22,6 +23,8 @@ const { values, positionals } = parseArgs({
   options: {
     rounds: { type: "string", default: "3" },
     seconds: { type: "string", default: "4" },
+    /** More options for every daemon, comma separated, e.g. `--serve-args=--threads,2`. */
+    "serve-args": { type: "string", default: "" },
   },
 });
 const trees = positionals.map((p) => {
@@ -31,6 +34,7 @@ const trees = positionals.map((p) => {
 });
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
+const serveArgs = values["serve-args"].split(",").filter(Boolean);
 
 /** One daemon of `dir` under load: req/s, CPU µs per request (all threads, main thread). */
 async function measure(
@@ -45,7 +49,7 @@ async function measure(
     token,
     policy,
     entry: [`${dir}/bench/serve.ts`, ...without],
-    args: ["--workers", "16"],
+    args: ["--workers", "16", ...serveArgs],
   });
   try {
     await runLoad({ socket: d.socket, key: "k-ec", concurrency: 16, seconds: 0.5 });

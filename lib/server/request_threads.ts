@@ -69,6 +69,8 @@ export type RequestWorkerMessage =
   | { kind: "keys_dropped"; id: number; labels: string[] }
   | { kind: "audit_health"; health: AuditHealth }
   | { kind: "audited"; id: number; error?: string }
+  /** The answer to an "admit" report: the values of a synchronous "admit" call. */
+  | { kind: "admitted"; id: number; values: number[] }
   | { kind: "close"; graceMs: number }
   /** Messages of one turn of the main isolate's event loop, in order. */
   | { kind: "batch"; messages: Exclude<RequestWorkerMessage, { kind: "batch" }>[] };
@@ -81,6 +83,8 @@ export type RequestWorkerReport =
   | { kind: "ack"; ack: number; labels?: string[] }
   | CallMessage
   | { kind: "release"; identity: string }
+  /** A handler's budget check and cap slot, answered by an "admitted" message. */
+  | { kind: "admit"; id: number; identity: string }
   | {
     kind: "audit";
     id: number;
@@ -364,6 +368,12 @@ class RequestThread {
         return answerCall(this.#calls, this.#answer(report));
       case "release":
         return this.#release(report.identity);
+      case "admit":
+        return this.post({
+          kind: "admitted",
+          id: report.id,
+          values: this.#answer({ kind: "call", op: "admit", identity: report.identity }),
+        });
       case "audit":
         return this.#append(report);
       case "ack":

@@ -15,7 +15,12 @@
 import { Listener } from "../http/mod.ts";
 import { Policy } from "../policy/mod.ts";
 import { Token } from "../token/mod.ts";
-import { authenticatedAdmission, authenticatedHandler, type ServiceDeps } from "./service.ts";
+import {
+  type Admittance,
+  authenticatedAdmission,
+  authenticatedHandler,
+  type ServiceDeps,
+} from "./service.ts";
 import { ADMIT_ACQUIRED, ADMIT_LIMITED, type CallMessage, MainCaller } from "./thread_calls.ts";
 import type {
   AuditHealth,
@@ -34,6 +39,9 @@ let health: AuditHealth = { healthy: false, lastError: "not started" };
 /** /health checks of key copies waiting for the other Workers' checks. */
 const dropChecks = new Map<number, (labels: string[]) => void>();
 let nextDropCheck = 1;
+/** Handlers' admissions sent to the main isolate, waiting for its answer. */
+const admissions = new Map<number, (values: number[]) => void>();
+let nextAdmission = 1;
 /** Audit lines sent to the main isolate, waiting for "durable" or the error. */
 const audits = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
 let nextAudit = 1;
@@ -81,6 +89,10 @@ async function handle(message: Exclude<RequestWorkerMessage, { kind: "batch" }>)
       return;
     case "audited":
       return settleAudit(message.id, message.error);
+    case "admitted":
+      admissions.get(message.id)?.(message.values);
+      admissions.delete(message.id);
+      return;
     case "audit_health":
       health = message.health;
       return;
@@ -167,14 +179,13 @@ function serviceDeps(setup: RequestWorkerSetup, opened: Token): ServiceDeps {
         throw new Error("request threads admit through deps.admit");
       },
     },
-    admit: (identity) => {
-      const [kind, retryAfterSeconds] = main.call("admit", identity);
-      if (kind === ADMIT_LIMITED) return { limited: true, retryAfterSeconds };
-      return {
-        limited: false,
-        release: kind === ADMIT_ACQUIRED ? once(release(identity)) : undefined,
-      };
-    },
+    admit: (identity) => admittance(main.call("admit", identity), release(identity)),
+    admitLater: (identity) =>
+      new Promise((resolve) => {
+        const id = nextAdmission++;
+        admissions.set(id, (values) => resolve(admittance(values, release(identity))));
+        report({ kind: "admit", id, identity });
+      }),
     publicUrl: setup.publicUrl,
     log: (message) => report({ kind: "log", message }),
     startedAt: setup.startedAt,
@@ -192,6 +203,13 @@ function dropRemovedEverywhere(opened: Token): Promise<string[]> {
     dropChecks.set(id, (all) => resolve([...new Set(all)]));
     report({ kind: "drop_removed_keys", id, labels });
   });
+}
+
+/** An admit answer's values (./thread_calls.ts) as the routes take them. */
+function admittance(values: ArrayLike<number>, release: () => void): Admittance {
+  const [kind, retryAfterSeconds] = [values[0], values[1]];
+  if (kind === ADMIT_LIMITED) return { limited: true, retryAfterSeconds };
+  return { limited: false, release: kind === ADMIT_ACQUIRED ? once(release) : undefined };
 }
 
 /** A release that frees its cap slot once, however often it is called (as ConcurrencyCap's). */

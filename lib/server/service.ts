@@ -63,6 +63,12 @@ export interface ServiceDeps {
    */
   admit?(identity: string): Admittance;
   /**
+   * The same answer without blocking, for the handler (the `100 Continue` check must answer at
+   * once and uses `admit`): a request thread asks the main isolate and serves other requests until
+   * the answer comes. Absent: `admit`.
+   */
+  admitLater?(identity: string): Promise<Admittance>;
+  /**
    * Base URL of the public side behind the proxy, named in the Link header of the 404 for its
    * routes; undefined: `http://` and the request's Host (the shipped nginx example serves the
    * public routes on port 80 of the same name).
@@ -152,6 +158,29 @@ function preflight(
   head: RequestHead,
   deps: ServiceDeps,
 ): { response: HttpResponse } | { route: Route; subject: string; release: () => void } {
+  const routed = routeAndIdentity(head, deps);
+  if ("response" in routed) return routed;
+  return admitted(routed, deps.admit?.(routed.subject) ?? admit(routed.subject, deps));
+}
+
+/** {@link preflight} for the handler: the admission may be answered later (`admitLater`). */
+async function preflightLater(
+  head: RequestHead,
+  deps: ServiceDeps,
+): Promise<{ response: HttpResponse } | { route: Route; subject: string; release: () => void }> {
+  const routed = routeAndIdentity(head, deps);
+  if ("response" in routed) return routed;
+  if (!deps.admitLater) {
+    return admitted(routed, deps.admit?.(routed.subject) ?? admit(routed.subject, deps));
+  }
+  return admitted(routed, await deps.admitLater(routed.subject));
+}
+
+/** The route and the identity of a request, or the answer when it has none. */
+function routeAndIdentity(
+  head: RequestHead,
+  deps: ServiceDeps,
+): { response: HttpResponse } | { route: Route; subject: string } {
   const refuse = (response: HttpResponse) => ({ response });
   if (PUBLIC_ONLY.has(head.path)) return refuse(publicOnly(head, deps));
   const methods = ROUTES[head.path];
@@ -166,24 +195,32 @@ function preflight(
   }
   const identity = clientIdentity(head.headers);
   if (!identity.ok) return refuse(identityRefusal(identity.reason));
-  const subject = identity.subject;
-  const admitted = deps.admit?.(subject) ?? admit(subject, deps);
-  if (admitted.limited) {
-    return refuse(
-      problem(429, "Too Many Requests", "Too many refused requests from this client.", [
-        ["Retry-After", String(admitted.retryAfterSeconds)],
+  return { route, subject: identity.subject };
+}
+
+/** The 429 of the refusal budget or of the concurrency cap, or the request with its cap slot. */
+function admitted(
+  routed: { route: Route; subject: string },
+  answer: Admittance,
+): { response: HttpResponse } | { route: Route; subject: string; release: () => void } {
+  if (answer.limited) {
+    return {
+      response: problem(429, "Too Many Requests", "Too many refused requests from this client.", [
+        ["Retry-After", String(answer.retryAfterSeconds)],
       ]),
-    );
+    };
   }
-  const release = admitted.release;
-  if (!release) {
-    return refuse(
-      problem(429, "Too Many Requests", "Too many concurrent requests from this client.", [
-        ["Retry-After", "1"],
-      ]),
-    );
+  if (!answer.release) {
+    return {
+      response: problem(
+        429,
+        "Too Many Requests",
+        "Too many concurrent requests from this client.",
+        [["Retry-After", "1"]],
+      ),
+    };
   }
-  return { route, subject, release };
+  return { ...routed, release: answer.release };
 }
 
 /** The refusal budget first (a limited identity takes no cap slot), then the concurrency cap. */
@@ -194,9 +231,9 @@ function admit(subject: string, deps: ServiceDeps): Admittance {
 }
 
 async function handle(req: HttpRequest, deps: ServiceDeps): Promise<HttpResponse> {
-  const admitted = preflight(req, deps);
-  if ("response" in admitted) return admitted.response;
-  const { route, subject, release } = admitted;
+  const checked = await preflightLater(req, deps);
+  if ("response" in checked) return checked.response;
+  const { route, subject, release } = checked;
   try {
     const res = await route(req, subject, deps);
     if (res.status === 403 || res.status === 400) await countRefusal(subject, deps);
