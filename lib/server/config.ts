@@ -104,7 +104,7 @@ export class ConfigError extends Error {
 
 /**
  * Request threads by default: none. On the 2-core machine this was measured on (bench/compare.ts,
- * bench/BREAKDOWN.md), the main thread alone served /sign 1.6–2.1 × as fast as 2 request threads:
+ * bench/BREAKDOWN.md), the main thread alone served /sign 1.5–2.1 × as fast as 2 request threads:
  * crossing isolates costs more CPU than the second core gives back.
  */
 export const DEFAULT_THREADS = 0;
