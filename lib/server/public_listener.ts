@@ -11,16 +11,9 @@
  * await pub.close(10_000);
  * ```
  */
-import {
-  closeUnixListener,
-  LISTEN_BACKLOG,
-  type ListenerEvent,
-  openUnixListener,
-  type SharedSocket,
-  shareSocket,
-  type UnixListenerSocket,
-} from "../http/mod.ts";
+import type { ListenerEvent, SharedSocket } from "../http/mod.ts";
 import type { TokenOptions } from "../token/mod.ts";
+import { WorkerEnd, WorkerGroup } from "./worker_group.ts";
 
 /** Everything the Worker needs, as plain data (it crosses the isolate boundary by structured clone). */
 export interface PublicWorkerSetup {
@@ -70,24 +63,15 @@ export class PublicListenerError extends Error {
 }
 
 /**
- * How long a close waits for the Worker beyond twice the grace (its connections, then its
- * module operations, each get the grace).
- */
-const CLOSE_SLACK_MS = 2_000;
-
-/**
  * A running public listener: `threads` Workers accepting from one socket, which this side opens
- * (so a taken path fails before any Worker starts) and removes after the last Worker closed.
+ * (so a taken path fails before any Worker starts) and removes when they stop (./worker_group.ts).
  * @example const pub = await PublicListener.start(setup, 2, hooks); await pub.close(1000);
  */
 export class PublicListener {
-  #socket: UnixListenerSocket;
-  #threads: PublicThread[];
-  #closed: Promise<boolean> | undefined;
+  #group: WorkerGroup<PublicThread>;
 
-  private constructor(socket: UnixListenerSocket, threads: PublicThread[]) {
-    this.#socket = socket;
-    this.#threads = threads;
+  private constructor(group: WorkerGroup<PublicThread>) {
+    this.#group = group;
   }
 
   /**
@@ -107,23 +91,13 @@ export class PublicListener {
     hooks: PublicListenerHooks,
     module: URL = workerUrl(),
   ): Promise<PublicListener> {
-    let socket: UnixListenerSocket;
-    try {
-      socket = openUnixListener(setup.socket, LISTEN_BACKLOG);
-    } catch (err) {
-      throw new PublicListenerError(`public listener: ${(err as Error).message}`);
-    }
-    const shares = shareSocket(socket, threads);
-    const started = shares.map((shared) => PublicThread.start({ ...setup, shared }, hooks, module));
-    const outcomes = await Promise.allSettled(started);
-    const running = outcomes.flatMap((o) => o.status === "fulfilled" ? [o.value] : []);
-    const failed = outcomes.find((o) => o.status === "rejected");
-    if (failed) {
-      await Promise.all(running.map((t) => t.close(0)));
-      closeUnixListener(socket);
-      throw failed.reason;
-    }
-    return new PublicListener(socket, running);
+    const group = await WorkerGroup.start(
+      setup.socket,
+      threads,
+      (shared) => PublicThread.start({ ...setup, shared }, hooks, module),
+      SocketError,
+    );
+    return new PublicListener(group);
   }
 
   /**
@@ -138,24 +112,25 @@ export class PublicListener {
    * ```
    */
   close(graceMs: number): Promise<boolean> {
-    this.#closed ??= Promise.all(this.#threads.map((t) => t.close(graceMs))).then((clean) => {
-      closeUnixListener(this.#socket);
-      return clean.every(Boolean);
-    });
-    return this.#closed;
+    return this.#group.close(graceMs);
+  }
+}
+
+/** The socket of the public listener could not be opened. */
+class SocketError extends PublicListenerError {
+  constructor(message: string) {
+    super(`public listener: ${message}`);
   }
 }
 
 /** One Worker of the public listener. */
 class PublicThread {
   #worker: Worker;
-  #closed: Promise<boolean> | undefined;
-  /** Set when the Worker said "closed" (true) or died (false); a close then resolves at once. */
-  #ended: boolean | undefined;
-  #onEnded: ((clean: boolean) => void) | undefined;
+  #end: WorkerEnd;
 
   private constructor(worker: Worker) {
     this.#worker = worker;
+    this.#end = new WorkerEnd(worker);
   }
 
   /** Starts the Worker; resolves once it accepts, rejects when it could not start. */
@@ -185,7 +160,7 @@ class PublicThread {
           case "failed":
             return fail(report.message);
           case "closed":
-            return thread.#end(true);
+            return thread.#end.ended(true);
           case "log":
             return hooks.log(report.message);
           case "listener_event":
@@ -199,36 +174,19 @@ class PublicThread {
         const message = e.message || "the Worker failed";
         if (!started) return fail(message);
         worker.terminate();
-        thread.#end(false);
+        thread.#end.ended(false);
         hooks.onFailure(new Error(`public listener failed: ${message}`));
       };
       worker.postMessage({ kind: "start", setup } satisfies PublicWorkerMessage);
     });
   }
 
-  #end(clean: boolean): void {
-    this.#ended ??= clean;
-    this.#onEnded?.(this.#ended);
-  }
-
   /** As PublicListener.close, for this Worker alone (the socket stays open). */
   close(graceMs: number): Promise<boolean> {
-    this.#closed ??= new Promise<boolean>((resolve) => {
-      const worker = this.#worker;
-      if (this.#ended !== undefined) {
-        worker.terminate();
-        return resolve(this.#ended);
-      }
-      const timer = setTimeout(() => finish(false), 2 * graceMs + CLOSE_SLACK_MS);
-      const finish = (clean: boolean) => {
-        clearTimeout(timer);
-        worker.terminate();
-        resolve(clean);
-      };
-      this.#onEnded = finish;
-      worker.postMessage({ kind: "close", graceMs } satisfies PublicWorkerMessage);
-    });
-    return this.#closed;
+    return this.#end.close(
+      graceMs,
+      () => this.#worker.postMessage({ kind: "close", graceMs } satisfies PublicWorkerMessage),
+    );
   }
 }
 

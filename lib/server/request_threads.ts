@@ -14,16 +14,7 @@
  * await threads.close(10_000);
  * ```
  */
-import {
-  closeUnixListener,
-  LISTEN_BACKLOG,
-  type ListenerEvent,
-  openUnixListener,
-  removeUnixListenerPath,
-  type SharedSocket,
-  shareSocket,
-  type UnixListenerSocket,
-} from "../http/mod.ts";
+import type { ListenerEvent, SharedSocket } from "../http/mod.ts";
 import type { Policy, PolicyData } from "../policy/mod.ts";
 import type { TokenOptions } from "../token/mod.ts";
 import {
@@ -35,6 +26,7 @@ import {
   callSlot,
 } from "./thread_calls.ts";
 import type { ServiceDeps } from "./service.ts";
+import { WorkerEnd, WorkerGroup } from "./worker_group.ts";
 
 /** Everything one request Worker is given, as plain data (structured clone). */
 export interface RequestWorkerSetup {
@@ -126,9 +118,6 @@ export class RequestThreadsError extends Error {
   override name = "RequestThreadsError";
 }
 
-/** How long a close waits for a Worker beyond twice the grace (connections, then sessions). */
-const CLOSE_SLACK_MS = 2_000;
-
 /**
  * `--workers` handlers over `threads` Workers, as evenly as possible, each at least one: their
  * total stays `workers`, so no more requests use the token at once than with one thread.
@@ -147,14 +136,13 @@ export function splitWorkers(workers: number, threads: number): number[] {
  * @example const threads = await RequestThreads.start(setup, 2, services, hooks);
  */
 export class RequestThreads {
-  #socket: UnixListenerSocket;
-  #threads: RequestThread[];
-  #closed: Promise<boolean> | undefined;
+  #group: WorkerGroup<RequestThread>;
+  #threads: readonly RequestThread[];
 
-  private constructor(socket: UnixListenerSocket, threads: RequestThread[]) {
-    this.#socket = socket;
-    this.#threads = threads;
-    for (const t of threads) t.dropElsewhere = () => this.#dropRemovedKeys(t);
+  private constructor(group: WorkerGroup<RequestThread>) {
+    this.#group = group;
+    this.#threads = group.members;
+    for (const t of this.#threads) t.dropElsewhere = () => this.#dropRemovedKeys(t);
   }
 
   /**
@@ -177,31 +165,21 @@ export class RequestThreads {
     hooks: RequestThreadHooks,
     module: URL = workerUrl(),
   ): Promise<RequestThreads> {
-    let socket: UnixListenerSocket;
-    try {
-      socket = openUnixListener(setup.path, LISTEN_BACKLOG);
-    } catch (err) {
-      throw new RequestThreadsError((err as Error).message);
-    }
-    const { path: _path, ...common } = setup;
+    const { path, ...common } = setup;
     const shares = splitWorkers(setup.workers, threads);
-    const started = shareSocket(socket, threads).map((shared, i) =>
-      RequestThread.start(
-        { ...common, shared, workers: shares[i], calls: callSlot() },
-        services,
-        hooks,
-        module,
-      )
+    const group = await WorkerGroup.start(
+      path,
+      threads,
+      (shared, i) =>
+        RequestThread.start(
+          { ...common, shared, workers: shares[i], calls: callSlot() },
+          services,
+          hooks,
+          module,
+        ),
+      RequestThreadsError,
     );
-    const outcomes = await Promise.allSettled(started);
-    const running = outcomes.flatMap((o) => o.status === "fulfilled" ? [o.value] : []);
-    const failed = outcomes.find((o) => o.status === "rejected");
-    if (failed) {
-      await Promise.all(running.map((t) => t.close(0)));
-      closeUnixListener(socket);
-      throw failed.reason;
-    }
-    return new RequestThreads(socket, running);
+    return new RequestThreads(group);
   }
 
   /**
@@ -240,13 +218,7 @@ export class RequestThreads {
    * ```
    */
   close(graceMs: number): Promise<boolean> {
-    // No client connects after the stop; the Workers take every connection queued before it.
-    removeUnixListenerPath(this.#socket);
-    this.#closed ??= Promise.all(this.#threads.map((t) => t.close(graceMs))).then((clean) => {
-      closeUnixListener(this.#socket);
-      return clean.every(Boolean);
-    });
-    return this.#closed;
+    return this.#group.close(graceMs);
   }
 
   /**
@@ -272,16 +244,15 @@ class RequestThread {
   #held = new Map<string, (() => void)[]>();
   #acks = new Map<number, (ack: AckReport | undefined) => void>();
   #nextAck = 1;
-  #closed: Promise<boolean> | undefined;
-  #ended: boolean | undefined;
+  #life: WorkerEnd;
   /** Messages posted in this turn of the event loop, sent together at its end. */
   #outbox: Exclude<RequestWorkerMessage, { kind: "batch" }>[] = [];
-  #onEnded: ((clean: boolean) => void) | undefined;
   /** The other Workers' check of their key copies (RequestThreads #dropRemovedKeys). */
   dropElsewhere: () => Promise<string[]> = () => Promise.resolve([]);
 
   private constructor(worker: Worker, calls: SharedArrayBuffer, services: MainServices) {
     this.#worker = worker;
+    this.#life = new WorkerEnd(worker);
     this.#calls = calls;
     this.#services = services;
   }
@@ -332,7 +303,7 @@ class RequestThread {
    * several of a Worker's audit lines at once, in one message.
    */
   post(message: Exclude<RequestWorkerMessage, { kind: "batch" }>): void {
-    if (this.#ended !== undefined) return;
+    if (this.#life.state !== undefined) return;
     this.#outbox.push(message);
     if (this.#outbox.length === 1) queueMicrotask(() => this.#flush());
   }
@@ -340,7 +311,7 @@ class RequestThread {
   #flush(): void {
     const messages = this.#outbox;
     this.#outbox = [];
-    if (messages.length === 0 || this.#ended !== undefined) return;
+    if (messages.length === 0 || this.#life.state !== undefined) return;
     this.#worker.postMessage(messages.length === 1 ? messages[0] : { kind: "batch", messages });
   }
 
@@ -351,7 +322,7 @@ class RequestThread {
   ask(
     message: Extract<RequestWorkerMessage, { ack?: number }>,
   ): Promise<AckReport | undefined> {
-    if (this.#ended !== undefined) return Promise.resolve(undefined);
+    if (this.#life.state !== undefined) return Promise.resolve(undefined);
     const ack = this.#nextAck++;
     return new Promise((resolve) => {
       this.#acks.set(ack, resolve);
@@ -444,33 +415,19 @@ class RequestThread {
 
   /** The Worker said "closed" (true) or died (false): its slots and waiting acks are let go. */
   #end(clean: boolean): void {
-    this.#ended ??= clean;
+    this.#life.ended(clean);
     for (const releases of this.#held.values()) for (const release of releases) release();
     this.#held.clear();
     for (const resolve of this.#acks.values()) resolve(undefined);
     this.#acks.clear();
-    this.#onEnded?.(this.#ended);
   }
 
   /** As RequestThreads.close, for this Worker alone (the socket stays open). */
   close(graceMs: number): Promise<boolean> {
-    this.#closed ??= new Promise<boolean>((resolve) => {
-      const worker = this.#worker;
-      if (this.#ended !== undefined) {
-        worker.terminate();
-        return resolve(this.#ended);
-      }
-      const timer = setTimeout(() => finish(false), 2 * graceMs + CLOSE_SLACK_MS);
-      const finish = (clean: boolean) => {
-        clearTimeout(timer);
-        worker.terminate();
-        resolve(clean);
-      };
-      this.#onEnded = finish;
+    return this.#life.close(graceMs, () => {
       this.#flush(); // what this turn posted goes first
-      worker.postMessage({ kind: "close", graceMs } satisfies RequestWorkerMessage);
+      this.#worker.postMessage({ kind: "close", graceMs } satisfies RequestWorkerMessage);
     });
-    return this.#closed;
   }
 }
 
