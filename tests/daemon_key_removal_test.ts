@@ -11,7 +11,7 @@ import { createPublicKey, verify as nodeVerify } from "node:crypto";
 import { readAuditLines } from "./support/audit.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
-import { makeTestToken, type TestToken, testTokenPin } from "./support/token.ts";
+import { deleteKeyWithPkcs11Tool, makeTestToken } from "./support/token.ts";
 
 const SUBJECT = "CN=alice,O=Example";
 
@@ -22,23 +22,6 @@ function sign(socket: string, key: string, body: string) {
     headers: [["X-SVC-Client-Subject", SUBJECT], ["X-SVC-Key", key]],
     body,
   });
-}
-
-/** Deletes the key pair `label` from the token with pkcs11-tool (another process). */
-async function deleteWithPkcs11Tool(t: TestToken, label: string): Promise<void> {
-  const pin = new TextDecoder().decode(testTokenPin(t));
-  for (const type of ["privkey", "pubkey"]) {
-    const out = await new Deno.Command("pkcs11-tool", {
-      args: [
-        ...["--module", t.modulePath, "--token-label", t.tokenLabel, "--login", "--pin", pin],
-        ...["--delete-object", "--type", type, "--label", label],
-      ],
-      env: t.module.env,
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  }
 }
 
 Deno.test({
@@ -62,7 +45,7 @@ Deno.test({
       }
 
       // Deleted on the token: the working copy signs on until the daemon is asked to look again.
-      await deleteWithPkcs11Tool(t, "k1");
+      await deleteKeyWithPkcs11Tool(t, "k1");
       const before = await sign(d.socket, "k1", "still");
       assert.equal(before.status, 200, "the session copy signs until SIGHUP or /health");
 
@@ -74,7 +57,7 @@ Deno.test({
       assert.equal((await sign(d.socket, "k2", "other key")).status, 200, "other keys still sign");
 
       // /health drops the copy of a key gone from the token, without a reload.
-      await deleteWithPkcs11Tool(t, "k2");
+      await deleteKeyWithPkcs11Tool(t, "k2");
       const health = await request(d.socket, {
         method: "GET",
         path: "/health",

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { readAuditLines, runAuditVerify, sha256Hex } from "./support/audit.ts";
 import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { type ClientResponse, request } from "./support/http_client.ts";
-import { makeTestToken } from "./support/token.ts";
+import { deleteKeyWithPkcs11Tool, makeTestToken } from "./support/token.ts";
 import { EXIT_TOKEN_DEAD } from "../lib/server/daemon.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
@@ -277,7 +277,7 @@ Deno.test({
     try {
       // Both Workers hold a working copy of k1 (each signed with it).
       await reachBothThreads(d, crowd, "k1");
-      await deleteKey(token, "k1");
+      await deleteKeyWithPkcs11Tool(token, "k1");
       d.signal("SIGHUP");
       await d.waitForLog(/policy reloaded/);
       const after = await Promise.all(
@@ -287,7 +287,7 @@ Deno.test({
 
       // /health on one thread drops the copies of a deleted key in every thread before it answers.
       await reachBothThreads(d, crowd, "k2");
-      await deleteKey(token, "k2");
+      await deleteKeyWithPkcs11Tool(token, "k2");
       const health = await request(d.socket, {
         method: "GET",
         path: "/health",
@@ -305,25 +305,6 @@ Deno.test({
     }
   },
 });
-
-/** Deletes the key pair `label` with pkcs11-tool (another process), as an operator would. */
-async function deleteKey(t: Awaited<ReturnType<typeof makeTestToken>>, label: string) {
-  const pin = new TextDecoder().decode(
-    await Deno.readFile(`${t.credentialsDir}/svc-pin`),
-  );
-  for (const type of ["privkey", "pubkey"]) {
-    const out = await new Deno.Command("pkcs11-tool", {
-      args: [
-        ...["--module", t.modulePath, "--token-label", t.tokenLabel, "--login", "--pin", pin],
-        ...["--delete-object", "--type", type, "--label", label],
-      ],
-      env: t.module.env,
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  }
-}
 
 Deno.test({
   name: "threads: a dead token under a Worker stops the daemon with exit 75",

@@ -345,11 +345,7 @@ async function serveInThreads(
         queueDepth: config.listener.queueDepth,
         maxBodyBytes: config.listener.maxBodyBytes,
         workers: config.listener.workers,
-        token: {
-          modulePath: config.token.modulePath,
-          tokenLabel: config.token.tokenLabel,
-          maxSessions: config.token.maxSessions,
-        },
+        token: workerTokenOptions(config),
         policy: policy.toData(),
         audit: { healthy: running.audit.healthy, lastError: running.audit.lastError },
         publicUrl: config.publicUrl,
@@ -401,6 +397,12 @@ async function startPublicListener(
   }
 }
 
+/** How a Worker isolate opens the module the main isolate logged in to (its own sessions). */
+function workerTokenOptions(config: ServeConfig): PublicWorkerSetup["token"] {
+  const { modulePath, tokenLabel, maxSessions } = config.token;
+  return { modulePath, tokenLabel, maxSessions };
+}
+
 /** What the public listener's Worker is given: its own copy of the listener and token settings. */
 function publicSetup(config: ServeConfig, pub: PublicConfig): Omit<PublicWorkerSetup, "shared"> {
   return {
@@ -410,11 +412,7 @@ function publicSetup(config: ServeConfig, pub: PublicConfig): Omit<PublicWorkerS
     // answered malformedRequest (spec §4.2 rule 3); past --max-body it is 413, never read.
     maxBodyBytes: config.listener.maxBodyBytes,
     workers: config.listener.workers,
-    token: {
-      modulePath: config.token.modulePath,
-      tokenLabel: config.token.tokenLabel,
-      maxSessions: config.token.maxSessions,
-    },
+    token: workerTokenOptions(config),
     caCertificates: pub.caCertificates,
     responderCertificate: pub.responderCertificate,
     revocationDb: pub.revocationDb,

@@ -188,3 +188,27 @@ export async function withLoggedInToken(
 export function testTokenPin(token: Pick<TestToken, "credentialsDir">): Uint8Array {
   return Token.readPinCredential(token.credentialsDir);
 }
+
+/**
+ * Deletes the key pair `label` from the token with pkcs11-tool, as another application would,
+ * behind the daemon's back. Example: `await deleteKeyWithPkcs11Tool(token, "k1")`.
+ */
+export async function deleteKeyWithPkcs11Tool(t: TestToken, label: string): Promise<void> {
+  const pin = new TextDecoder().decode(testTokenPin(t)); // a test token's PIN, on the command line
+  for (const type of ["privkey", "pubkey"]) {
+    const out = await new Deno.Command("pkcs11-tool", {
+      args: [
+        ...["--module", t.modulePath, "--token-label", t.tokenLabel, "--login", "--pin", pin],
+        ...["--delete-object", "--type", type, "--label", label],
+      ],
+      env: t.module.env,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    if (out.code !== 0) {
+      throw new Error(
+        `pkcs11-tool --delete-object ${label}: ${new TextDecoder().decode(out.stderr)}`,
+      );
+    }
+  }
+}
