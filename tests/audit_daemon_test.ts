@@ -6,6 +6,7 @@
  *   log is not writable, and signing resumes on its own when space returns.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import {
   assertLoggedAfterOutage,
   readAuditLines,
@@ -47,7 +48,7 @@ for (const threads of [0, 2]) {
     sanitizeOps: false,
     fn: async () => {
       const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
-      const workDir = await Deno.makeTempDir({ prefix: "audit-daemon-crash-" });
+      const workDir = moduleTempDir("audit-daemon-crash-");
       const received: string[] = [];
       try {
         for (let round = 0; round < 4; round++) {
@@ -141,7 +142,7 @@ for (const threads of [0, 2]) {
     sanitizeOps: false,
     fn: async () => {
       const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
-      const workDir = await Deno.makeTempDir({ prefix: "audit-daemon-full-" });
+      const workDir = moduleTempDir("audit-daemon-full-");
       const auditDir = `${workDir}/audit`;
       await Deno.mkdir(auditDir);
       assert.ok(await mountSmallTmpfs(auditDir));

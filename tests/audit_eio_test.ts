@@ -8,6 +8,7 @@
  * `svcd audit verify` passes.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { assertLoggedAfterOutage, sha256Hex } from "./support/audit.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { type ClientResponse, request } from "./support/http_client.ts";
@@ -49,7 +50,7 @@ Deno.test({
   sanitizeOps: false,
   fn: async () => {
     const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
-    const workDir = await Deno.makeTempDir({ prefix: "audit-eio-" });
+    const workDir = moduleTempDir("audit-eio-");
     const auditDir = `${workDir}/audit`;
     const disk = await LoopDisk.mount(auditDir);
     const daemon = await startDaemon({ token, policy: POLICY, workDir });

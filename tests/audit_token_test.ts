@@ -7,6 +7,7 @@
  * AUDIT_MODULE / AUDIT_TOKEN, writes one file, and prints its stats as JSON.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { verify as nodeVerify } from "node:crypto";
 import { auditKeysFromToken, AuditLog, type AuditStats } from "../lib/audit/mod.ts";
 import { Token } from "../lib/token/mod.ts";
@@ -66,7 +67,7 @@ Deno.test("real token: written and verified through the credential; public key a
   const token = await makeTestToken();
   const other = await makeTestToken();
   try {
-    const dir = await Deno.makeTempDir({ prefix: "audit-token-" });
+    const dir = moduleTempDir("audit-token-");
     for (let i = 0; i < 2; i++) {
       const stats = await writeWithToken(token, dir);
       assert.ok(stats.syncs < stats.lines, JSON.stringify(stats));

@@ -9,6 +9,7 @@
  * accepts it and lists what it embedded; the resulting file is never run.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { runCommand } from "./support/command.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -25,7 +26,7 @@ Deno.test({
   name: "binary: a non-denort DENORT_BIN is refused; a denort gets only the bundle embedded",
   sanitizeResources: false,
   fn: async (t) => {
-    const dir = await Deno.makeTempDir({ prefix: "svcd-binary-" });
+    const dir = moduleTempDir("svcd-binary-");
     try {
       await t.step(
         "unset, not executable, any executable, the deno CLI: exit 2, nothing built",

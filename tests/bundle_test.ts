@@ -5,6 +5,7 @@
  * source file is, and signs.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { makeTestToken } from "./support/token.ts";
@@ -17,7 +18,7 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
-    const dir = await Deno.makeTempDir({ prefix: "svcd-bundle-" });
+    const dir = moduleTempDir("svcd-bundle-");
     const token = await makeTestToken({ keys: { k: "ec-p256" } });
     try {
       const bundled = await new Deno.Command("bash", {

@@ -6,6 +6,7 @@
  * to start on it (before any login). One step per finding.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { makeTestToken, type TestToken } from "./support/token.ts";
 import { runDeno } from "./support/command.ts";
 import { canMount, mountFs, type TestMount } from "./support/mounts.ts";
@@ -74,7 +75,7 @@ Deno.test({
   sanitizeOps: false,
   fn: async (t) => {
     const token = await makeTestToken({ keys: { k: "ec-p256" } });
-    const dir = await Deno.makeTempDir({ prefix: "svcd-check-" });
+    const dir = moduleTempDir("svcd-check-");
     const mounts: TestMount[] = [];
     const mount = async (...a: Parameters<typeof mountFs>) => {
       const m = await mountFs(...a);

@@ -7,6 +7,7 @@
  * rows say — exits 75 for a dead token or session, serves on after a failed operation.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { readAuditLines, runAuditVerify, sha256Hex } from "./support/audit.ts";
 import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { type ClientResponse, request } from "./support/http_client.ts";
@@ -132,7 +133,7 @@ for (const fault of CASES) {
         keys: { "k-ec": "ec-p256" },
         module: "svcmod",
       });
-      const workDir = await Deno.makeTempDir({ prefix: "svcd-faults-" });
+      const workDir = moduleTempDir("svcd-faults-");
       const faults = `${token.module.tokenDir}/faults`;
       const daemon = await startDaemon({ token, policy: POLICY, workDir });
       let exited = false;

@@ -3,6 +3,7 @@
  * so `systemctl start` returns then, and STOPPING=1 when a stop begins.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { makeTestToken } from "./support/token.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
@@ -16,7 +17,7 @@ Deno.test({
   sanitizeOps: false,
   fn: async () => {
     const token = await makeTestToken({ keys: {} });
-    const dir = await Deno.makeTempDir({ prefix: "svcd-notify-" });
+    const dir = moduleTempDir("svcd-notify-");
     const notify = listenNotify(`${dir}/notify.sock`);
     try {
       const ready = notify.next();

@@ -3,6 +3,7 @@
  * the socket exists, and the message names the option and what to do.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { makeTestToken } from "./support/token.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { makeTestCa } from "./support/ca.ts";
@@ -22,7 +23,7 @@ Deno.test({
       });
       const refused = async (name: string, args: (work: string) => string[], message: RegExp) => {
         await t.step(name, async () => {
-          const work = await Deno.makeTempDir({ prefix: "svcd-public-refused-" });
+          const work = moduleTempDir("svcd-public-refused-");
           try {
             const base = {
               "--public-socket": `${work}/public.sock`,

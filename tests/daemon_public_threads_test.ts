@@ -3,6 +3,7 @@
  * each at `--public-nice`, and every concurrent OCSP request gets its own signed answer.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { makeTestToken } from "./support/token.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { publicListenerSetup } from "./support/ca.ts";
@@ -32,7 +33,7 @@ Deno.test({
   sanitizeOps: false,
   fn: async () => {
     const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
-    const work = await Deno.makeTempDir({ prefix: "svcd-public-threads-" });
+    const work = moduleTempDir("svcd-public-threads-");
     try {
       const pub = await publicListenerSetup(token, work);
       const daemon = await startDaemon({

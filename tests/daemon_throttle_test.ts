@@ -4,6 +4,7 @@
  * no lock, and a corrupt state file.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { makeTestToken, type TestToken } from "./support/token.ts";
 import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { type ClientResponse, request } from "./support/http_client.ts";
@@ -197,7 +198,7 @@ Deno.test({
   sanitizeOps: false,
   fn: async () => {
     const token = await makeTestToken({ keys: {} });
-    const workDir = await Deno.makeTempDir({ prefix: "svcd-corrupt-" });
+    const workDir = moduleTempDir("svcd-corrupt-");
     try {
       await Deno.mkdir(`${workDir}/state`);
       await Deno.writeTextFile(

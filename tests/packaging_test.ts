@@ -17,6 +17,7 @@
  * (another worktree's test would share the host's package database and users).
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { runCommand } from "./support/command.ts";
 import { forgetTestTokenEnvironment } from "./support/token.ts";
 import { listenNotify, type NotifySocket } from "./support/notify.ts";
@@ -104,7 +105,7 @@ Deno.test({
     // The guide's commands run as on a fresh host: no SOFTHSM2_CONF left by an earlier test file.
     forgetTestTokenEnvironment();
     const doc = await Deno.readTextFile(DOC);
-    const work = await Deno.makeTempDir({ prefix: "svcd-package-" });
+    const work = moduleTempDir("svcd-package-");
     await Deno.chmod(work, 0o711); // nginx workers (www-data) keep their temp files below it
     const tokensBefore = await tokenFolders();
     let credentials: TestMount | undefined;

@@ -4,6 +4,7 @@
  * the daemon started with --proxy-uid 33. Spec §5 operational checks 1–5.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
 import { makePki, type Pki, revokeClient } from "./support/pki.ts";
 import { curlNginx, startNginx, type TestNginx } from "./support/nginx.ts";
 import { makeTestToken } from "./support/token.ts";
@@ -49,7 +50,7 @@ Deno.test({
         "dave-ed": "ed25519",
       },
     });
-    const dir = await Deno.makeTempDir({ prefix: "svcd-nginx-" });
+    const dir = moduleTempDir("svcd-nginx-");
     await Deno.chmod(dir, 0o711);
     let daemon: TestDaemon | undefined;
     let nginx: TestNginx | undefined;

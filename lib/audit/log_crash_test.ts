@@ -7,6 +7,7 @@
  * `ack <request_id>` after each append resolves.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { AuditLog, listAuditFiles, verifyAuditFiles } from "./mod.ts";
 import { softwareAuditKeys } from "./software_keys.ts";
 
@@ -77,7 +78,7 @@ Deno.test("SIGKILL during concurrent appends: every acknowledged line is in the 
     AUDIT_MAC_SECRET: keys.macSecret.toHex(),
     AUDIT_SIGN_PKCS8: keys.signPkcs8.toHex(),
   };
-  const dir = await Deno.makeTempDir({ prefix: "audit-crash-" });
+  const dir = moduleTempDir("audit-crash-");
   const acked: string[] = [];
   for (let round = 0; round < 4; round++) {
     const target = 50 + Math.floor(Math.random() * 400);

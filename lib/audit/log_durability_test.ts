@@ -4,6 +4,7 @@
  * recovery afterwards.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { AuditLog, AuditUnavailableError, listAuditFiles, verifyAuditFiles } from "./mod.ts";
 import { type SoftwareAuditKeys, softwareAuditKeys } from "./software_keys.ts";
 
@@ -30,7 +31,7 @@ async function linesOf(dir: string): Promise<Record<string, unknown>[]> {
 
 Deno.test("group commit: 500 concurrent appends are durable in call order under a handful of fdatasyncs", async () => {
   const keys = await softwareAuditKeys({ synchronousMac: true });
-  const dir = await Deno.makeTempDir({ prefix: "audit-group-" });
+  const dir = moduleTempDir("audit-group-");
   const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, checkpointEvery: 1_000_000 });
   const before = log.stats();
   const n = 500;
@@ -57,7 +58,7 @@ Deno.test("group commit: 500 concurrent appends are durable in call order under 
 
 Deno.test("group commit with an asynchronous MAC (Web Crypto): order kept, fewer syncs than lines", async () => {
   const keys = await softwareAuditKeys();
-  const dir = await Deno.makeTempDir({ prefix: "audit-group-async-" });
+  const dir = moduleTempDir("audit-group-async-");
   const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, checkpointEvery: 50 });
   const results = await Promise.all(
     Array.from(
@@ -91,7 +92,7 @@ Deno.test("each append resolves only after its group's seal and fdatasync", asyn
       return await base.keys.mac(d);
     },
   };
-  const dir = await Deno.makeTempDir({ prefix: "audit-barrier-" });
+  const dir = moduleTempDir("audit-barrier-");
   const log = await AuditLog.open({ dir, keys, login: {} });
   const settled: number[] = [];
   const append = (i: number) => log.append("sign", "CN=a", { i }).then(() => settled.push(i));
@@ -145,7 +146,7 @@ Deno.test("durable barrier: no append resolves before its group's sync, late lin
   const base = await softwareAuditKeys({ synchronousMac: true });
   const keys = base.keys;
   const seam = heldSync();
-  const dir = await Deno.makeTempDir({ prefix: "audit-held-sync-" });
+  const dir = moduleTempDir("audit-held-sync-");
   const log = await AuditLog.open({ dir, keys, login: {}, retryMs: NEVER, sync: seam.sync });
   seam.holding = true;
 
@@ -186,7 +187,7 @@ Deno.test("durable barrier: no append resolves before its group's sync, late lin
 
 Deno.test("bad arguments reject with a clear error and write nothing", async () => {
   const keys = await softwareAuditKeys({ synchronousMac: true });
-  const dir = await Deno.makeTempDir({ prefix: "audit-args-" });
+  const dir = moduleTempDir("audit-args-");
   const log = await AuditLog.open({ dir, keys: keys.keys, login: {} });
   await assert.rejects(log.append("sign", "", {}), /non-empty/);
   await assert.rejects(log.append("sign", "CN=\u0100", {}), /one char per byte/);
@@ -205,7 +206,7 @@ Deno.test("bad arguments reject with a clear error and write nothing", async () 
 
 Deno.test("open never reuses a file: the next number after the highest, chained to its last line", async () => {
   const keys = await softwareAuditKeys({ synchronousMac: true });
-  const dir = await Deno.makeTempDir({ prefix: "audit-numbering-" });
+  const dir = moduleTempDir("audit-numbering-");
   await Deno.writeTextFile(`${dir}/audit.log.000007`, "");
   await Deno.writeTextFile(`${dir}/notes.txt`, "not an audit file");
   const log = await AuditLog.open({ dir, keys: keys.keys, login: { token: "t1" } });
@@ -242,7 +243,7 @@ Deno.test("a seal failure refuses its group; the next append resumes", async () 
     ...base.keys,
     mac: (d: Uint8Array) => fail ? Promise.reject(new Error("CKR_DEVICE_ERROR")) : base.keys.mac(d),
   };
-  const dir = await Deno.makeTempDir({ prefix: "audit-macfail-" });
+  const dir = moduleTempDir("audit-macfail-");
   const told: string[] = [];
   const onHealthChange = (ok: boolean, why?: string) =>
     told.push(ok ? "writable" : `unwritable: ${why}`);
@@ -287,7 +288,7 @@ Deno.test("a resume line whose seal fails is queued again by the next append", a
     mac: (d: Uint8Array) =>
       failures-- > 0 ? Promise.reject(new Error("CKR_DEVICE_ERROR")) : base.keys.mac(d),
   };
-  const dir = await Deno.makeTempDir({ prefix: "audit-macfail-resume-" });
+  const dir = moduleTempDir("audit-macfail-resume-");
   const log = await AuditLog.open({ dir, keys, login: {}, retryMs: NEVER });
   failures = 2; // the append's group, then the group of the resume line and the next append
   await assert.rejects(log.append("sign", "CN=a", { request_id: "lost" }), AuditUnavailableError);
@@ -313,7 +314,7 @@ Deno.test("a resume line whose seal fails is queued again by the next append", a
 
 Deno.test("a removed audit file: waiting appends refused, then a new file chained to the last durable line", async () => {
   const keys = await softwareAuditKeys({ synchronousMac: true });
-  const dir = await Deno.makeTempDir({ prefix: "audit-removed-" });
+  const dir = moduleTempDir("audit-removed-");
   const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, retryMs: NEVER });
   const durable = await log.append("sign", "CN=a", { request_id: "before" });
   await Deno.remove(`${dir}/audit.log.000001`);
@@ -345,7 +346,7 @@ Deno.test("a removed audit file: waiting appends refused, then a new file chaine
 /** Mounts a 64 KiB tmpfs (root only); undefined when that is not possible here. */
 async function smallTmpfs(): Promise<{ path: string; unmount: () => Promise<void> } | undefined> {
   if (Deno.uid() !== 0) return undefined;
-  const path = await Deno.makeTempDir({ prefix: "audit-tmpfs-" });
+  const path = moduleTempDir("audit-tmpfs-");
   const mount = await new Deno.Command("mount", {
     args: ["-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", path],
     stderr: "piped",
@@ -528,7 +529,7 @@ Deno.test("a removed file whose replacement cannot be synced: one replacement, c
   let failSyncs = 0;
   const sync = (file: Deno.FsFile) =>
     failSyncs-- > 0 ? Promise.reject(new Error("EIO (test)")) : file.syncData();
-  const dir = await Deno.makeTempDir({ prefix: "audit-removed-sync-" });
+  const dir = moduleTempDir("audit-removed-sync-");
   const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, retryMs: NEVER, sync });
   const durable = await log.append("sign", "CN=a", { request_id: "before" });
   await Deno.remove(`${dir}/audit.log.000001`);
@@ -555,7 +556,7 @@ Deno.test("a removed file whose replacement is re-removed before its opening is 
   let failSyncs = 0;
   const sync = (file: Deno.FsFile) =>
     failSyncs-- > 0 ? Promise.reject(new Error("EIO (test)")) : file.syncData();
-  const dir = await Deno.makeTempDir({ prefix: "audit-removed-twice-" });
+  const dir = moduleTempDir("audit-removed-twice-");
   const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, retryMs: NEVER, sync });
   await log.append("sign", "CN=a", { request_id: "before" });
   const size = (await Deno.stat(`${dir}/audit.log.000001`)).size;

@@ -4,6 +4,7 @@
  * (node:crypto). Logs written before the seals (a MAC on every line) still verify.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import {
   createHash,
   createHmac,
@@ -20,7 +21,7 @@ const DENO = Deno.execPath();
 
 /** Three module openings, ten sign lines each, a checkpoint every 4 lines. */
 async function sampleLog(keys: SoftwareAuditKeys): Promise<string> {
-  const dir = await Deno.makeTempDir({ prefix: "audit-tamper-" });
+  const dir = moduleTempDir("audit-tamper-");
   for (let run = 1; run <= 3; run++) {
     const log = await AuditLog.open({
       dir,
@@ -55,7 +56,7 @@ async function fixture(): Promise<{ keys: SoftwareAuditKeys; dir: string }> {
 /** A private copy of the sample log to tamper with. */
 async function copyOfSample(): Promise<{ keys: SoftwareAuditKeys; dir: string }> {
   const { keys, dir } = await fixture();
-  const copy = await Deno.makeTempDir({ prefix: "audit-tampered-" });
+  const copy = moduleTempDir("audit-tampered-");
   for (const name of await listAuditFiles(dir)) {
     await Deno.copyFile(`${dir}/${name}`, `${copy}/${name}`);
   }
@@ -403,7 +404,7 @@ Deno.test("torn final line of the newest file: reported as torn, everything befo
 /** A log of two files where the daemon was killed in the middle of a write to the first. */
 async function crashedBetweenFiles(): Promise<{ keys: SoftwareAuditKeys; dir: string }> {
   const keys = await softwareAuditKeys({ synchronousMac: true });
-  const dir = await Deno.makeTempDir({ prefix: "audit-torn-earlier-" });
+  const dir = moduleTempDir("audit-torn-earlier-");
   const first = await AuditLog.open({ dir, keys: keys.keys, login: {} });
   await first.append("sign", "CN=a", { request_id: "1" });
   // The daemon was killed in the middle of a write: half a line, no shutdown.
@@ -466,7 +467,7 @@ Deno.test("tamper: a crash's torn tail in an earlier file changed in length or r
 
 Deno.test("whole lines a crash left without their seal: the next file continues from the last sealed line", async () => {
   const keys = await softwareAuditKeys({ synchronousMac: true });
-  const dir = await Deno.makeTempDir({ prefix: "audit-unsealed-earlier-" });
+  const dir = moduleTempDir("audit-unsealed-earlier-");
   const first = await AuditLog.open({ dir, keys: keys.keys, login: {} });
   await first.append("sign", "CN=a", { request_id: "1" });
   const path = `${dir}/audit.log.000001`;
@@ -597,7 +598,7 @@ function writeV1File(keys: SoftwareAuditKeys, name: string, events: string[]): s
 
 Deno.test("a log written before the seals (a MAC on every line) still verifies, is continued, and its tampering is located", async () => {
   const keys = await softwareAuditKeys({ synchronousMac: true });
-  const dir = await Deno.makeTempDir({ prefix: "audit-v1-" });
+  const dir = moduleTempDir("audit-v1-");
   await Deno.writeTextFile(
     `${dir}/audit.log.000001`,
     writeV1File(keys, "audit.log.000001", ["a", "b", "c"]),

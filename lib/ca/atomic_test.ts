@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { writeFileAtomic } from "./atomic.ts";
 
 const isRoot = Deno.uid() === 0;
 
 async function withDir(fn: (dir: string) => Promise<void>) {
-  const dir = await Deno.makeTempDir({ prefix: "ca-atomic-" });
+  const dir = moduleTempDir("ca-atomic-");
   try {
     await fn(dir);
   } finally {

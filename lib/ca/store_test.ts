@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { parseIndex } from "../ocsp/index_db.ts";
 import { CaFolder, CaFolderError, serialHex } from "./store.ts";
 
 async function folder(): Promise<CaFolder> {
-  const dir = await Deno.makeTempDir({ prefix: "svcd-ca-" });
+  const dir = moduleTempDir("svcd-ca-");
   return await CaFolder.create(dir, { keyLabel: "ca" }, Uint8Array.of(0x30, 0), 0x10n);
 }
 

@@ -1,6 +1,7 @@
 // The acceptor and its deadlines over a real socket: queue depth and 503, first-byte release, body
 // deadline (408), handler slots, graceful close, and a listener inside a Worker.
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { AF_UNIX, errno, libc, readFd, SO, SOCK, sockaddrUn, writeFd } from "../../ffi/libc.ts";
 import { type Handler, Listener, type ListenerOptions } from "./mod.ts";
 import {
@@ -17,7 +18,7 @@ async function withListener(
   opts: Partial<ListenerOptions> & { handler: Handler },
   fn: (l: Listener, path: string) => Promise<void>,
 ): Promise<void> {
-  const dir = Deno.makeTempDirSync({ prefix: "svcd-acceptor-" });
+  const dir = moduleTempDir("svcd-acceptor-");
   const path = `${dir}/s.sock`;
   const l = Listener.open({ path, proxyUid: Deno.uid(), workers: 2, ...opts });
   const served = l.serve();
@@ -171,7 +172,7 @@ Deno.test("at most `workers` handlers run at once; the rest wait FIFO and all ar
 });
 
 Deno.test("close() stops accepting, finishes in-flight requests and removes the socket", async () => {
-  const dir = Deno.makeTempDirSync({ prefix: "svcd-acceptor-" });
+  const dir = moduleTempDir("svcd-acceptor-");
   const path = `${dir}/s.sock`;
   const gates: Array<() => void> = [];
   const l = Listener.open({
@@ -217,7 +218,7 @@ Deno.test("close() stops accepting, finishes in-flight requests and removes the 
 });
 
 Deno.test("close() is bounded: a handler that never returns does not hold the process", async () => {
-  const dir = Deno.makeTempDirSync({ prefix: "svcd-acceptor-" });
+  const dir = moduleTempDir("svcd-acceptor-");
   const path = `${dir}/s.sock`;
   const l = Listener.open({
     path,
@@ -235,7 +236,7 @@ Deno.test("close() is bounded: a handler that never returns does not hold the pr
 });
 
 Deno.test("a listener runs inside a Worker", async () => {
-  const dir = Deno.makeTempDirSync({ prefix: "svcd-worker-" });
+  const dir = moduleTempDir("svcd-worker-");
   const path = `${dir}/public.sock`;
   const worker = new Worker(new URL("./testing_worker.ts", import.meta.url), {
     type: "module",

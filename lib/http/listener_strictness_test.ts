@@ -1,6 +1,7 @@
 // Parser strictness over a real socket: each malformed request is refused with a problem body and
 // never reaches the handler. These would fail if a Deno upgrade changed node:_http_common's parser.
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import {
   type Admission,
   DEFAULT_MAX_HEADER_BYTES,
@@ -23,7 +24,7 @@ async function withEcho(
   maxBodyBytes = 1024,
   admit?: Admission,
 ): Promise<void> {
-  const dir = Deno.makeTempDirSync({ prefix: "svcd-strict-" });
+  const dir = moduleTempDir("svcd-strict-");
   const path = `${dir}/s.sock`;
   const seen: HttpRequest[] = [];
   const l = Listener.open({

@@ -1,5 +1,6 @@
 // The listener over a real UNIX socket: serving, peer-uid check, handler failures, socket file life.
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { type HttpRequest, Listener, type ListenerOptions } from "./mod.ts";
 import { bytes, curlAsNobody, exchange, header, parseRawResponse } from "./testing.ts";
 
@@ -9,7 +10,7 @@ async function withListener(
   opts: Opts,
   fn: (l: Listener, path: string, seen: HttpRequest[]) => Promise<void>,
 ): Promise<void> {
-  const dir = Deno.makeTempDirSync({ prefix: "svcd-http-" });
+  const dir = moduleTempDir("svcd-http-");
   const path = `${dir}/auth.sock`;
   const seen: HttpRequest[] = [];
   const l = Listener.open({
@@ -137,7 +138,7 @@ Deno.test("proxyUid null serves any uid", async () => {
 });
 
 Deno.test("the socket file is 0660, replaces a stale socket, and is removed on close", async () => {
-  const dir = Deno.makeTempDirSync({ prefix: "svcd-http-" });
+  const dir = moduleTempDir("svcd-http-");
   const path = `${dir}/auth.sock`;
   try {
     // A stale socket: bound, then its owner went away without removing it.
@@ -177,7 +178,7 @@ Deno.test("the socket file is 0660, replaces a stale socket, and is removed on c
 });
 
 Deno.test("a path that is not a socket, or a live socket, is never replaced", () => {
-  const dir = Deno.makeTempDirSync({ prefix: "svcd-http-" });
+  const dir = moduleTempDir("svcd-http-");
   try {
     const file = `${dir}/not-a-socket`;
     Deno.writeTextFileSync(file, "precious");

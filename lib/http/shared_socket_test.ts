@@ -1,6 +1,7 @@
 // Several listeners on one socket: every connection answered by one of them, the queue depth
 // bounding their sum, and the socket left to its opener.
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { type Handler, Listener } from "./mod.ts";
 import { publishHeld, shareSocket } from "./shared_socket.ts";
 import { closeUnixListener, LISTEN_BACKLOG, openUnixListener } from "./socket.ts";
@@ -9,7 +10,7 @@ import { exchange, parseRawResponse, readToEnd, until } from "./testing.ts";
 const GET = "GET / HTTP/1.1\r\nHost: svcd\r\n\r\n";
 
 function sharedListeners(count: number, queueDepth: number, handler: Handler) {
-  const dir = Deno.makeTempDirSync({ prefix: "svcd-shared-" });
+  const dir = moduleTempDir("svcd-shared-");
   const path = `${dir}/s.sock`;
   const socket = openUnixListener(path, LISTEN_BACKLOG);
   const shares = shareSocket(socket, count);

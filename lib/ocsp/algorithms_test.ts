@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import * as nodeCrypto from "node:crypto";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import { runCommand } from "../../tests/support/command.ts";
@@ -74,7 +75,7 @@ Deno.test("ML-DSA signatures are carried as they are and verify with @noble/post
 });
 
 Deno.test("AlgorithmIdentifiers are byte for byte what OpenSSL writes in a certificate", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "ocsp-alg-" });
+  const dir = moduleTempDir("ocsp-alg-");
   try {
     const cases: [string, string[]][] = [
       ["ec-p256", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-sha256"]],

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { runCommand } from "../../tests/support/command.ts";
 import { opensslCa } from "../../tests/support/ocsp.ts";
 import { parseCertificate } from "./certificate.ts";
@@ -110,7 +111,7 @@ Deno.test("response reader over the pyca vectors: what openssl reads, we read; w
 });
 
 Deno.test("encoded requests read the same in openssl and Python cryptography", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "ocsp-req-" });
+  const dir = moduleTempDir("ocsp-req-");
   try {
     const ca = await opensslCa(dir, "ed25519");
     const issuer = parseCertificate(ca.der);
@@ -176,7 +177,7 @@ print(r.serial_number, r.hash_algorithm.name, r.issuer_key_hash.hex(), r.extensi
 });
 
 Deno.test("the responder answers each pyca request vector by the rules: not our CA → unauthorized, else malformed", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "ocsp-req-" });
+  const dir = moduleTempDir("ocsp-req-");
   try {
     const ca = await opensslCa(dir, "ec-p256");
     const responder = new Responder({
@@ -195,7 +196,7 @@ Deno.test("the responder answers each pyca request vector by the rules: not our 
 });
 
 Deno.test("strictness: signed requests, requestorName, version and critical FALSE — as Python cryptography reads them", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "ocsp-strict-" });
+  const dir = moduleTempDir("ocsp-strict-");
   try {
     const ca = await opensslCa(dir, "ec-p256");
     const openssl = async (name: string, extra: string[]) => {

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { opensslCa, type TestCert } from "../../tests/support/ocsp.ts";
 import { parseCertificate } from "./certificate.ts";
 import { concat, explicit, octetString, oid, sequence } from "./der.ts";
@@ -36,7 +37,7 @@ interface Fixture {
 }
 
 async function withFixture(fn: (f: Fixture) => Promise<void>) {
-  const dir = await Deno.makeTempDir({ prefix: "ocsp-responder-" });
+  const dir = moduleTempDir("ocsp-responder-");
   try {
     const ca = await opensslCa(dir, "ec-p256");
     const other = await opensslCa(dir, "ec-p256", "other");

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { MAX_POLICY_BYTES, PolicyFile } from "./file.ts";
 import { PolicyError } from "./policy.ts";
 import { parsePolicyText, parsePolicyTextSliced } from "./parse.ts";
@@ -8,7 +9,7 @@ const ALICE = "CN=alice,O=Example,C=DE";
 const BOB = "CN=bob,O=Example,C=DE";
 
 async function withPolicy(text: string, fn: (path: string) => Promise<void>) {
-  const dir = await Deno.makeTempDir({ prefix: "svcd-policy-" });
+  const dir = moduleTempDir("svcd-policy-");
   const path = `${dir}/policy`;
   await Deno.writeTextFile(path, text);
   try {

@@ -4,6 +4,7 @@
  * process started is a clean stop.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { RefusalBudget } from "../throttle/mod.ts";
 import { Token } from "../token/mod.ts";
 import { makeTestToken, type TestToken } from "../../tests/support/token.ts";
@@ -16,7 +17,7 @@ async function inProcess(
   fn: (token: TestToken, config: (extra?: string[]) => ServeConfig, dir: string) => Promise<void>,
 ): Promise<void> {
   const token = await makeTestToken({ keys: {} });
-  const dir = await Deno.makeTempDir({ prefix: "svcd-daemon-" });
+  const dir = moduleTempDir("svcd-daemon-");
   for (const [k, v] of Object.entries(token.module.env)) Deno.env.set(k, v);
   try {
     await Deno.writeTextFile(`${dir}/policy`, "");
@@ -69,7 +70,7 @@ Deno.test({
   sanitizeOps: false,
   fn: async () => {
     const token = await makeTestToken({ keys: {} });
-    const dir = await Deno.makeTempDir({ prefix: "svcd-daemon-" });
+    const dir = moduleTempDir("svcd-daemon-");
     try {
       await Deno.writeTextFile(`${dir}/policy`, "");
       const child = new Deno.Command(Deno.execPath(), {

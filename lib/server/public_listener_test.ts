@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import {
   PublicListener,
   PublicListenerError,
@@ -10,7 +11,7 @@ const STAND_IN = new URL("./testing_public_worker.ts", import.meta.url);
 
 function setup(mode: string): Omit<PublicWorkerSetup, "shared"> {
   return {
-    socket: `${Deno.makeTempDirSync({ prefix: "svcd-public-" })}/public.sock`,
+    socket: `${moduleTempDir("svcd-public-")}/public.sock`,
     queueDepth: 1,
     maxBodyBytes: 1,
     workers: 1,

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { ConcurrencyCap } from "../throttle/mod.ts";
 import {
   type MainServices,
@@ -13,7 +14,7 @@ const STAND_IN = new URL("./testing_request_worker.ts", import.meta.url);
 
 function setup(mode: string) {
   return {
-    path: `${Deno.makeTempDirSync({ prefix: "svcd-request-" })}/auth.sock`,
+    path: `${moduleTempDir("svcd-request-")}/auth.sock`,
     proxyUid: Deno.uid() ?? 0,
     queueDepth: 1,
     maxBodyBytes: 1,

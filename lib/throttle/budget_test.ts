@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { DatabaseSync } from "node:sqlite";
 import { type BudgetOptions, RefusalBudget } from "./budget.ts";
 import { budgetDefaults } from "./options.ts";
@@ -26,7 +27,7 @@ async function withBudget(
     ctx: { dir: string; clock: Clock; reopen: (o?: Opts) => RefusalBudget },
   ) => void,
 ) {
-  const dir = await Deno.makeTempDir({ prefix: "svcd-budget-" });
+  const dir = moduleTempDir("svcd-budget-");
   const clock = new Clock();
   const open = (o: Opts = opts) => RefusalBudget.open({ ...o, stateDir: dir, now: clock.now });
   let current = open();
@@ -318,7 +319,7 @@ function stateError(dir: string): StateError {
 }
 
 async function inTempDir(fn: (dir: string, file: string) => Promise<void> | void) {
-  const dir = await Deno.makeTempDir({ prefix: "svcd-state-" });
+  const dir = moduleTempDir("svcd-state-");
   try {
     await fn(dir, `${dir}/${STATE_FILE_NAME}`);
   } finally {
@@ -390,7 +391,7 @@ Deno.test({
   ignore: Deno.uid() !== 0,
   fn: async () => {
     // A read-only tmpfs: not even root may create the file there.
-    const dir = await Deno.makeTempDir({ prefix: "svcd-state-ro-" });
+    const dir = moduleTempDir("svcd-state-ro-");
     const mount = await new Deno.Command("mount", {
       args: ["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", dir],
     }).output();

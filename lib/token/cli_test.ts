@@ -2,6 +2,7 @@
  * `svcd token …` as an operator runs it (subprocesses): init, keygen, list, selftest, pubkey.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { createPublicKey } from "node:crypto";
 import { KEY_TYPE_NAMES, Token } from "./mod.ts";
 import { testModule } from "../../tests/support/modules.ts";
@@ -89,7 +90,7 @@ Deno.test({
   sanitizeResources: false,
   ignore: Deno.uid() !== 0,
   fn: async () => {
-    const dir = await Deno.makeTempDir({ prefix: "svcd-init-" });
+    const dir = moduleTempDir("svcd-init-");
     try {
       const mod = await testModule(dir);
       const credFile = `${dir}/svc-pin.cred`;

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { decryptPinCredential, loadPin } from "./credential.ts";
 import { CredentialError } from "./errors.ts";
 
@@ -22,7 +23,7 @@ Deno.test({
   name: "credential: an encrypted svc-pin is decrypted into bytes; a wrong one names the file",
   ignore: !canEncrypt,
   fn: async () => {
-    const dir = await Deno.makeTempDir({ prefix: "svcd-cred-" });
+    const dir = moduleTempDir("svcd-cred-");
     try {
       const pin = new TextEncoder().encode("A".repeat(43) + "=");
       await encrypt(`${dir}/svc-pin.cred`, pin);

@@ -5,6 +5,7 @@
  * cap and makes callers wait instead of failing.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../support/temp_dir.ts";
 import { makeTestToken, type TestToken } from "../support/token.ts";
 import { startDaemon, type TestDaemon } from "../support/daemon.ts";
 import { request } from "../support/http_client.ts";
@@ -15,7 +16,7 @@ const onSvcmod = selectedModuleName() === "svcmod";
 
 /** A credentials folder holding a well-formed but wrong PIN. */
 async function wrongPinToken(token: TestToken): Promise<TestToken> {
-  const dir = await Deno.makeTempDir({ prefix: "svcd-wrong-pin-" });
+  const dir = moduleTempDir("svcd-wrong-pin-");
   const pin = new TextEncoder().encode(crypto.getRandomValues(new Uint8Array(32)).toBase64());
   await Deno.writeFile(`${dir}/svc-pin`, pin, { mode: 0o400 });
   return { ...token, credentialsDir: dir };

@@ -7,6 +7,7 @@
  * SoftHSM2 (EC CA) and the PKCS#11 v3.2 test module (ML-DSA-65 CA).
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../support/temp_dir.ts";
 import { makeTestToken } from "../support/token.ts";
 import { startDaemon, type TestDaemon } from "../support/daemon.ts";
 import {
@@ -115,7 +116,7 @@ Deno.test({
     });
     const client = await opensslRequest(ca.dir, "alice", "/C=DE/O=Example/CN=alice");
     const issued = await ca.issue(["--csr", client.request, "--grant", "k-ec"]);
-    const workDir = await Deno.makeTempDir({ prefix: "svcd-public-" });
+    const workDir = moduleTempDir("svcd-public-");
     const publicSocket = `${workDir}/public.sock`;
     const daemon = await startDaemon({
       token,
@@ -288,7 +289,7 @@ Deno.test({
         await t.step(
           "a token that dies under an OCSP signature stops the daemon with 75",
           async () => {
-            const crashDir = await Deno.makeTempDir({ prefix: "svcd-public-dead-" });
+            const crashDir = moduleTempDir("svcd-public-dead-");
             const crashDaemon = await startDaemon({
               token,
               workDir: crashDir,

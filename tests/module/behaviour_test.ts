@@ -7,6 +7,7 @@
  * a concurrent call held by a gate) run as build/p11_test.
  */
 import assert from "node:assert/strict";
+import { moduleTempDir } from "../support/temp_dir.ts";
 import { CKF_TOKEN, CKR, decodeTokenInfo, loadModule } from "../../ffi/pkcs11/mod.ts";
 import { initialize, SVCMOD_BUILD, SVCMOD_LIB, writeSvcmodConfig } from "./fixture.ts";
 
@@ -25,7 +26,7 @@ interface Token {
 
 /** A token directory initialised by a scenario process; the PINs live in 0600 files. */
 async function makeToken(opts: { secureHeapKb?: number } = {}): Promise<Token> {
-  const dir = await Deno.makeTempDir({ prefix: "svcmod-behaviour-" });
+  const dir = moduleTempDir("svcmod-behaviour-");
   const conf = await writeSvcmodConfig(dir, opts);
   // A machine-generated PIN as the spec describes: 32 random bytes, base64 (44 characters).
   const userPin = new TextEncoder().encode(crypto.getRandomValues(new Uint8Array(32)).toBase64());

@@ -9,6 +9,7 @@
  * await d.stop();
  * ```
  */
+import { moduleTempDir } from "./temp_dir.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
@@ -99,7 +100,8 @@ export function serveArgs(
  * ```
  */
 export async function startDaemon(opts: DaemonOptions): Promise<TestDaemon> {
-  const workDir = opts.workDir ?? await Deno.makeTempDir({ prefix: "svcd-daemon-" });
+  // Its files are still read after stop() (the audit log, the state): removed with the module.
+  const workDir = opts.workDir ?? moduleTempDir("svcd-daemon-");
   const policyPath = `${workDir}/policy`;
   await Deno.writeFile(
     policyPath,
