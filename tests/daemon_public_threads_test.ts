@@ -74,3 +74,36 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "public listener: a daemon started niced above --public-nice keeps its priority (never raised, no start failure)",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
+    const work = await Deno.makeTempDir({ prefix: "svcd-public-niced-" });
+    try {
+      const pub = await publicListenerSetup(token, work);
+      const main = new URL("../main.ts", import.meta.url).pathname;
+      const daemon = await startDaemon({
+        token,
+        workDir: work,
+        policy: "",
+        command: ["nice", "-n", "15", Deno.execPath(), "run", "-A", main, "serve"],
+        args: [...pub.args, "--public-threads", "2", "--public-nice", "12"],
+      });
+      try {
+        await daemon.waitForLog("certificates, OCSP; 2 threads");
+        assert.equal(niceOf(daemon.pid, daemon.pid), 15);
+        const workers = threadNices(daemon.pid, "worker-");
+        assert.equal(workers.filter((nice) => nice === 15).length, 2, `${workers}`);
+      } finally {
+        assert.equal(await daemon.stop(), 0);
+      }
+    } finally {
+      await token.cleanup();
+      await Deno.remove(work, { recursive: true });
+    }
+  },
+});

@@ -29,7 +29,7 @@ export interface PublicWorkerSetup {
   revocationDb: string;
   ocspLabel: string;
   validitySeconds: number;
-  /** Nice value the Worker gives its own thread (0 = the process's). */
+  /** Nice value the Worker gives its own thread when it is above the thread's (never lowered). */
   nice: number;
 }
 

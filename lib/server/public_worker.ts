@@ -16,7 +16,7 @@ import { Listener } from "../http/mod.ts";
 import { IndexFileSource, Responder } from "../ocsp/mod.ts";
 import { Token } from "../token/mod.ts";
 import { publicHandler } from "./public_routes.ts";
-import { setThreadNice } from "./thread_priority.ts";
+import { setThreadNice, threadNice } from "./thread_priority.ts";
 import { checkResponderKey, loadPublicFiles } from "./public_files.ts";
 import type {
   PublicWorkerMessage,
@@ -51,7 +51,9 @@ scope.onmessage = async (e: MessageEvent<PublicWorkerMessage>) => {
 };
 
 async function start(setup: PublicWorkerSetup): Promise<void> {
-  setThreadNice(setup.nice);
+  // Only ever lower the priority: a unit already niced above --public-nice keeps its value
+  // (raising the priority again would need CAP_SYS_NICE).
+  if (setup.nice > threadNice()) setThreadNice(setup.nice);
   const files = loadPublicFiles(setup);
   token = Token.open({ ...setup.token, signOnCallingThread: true });
   token.onDead((err) => report({ kind: "token_dead", message: err.message }));

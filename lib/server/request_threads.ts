@@ -24,6 +24,7 @@ import {
   answerCall,
   type CallMessage,
   callSlot,
+  failCall,
 } from "./thread_calls.ts";
 import type { ServiceDeps } from "./service.ts";
 import { WorkerEnd, WorkerGroup } from "./worker_group.ts";
@@ -252,7 +253,7 @@ class RequestThread {
 
   private constructor(worker: Worker, calls: SharedArrayBuffer, services: MainServices) {
     this.#worker = worker;
-    this.#life = new WorkerEnd(worker);
+    this.#life = new WorkerEnd(worker, () => this.#letGo());
     this.#calls = calls;
     this.#services = services;
   }
@@ -271,7 +272,7 @@ class RequestThread {
       let started = false;
       const fail = (message: string) => {
         worker.terminate();
-        thread.#end(false);
+        thread.#life.ended(false);
         reject(new RequestThreadsError(message));
       };
       const onReport = (report: Exclude<RequestWorkerReport, { kind: "batch" }>) => {
@@ -291,7 +292,7 @@ class RequestThread {
         const message = e.message || "the Worker failed";
         if (!started) return fail(message);
         worker.terminate();
-        thread.#end(false);
+        thread.#life.ended(false);
         hooks.onFailure(new Error(`request thread failed: ${message}`));
       };
       thread.post({ kind: "start", setup });
@@ -336,7 +337,7 @@ class RequestThread {
   ): void {
     switch (report.kind) {
       case "call":
-        return answerCall(this.#calls, this.#answer(report));
+        return this.#answerSync(report, hooks);
       case "release":
         return this.#release(report.identity);
       case "admit":
@@ -352,7 +353,7 @@ class RequestThread {
         this.#acks.delete(report.ack);
         return;
       case "closed":
-        return this.#end(true);
+        return this.#life.ended(true);
       case "drop_removed_keys":
         this.dropElsewhere().then((labels) =>
           this.post({ kind: "keys_dropped", id: report.id, labels: [...report.labels, ...labels] })
@@ -367,11 +368,23 @@ class RequestThread {
     }
   }
 
+  /** Answers a blocking call; one that throws fails that call alone (the Worker never waits forever). */
+  #answerSync(call: CallMessage, hooks: RequestThreadHooks): void {
+    try {
+      answerCall(this.#calls, this.#answer(call));
+    } catch (err) {
+      failCall(this.#calls);
+      hooks.log(`request thread: the ${call.op} call failed: ${(err as Error).message}`, "request");
+    }
+  }
+
   /** The values of a synchronous call's answer (./thread_calls.ts). */
   #answer(call: CallMessage): number[] {
     const { budget, cap, audit } = this.#services;
     switch (call.op) {
       case "admit": {
+        // A Worker that has ended (a batch can carry "closed" before a late admit) gets no slot.
+        if (this.#life.state !== undefined) return [ADMIT_CAPPED, 0];
         const limit = budget.check(call.identity);
         if (limit.limited) return [ADMIT_LIMITED, limit.retryAfterSeconds];
         const release = cap.tryAcquire(call.identity);
@@ -413,9 +426,8 @@ class RequestThread {
     );
   }
 
-  /** The Worker said "closed" (true) or died (false): its slots and waiting acks are let go. */
-  #end(clean: boolean): void {
-    this.#life.ended(clean);
+  /** The Worker ended (closed, died, or no answer to a close): its slots and waiting acks are let go. */
+  #letGo(): void {
     for (const releases of this.#held.values()) for (const release of releases) release();
     this.#held.clear();
     for (const resolve of this.#acks.values()) resolve(undefined);

@@ -46,6 +46,7 @@ export const ADMIT_CAPPED = 2;
 const STATE = 0;
 const PENDING = 1;
 const ANSWERED = 2;
+const FAILED = 3;
 const VALUES = 6;
 const VALUES_OFFSET = 8;
 
@@ -65,8 +66,21 @@ export function callSlot(): SharedArrayBuffer {
 export function answerCall(slot: SharedArrayBuffer, values: readonly number[]): void {
   const out = new Float64Array(slot, VALUES_OFFSET, VALUES);
   for (let i = 0; i < values.length && i < VALUES; i++) out[i] = values[i];
+  wake(slot, ANSWERED);
+}
+
+/**
+ * The main isolate could not answer the pending call (its budget, cap or log threw): the Worker's
+ * call throws, and its request fails alone instead of the Worker waiting forever.
+ * @example failCall(slot);
+ */
+export function failCall(slot: SharedArrayBuffer): void {
+  wake(slot, FAILED);
+}
+
+function wake(slot: SharedArrayBuffer, outcome: number): void {
   const state = new Int32Array(slot, 0, 1);
-  Atomics.store(state, STATE, ANSWERED);
+  Atomics.store(state, STATE, outcome);
   Atomics.notify(state, STATE);
 }
 
@@ -99,6 +113,9 @@ export class MainCaller {
     this.#post({ kind: "call", op, identity });
     // Returns at once when the answer came before the wait began ("not-equal").
     Atomics.wait(this.#state, STATE, PENDING);
+    if (Atomics.load(this.#state, STATE) === FAILED) {
+      throw new Error(`the main isolate could not answer the ${op} call`);
+    }
     return this.values;
   }
 }

@@ -114,11 +114,14 @@ export class WorkerGroup<T extends GroupMember> {
 export class WorkerEnd {
   #worker: Worker;
   #clean: boolean | undefined;
+  #whenEnded: ((clean: boolean) => void) | undefined;
   #onEnded: ((clean: boolean) => void) | undefined;
   #closed: Promise<boolean> | undefined;
 
-  constructor(worker: Worker) {
+  /** `whenEnded` runs once, at the end however it came (the owner lets go of what the Worker held). */
+  constructor(worker: Worker, whenEnded?: (clean: boolean) => void) {
     this.#worker = worker;
+    this.#whenEnded = whenEnded;
   }
 
   /** Undefined while the Worker runs; then whether it ended clean. Example: `end.state` */
@@ -126,10 +129,12 @@ export class WorkerEnd {
     return this.#clean;
   }
 
-  /** Records the end (the first one counts) and finishes a close waiting for it. Example: `end.ended(true)` */
+  /** Records the end (the first one counts; later ones are ignored) and finishes a close waiting for it. Example: `end.ended(true)` */
   ended(clean: boolean): void {
-    this.#clean ??= clean;
-    this.#onEnded?.(this.#clean);
+    if (this.#clean !== undefined) return;
+    this.#clean = clean;
+    this.#whenEnded?.(clean);
+    this.#onEnded?.(clean);
   }
 
   /**
@@ -149,7 +154,8 @@ export class WorkerEnd {
         worker.terminate();
         return resolve(this.#clean);
       }
-      const timer = setTimeout(() => finish(false), 2 * graceMs + CLOSE_SLACK_MS);
+      // No answer in time counts as an end (not clean): the owner lets go of what it held.
+      const timer = setTimeout(() => this.ended(false), 2 * graceMs + CLOSE_SLACK_MS);
       const finish = (clean: boolean) => {
         clearTimeout(timer);
         worker.terminate();

@@ -74,10 +74,14 @@ Deno.test("worker group: a path that is not a socket is refused with the given e
 Deno.test("worker end: a Worker that already ended closes at once; one that never answers, after twice the grace", async () => {
   const source = `data:application/javascript,${encodeURIComponent("self.onmessage = () => {};")}`;
   const silent = new Worker(source, { type: "module" });
-  const end = new WorkerEnd(silent);
+  const ends: boolean[] = [];
+  const end = new WorkerEnd(silent, (clean) => ends.push(clean));
   const t0 = performance.now();
   assert.equal(await end.close(1, () => silent.postMessage("close")), false);
   assert.ok(performance.now() - t0 >= 2, "waited for twice the grace");
+  assert.deepEqual(ends, [false], "no answer in time is an end: the owner lets go once");
+  end.ended(true);
+  assert.deepEqual(ends, [false], "later ends are ignored");
 
   const gone = new Worker(source, { type: "module" });
   const ended = new WorkerEnd(gone);

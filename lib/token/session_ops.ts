@@ -179,11 +179,12 @@ export function signOnceSync(
   data: Uint8Array,
   maxLength: number,
 ): Uint8Array {
-  signInit(mod, session, key, choice);
+  const mech = signInit(mod, session, key, choice);
   const input = dataPointer(data);
   const out = new SignatureOut(maxLength);
   let rv = mod.fn.C_Sign(session, input, data.byteLength, out.sig, out.lenBytes);
   if (out.grown(rv)) rv = mod.fn.C_Sign(session, input, data.byteLength, out.sig, out.lenBytes);
+  keepAlive(mech);
   return out.result(rv);
 }
 
