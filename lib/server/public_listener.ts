@@ -169,14 +169,11 @@ class PublicThread {
             return hooks.onTokenDead(new Error(report.message));
         }
       };
-      worker.onerror = (e: ErrorEvent) => {
-        e.preventDefault();
-        const message = e.message || "the Worker failed";
-        if (!started) return fail(message);
-        worker.terminate();
-        thread.#end.ended(false);
-        hooks.onFailure(new Error(`public listener failed: ${message}`));
-      };
+      thread.#end.onError(
+        () => started,
+        fail,
+        (message) => hooks.onFailure(new Error(`public listener failed: ${message}`)),
+      );
       worker.postMessage({ kind: "start", setup } satisfies PublicWorkerMessage);
     });
   }

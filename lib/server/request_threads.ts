@@ -287,14 +287,11 @@ class RequestThread {
         if (report.kind !== "batch") return onReport(report);
         for (const r of report.reports) onReport(r);
       };
-      worker.onerror = (e: ErrorEvent) => {
-        e.preventDefault();
-        const message = e.message || "the Worker failed";
-        if (!started) return fail(message);
-        worker.terminate();
-        thread.#life.ended(false);
-        hooks.onFailure(new Error(`request thread failed: ${message}`));
-      };
+      thread.#life.onError(
+        () => started,
+        fail,
+        (message) => hooks.onFailure(new Error(`request thread failed: ${message}`)),
+      );
       thread.post({ kind: "start", setup });
     });
   }

@@ -138,6 +138,30 @@ export class WorkerEnd {
   }
 
   /**
+   * Handles the Worker's uncaught errors: before it started, `beforeStart` (the start fails);
+   * after, the Worker is terminated, its end recorded (not clean) and `afterStart` told.
+   *
+   * @example
+   * ```ts ignore
+   * end.onError(() => started, (m) => reject(new Error(m)), (m) => hooks.onFailure(new Error(m)));
+   * ```
+   */
+  onError(
+    started: () => boolean,
+    beforeStart: (message: string) => void,
+    afterStart: (message: string) => void,
+  ): void {
+    this.#worker.onerror = (e: ErrorEvent) => {
+      e.preventDefault();
+      const message = e.message || "the Worker failed";
+      if (!started()) return beforeStart(message);
+      this.#worker.terminate();
+      this.ended(false);
+      afterStart(message);
+    };
+  }
+
+  /**
    * Asks the Worker to close (`askClose` posts the message) and resolves with how it ended; a
    * Worker that already ended resolves at once, one that does not answer within twice the grace
    * (plus slack) is terminated and resolves false. Calling it again returns the same promise.
