@@ -27,6 +27,7 @@ import {
   failCall,
 } from "./thread_calls.ts";
 import type { ServiceDeps } from "./service.ts";
+import type { ConcurrencyCap } from "../throttle/mod.ts";
 import { WorkerEnd, WorkerGroup } from "./worker_group.ts";
 
 /** Everything one request Worker is given, as plain data (structured clone). */
@@ -99,7 +100,7 @@ type AckReport = Extract<RequestWorkerReport, { kind: "ack" }>;
 /** What stays in the main isolate: the one budget, the one cap, the one audit log. */
 export interface MainServices {
   budget: ServiceDeps["budget"];
-  cap: ServiceDeps["cap"];
+  cap: Pick<ConcurrencyCap, "tryAcquire" | "inFlight" | "limit">;
   audit: Pick<ServiceDeps["audit"], "append" | "healthy" | "lastError" | "stats">;
 }
 
@@ -390,6 +391,11 @@ class RequestThread {
         if (held) held.push(release);
         else this.#held.set(call.identity, [release]);
         return [ADMIT_ACQUIRED, 0];
+      }
+      case "peek": {
+        const limit = budget.check(call.identity);
+        if (limit.limited) return [ADMIT_LIMITED, limit.retryAfterSeconds];
+        return [cap.inFlight(call.identity) < cap.limit ? ADMIT_ACQUIRED : ADMIT_CAPPED, 0];
       }
       case "refusal": {
         const r = budget.recordRefusal(call.identity);

@@ -180,6 +180,7 @@ function serviceDeps(setup: RequestWorkerSetup, opened: Token): ServiceDeps {
       },
     },
     admit: (identity) => admittance(main.call("admit", identity), release(identity)),
+    peek: (identity) => admittance(main.call("peek", identity), () => {}),
     admitLater: (identity) =>
       new Promise((resolve) => {
         const id = nextAdmission++;

@@ -69,6 +69,11 @@ export interface ServiceDeps {
    */
   admitLater?(identity: string): Promise<Admittance>;
   /**
+   * As `admit`, for the `100 Continue` check, which gives its slot back at once: whether one is
+   * free, taking none (request threads: no slot held while its release travels to the main isolate).
+   */
+  peek?(identity: string): Admittance;
+  /**
    * Base URL of the public side behind the proxy, named in the Link header of the 404 for its
    * routes; undefined: `http://` and the request's Host (the shipped nginx example serves the
    * public routes on port 80 of the same name).
@@ -142,7 +147,7 @@ export function authenticatedHandler(
  */
 export function authenticatedAdmission(deps: ServiceDeps): Admission {
   return (head) => {
-    const admitted = preflight(head, deps);
+    const admitted = preflight(head, deps, deps.peek);
     if ("response" in admitted) return admitted.response;
     admitted.release();
     if (!GRANT_CHECKED.has(admitted.route)) return undefined;
@@ -157,10 +162,11 @@ export function authenticatedAdmission(deps: ServiceDeps): Admission {
 function preflight(
   head: RequestHead,
   deps: ServiceDeps,
+  ask: ServiceDeps["admit"] = deps.admit,
 ): { response: HttpResponse } | { route: Route; subject: string; release: () => void } {
   const routed = routeAndIdentity(head, deps);
   if ("response" in routed) return routed;
-  return admitted(routed, deps.admit?.(routed.subject) ?? admit(routed.subject, deps));
+  return admitted(routed, ask?.(routed.subject) ?? admit(routed.subject, deps));
 }
 
 /** {@link preflight} for the handler: the admission may be answered later (`admitLater`). */

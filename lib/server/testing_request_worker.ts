@@ -2,8 +2,9 @@
  * Test stand-in for ./request_worker.ts: answers "start" as the real Worker does, then behaves as
  * `setup.token.tokenLabel` says — "crash-after-start" throws an uncaught error once it reported
  * listening; "fail-start" reports a start-up failure; "admit:<identity>:<n>" makes `n` synchronous
- * admit calls for the identity (./thread_calls.ts) and logs the answers ("admit 1,1,2"), then
- * "release:<identity>" releases one slot and admits again ("again 1"); any mode answers "close".
+ * admit calls for the identity (./thread_calls.ts) and logs the answers ("admit 1,1,2") and a peek
+ * ("peek 2"), then releases one slot, peeks twice ("peek 1,1": a peek takes no slot) and admits
+ * twice ("again 1,2"); any mode answers "close".
  *
  * @example
  * ```ts ignore
@@ -33,8 +34,11 @@ scope.onmessage = (e: MessageEvent<RequestWorkerMessage>) => {
     const main = new MainCaller(message.setup.calls, report);
     const answers = Array.from({ length: Number(n) }, () => main.call("admit", identity)[0]);
     report({ kind: "log", message: `admit ${answers.join(",")}` });
+    report({ kind: "log", message: `peek ${main.call("peek", identity)[0]}` });
     report({ kind: "release", identity });
-    report({ kind: "log", message: `again ${main.call("admit", identity)[0]}` });
+    const call = (op: "admit" | "peek") => main.call(op, identity)[0];
+    report({ kind: "log", message: `peek ${[call("peek"), call("peek")].join(",")}` });
+    report({ kind: "log", message: `again ${[call("admit"), call("admit")].join(",")}` });
   } else if (message.kind === "close") {
     report({ kind: "closed" });
   }

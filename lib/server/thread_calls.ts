@@ -24,6 +24,11 @@
 export type CallOp =
   /** Budget check, then a cap slot: [ADMIT_*, retryAfterSeconds]. */
   | "admit"
+  /**
+   * Budget check and whether a cap slot is free, taking none (the `100 Continue` check):
+   * [ADMIT_*, retryAfterSeconds], ADMIT_ACQUIRED meaning "one is free".
+   */
+  | "peek"
   /** A refusal counted: [count, crossed ? 1 : 0, delaySeconds]. */
   | "refusal"
   /** For /health: [lines, syncs, maxGroup, seals, limitedCount, has audit stats ? 1 : 0]. */
