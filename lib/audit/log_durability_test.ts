@@ -365,6 +365,21 @@ async function smallTmpfs(): Promise<{ path: string; unmount: () => Promise<void
   };
 }
 
+/** Runs `fn` with an empty audit folder on a fresh 64 KiB tmpfs and software audit keys. */
+async function onSmallDisk(
+  fn: (dir: string, keys: SoftwareAuditKeys) => Promise<void>,
+): Promise<void> {
+  const fs = (await smallTmpfs())!;
+  try {
+    const keys = await softwareAuditKeys({ synchronousMac: true });
+    const dir = `${fs.path}/audit`;
+    await Deno.mkdir(dir);
+    await fn(dir, keys);
+  } finally {
+    await fs.unmount();
+  }
+}
+
 /** Fills the filesystem of `dir` with one file; returns its path. */
 async function fill(dir: string): Promise<string> {
   const path = `${dir}/filler`;
@@ -389,11 +404,7 @@ Deno.test({
     "full disk: waiting appends rejected, nothing half-written kept, recovery when space returns",
   ignore: !tmpfsAvailable,
   fn: async () => {
-    const fs = (await smallTmpfs())!;
-    try {
-      const keys = await softwareAuditKeys({ synchronousMac: true });
-      const dir = `${fs.path}/audit`;
-      await Deno.mkdir(dir);
+    await onSmallDisk(async (dir, keys) => {
       const log = await AuditLog.open({
         dir,
         keys: keys.keys,
@@ -402,7 +413,7 @@ Deno.test({
         checkpointEvery: 1000,
       });
       await log.append("sign", "CN=a", { request_id: "ok-1" });
-      const filler = await fill(fs.path);
+      const filler = await fill(dir);
       const sizeBefore = (await Deno.stat(`${dir}/audit.log.000001`)).size;
 
       // 100 lines (~25 KB) cannot fit in what is left of the file's last page: the first group
@@ -464,9 +475,7 @@ Deno.test({
       const r = await verifyDir(dir, keys);
       assert.equal(r.ok, true, JSON.stringify(r.problem));
       assert.equal(r.torn, undefined, "the half-written group was cut back before writing again");
-    } finally {
-      await fs.unmount();
-    }
+    });
   },
 });
 
@@ -474,11 +483,9 @@ Deno.test({
   name: "full disk: the retry timer recovers on its own once space returns",
   ignore: !tmpfsAvailable,
   fn: async () => {
-    const fs = (await smallTmpfs())!;
-    try {
-      const keys = await softwareAuditKeys({ synchronousMac: true });
-      const log = await AuditLog.open({ dir: fs.path, keys: keys.keys, login: {}, retryMs: 20 });
-      const filler = await fill(fs.path);
+    await onSmallDisk(async (dir, keys) => {
+      const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, retryMs: 20 });
+      const filler = await fill(dir);
       await Promise.allSettled(
         Array.from({ length: 100 }, () => log.append("sign", "CN=a", { pad: "y".repeat(200) })),
       );
@@ -488,10 +495,8 @@ Deno.test({
       while (!log.healthy && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       assert.equal(log.healthy, true);
       await log.close();
-      assert.equal((await verifyDir(fs.path, keys)).ok, true);
-    } finally {
-      await fs.unmount();
-    }
+      assert.equal((await verifyDir(dir, keys)).ok, true);
+    });
   },
 });
 
@@ -580,11 +585,7 @@ Deno.test({
   name: "a removed file on a full disk: retries never open more than one replacement",
   ignore: !tmpfsAvailable,
   fn: async () => {
-    const fs = (await smallTmpfs())!;
-    try {
-      const keys = await softwareAuditKeys({ synchronousMac: true });
-      const dir = `${fs.path}/audit`;
-      await Deno.mkdir(dir);
+    await onSmallDisk(async (dir, keys) => {
       const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, retryMs: NEVER });
       const durable = await log.append("sign", "CN=a", { request_id: "before" });
       // Held open here, the removed file keeps its pages when the log closes it: the disk stays full.
@@ -592,7 +593,7 @@ Deno.test({
       const held = await Deno.open(path, { read: true });
       try {
         await Deno.remove(path);
-        const filler = await fill(fs.path);
+        const filler = await fill(dir);
         // A short line fits the removed file's last page: written and synced, then found unlinked.
         await assert.rejects(log.append("sign", "CN=a", { request_id: "x" }), /was removed/);
         for (let i = 0; i < 4; i++) {
@@ -610,8 +611,6 @@ Deno.test({
       assert.equal(lines[0].prev_file, "audit.log.000001");
       assert.equal(lines[0].seq, durable + 1);
       await assertOnlyTheRemovedFileIsDoubted(dir, keys);
-    } finally {
-      await fs.unmount();
-    }
+    });
   },
 });
