@@ -18,6 +18,7 @@
  */
 import assert from "node:assert/strict";
 import { moduleTempDir } from "./support/temp_dir.ts";
+import { verifyIndependently } from "./support/oracle.ts";
 import { runCommand } from "./support/command.ts";
 import { forgetTestTokenEnvironment } from "./support/token.ts";
 import { listenNotify, type NotifySocket } from "./support/notify.ts";
@@ -258,21 +259,7 @@ Deno.test({
           ]);
           assert.equal(pem.code, 0, pem.text);
           const spki = Uint8Array.fromBase64(pem.stdout.replace(/-----[^-]+-----|\s/g, ""));
-          const key = await crypto.subtle.importKey(
-            "spki",
-            spki,
-            { name: "ECDSA", namedCurve: "P-256" },
-            false,
-            ["verify"],
-          );
-          assert.ok(
-            await crypto.subtle.verify(
-              { name: "ECDSA", hash: "SHA-256" },
-              key,
-              signed.body as BufferSource,
-              message as BufferSource,
-            ),
-          );
+          assert.ok(await verifyIndependently("ec-p256", { spki }, message, signed.body));
           const verify = await curlNginx(nginx, tls, client, "/verify", [
             ["X-SVC-Key", "web-signing"],
             ["X-SVC-Signature-Length", String(signed.body.length)],

@@ -15,11 +15,16 @@ import { isKeyTypeName } from "../../lib/token/mod.ts";
 /** Verifies `signature` over `message` with a public key given raw and, where it exists, as SPKI. */
 export async function verifyIndependently(
   keyType: string,
-  publicKey: { raw: Uint8Array; spki?: Uint8Array },
+  publicKey: { raw?: Uint8Array; spki?: Uint8Array },
   message: Uint8Array,
   signature: Uint8Array,
 ): Promise<boolean> {
   if (!isKeyTypeName(keyType)) throw new Error(`no independent oracle for key type ${keyType}`);
-  const key = { keyType, publicKeyRaw: publicKey.raw, publicKeySpki: publicKey.spki };
+  // ECDSA and RSA are checked with the SPKI, the others with the raw key.
+  const key = {
+    keyType,
+    publicKeyRaw: publicKey.raw ?? new Uint8Array(0),
+    publicKeySpki: publicKey.spki,
+  };
   return (await verifyKey(key, message, signature)).ok;
 }
