@@ -44,9 +44,11 @@ Deno.test({
       });
       try {
         await daemon.waitForLog("certificates, OCSP; 3 threads");
-        // Deno names a Worker's thread "worker-N"; three of them are the public listener's.
+        // Deno names a Worker's thread "worker-N"; three of them are the public listener's. A
+        // thread one of them starts later (the runtime's helpers) inherits its nice value and may
+        // keep its name (Linux), so the check is "at least three".
         const workers = threadNices(daemon.pid, "worker-");
-        assert.equal(workers.filter((nice) => nice === 12).length, 3, `${workers}`);
+        assert.ok(workers.filter((nice) => nice === 12).length >= 3, `${workers}`);
         assert.equal(niceOf(daemon.pid, daemon.pid), 0, "the main thread");
         const nonces = Array.from({ length: 48 }, (_, i) => new Uint8Array(16).fill(i + 1));
         const answers = await Promise.all(nonces.map((nonce) =>
@@ -97,7 +99,7 @@ Deno.test({
         await daemon.waitForLog("certificates, OCSP; 2 threads");
         assert.equal(niceOf(daemon.pid, daemon.pid), 15);
         const workers = threadNices(daemon.pid, "worker-");
-        assert.equal(workers.filter((nice) => nice === 15).length, 2, `${workers}`);
+        assert.ok(workers.length >= 2 && workers.every((nice) => nice === 15), `${workers}`);
       } finally {
         assert.equal(await daemon.stop(), 0);
       }
