@@ -13,7 +13,7 @@
  */
 import type { ListenerEvent, SharedSocket } from "../http/mod.ts";
 import type { TokenOptions } from "../token/mod.ts";
-import { WorkerEnd, WorkerGroup } from "./worker_group.ts";
+import { WorkerEnd, WorkerGroup, workerModule } from "./worker_group.ts";
 
 /** Everything the Worker needs, as plain data (it crosses the isolate boundary by structured clone). */
 export interface PublicWorkerSetup {
@@ -89,7 +89,7 @@ export class PublicListener {
     setup: Omit<PublicWorkerSetup, "shared">,
     threads: number,
     hooks: PublicListenerHooks,
-    module: URL = workerUrl(),
+    module: URL = workerModule("public_worker.ts", "svcd-public-worker.js"),
   ): Promise<PublicListener> {
     const group = await WorkerGroup.start(
       setup.socket,
@@ -184,19 +184,5 @@ class PublicThread {
       graceMs,
       () => this.#worker.postMessage({ kind: "close", graceMs } satisfies PublicWorkerMessage),
     );
-  }
-}
-
-/**
- * The Worker's module: the source file beside this one, or, in the packaged bundle (where this
- * code lives in svcd.js), the separately bundled `svcd-public-worker.js` beside it.
- */
-function workerUrl(): URL {
-  const source = new URL("./public_worker.ts", import.meta.url);
-  try {
-    Deno.statSync(source);
-    return source;
-  } catch {
-    return new URL("./svcd-public-worker.js", import.meta.url);
   }
 }

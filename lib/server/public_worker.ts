@@ -15,6 +15,7 @@
 import { Listener } from "../http/mod.ts";
 import { IndexFileSource, Responder } from "../ocsp/mod.ts";
 import { Token } from "../token/mod.ts";
+import { stopWorker } from "./worker_stop.ts";
 import { publicHandler } from "./public_routes.ts";
 import { setThreadNice, threadNice } from "./thread_priority.ts";
 import { checkResponderKey, loadPublicFiles } from "./public_files.ts";
@@ -93,9 +94,7 @@ async function start(setup: PublicWorkerSetup): Promise<void> {
 }
 
 async function stop(graceMs: number): Promise<void> {
-  await listener?.close(graceMs);
-  await serving;
+  await stopWorker({ listener, serving, token }, graceMs);
   listener = undefined;
-  if (token && await token.whenIdle(graceMs)) token.close();
   token = undefined;
 }

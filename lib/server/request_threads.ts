@@ -28,7 +28,7 @@ import {
 } from "./thread_calls.ts";
 import type { ServiceDeps } from "./service.ts";
 import type { ConcurrencyCap } from "../throttle/mod.ts";
-import { WorkerEnd, WorkerGroup } from "./worker_group.ts";
+import { WorkerEnd, WorkerGroup, workerModule } from "./worker_group.ts";
 
 /** Everything one request Worker is given, as plain data (structured clone). */
 export interface RequestWorkerSetup {
@@ -165,7 +165,7 @@ export class RequestThreads {
     threads: number,
     services: MainServices,
     hooks: RequestThreadHooks,
-    module: URL = workerUrl(),
+    module: URL = workerModule("request_worker.ts", "svcd-request-worker.js"),
   ): Promise<RequestThreads> {
     const { path, ...common } = setup;
     const shares = splitWorkers(setup.workers, threads);
@@ -443,19 +443,5 @@ class RequestThread {
       this.#flush(); // what this turn posted goes first
       this.#worker.postMessage({ kind: "close", graceMs } satisfies RequestWorkerMessage);
     });
-  }
-}
-
-/**
- * The Worker's module: the source file beside this one, or, in the packaged bundle (where this
- * code lives in svcd.js), the separately bundled `svcd-request-worker.js` beside it.
- */
-function workerUrl(): URL {
-  const source = new URL("./request_worker.ts", import.meta.url);
-  try {
-    Deno.statSync(source);
-    return source;
-  } catch {
-    return new URL("./svcd-request-worker.js", import.meta.url);
   }
 }

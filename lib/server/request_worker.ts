@@ -15,6 +15,7 @@
 import { Listener } from "../http/mod.ts";
 import { Policy } from "../policy/mod.ts";
 import { Token } from "../token/mod.ts";
+import { stopWorker } from "./worker_stop.ts";
 import {
   type Admittance,
   authenticatedAdmission,
@@ -240,9 +241,7 @@ function settleAudit(id: number, error: string | undefined): void {
 }
 
 async function stop(graceMs: number): Promise<void> {
-  await listener?.close(graceMs);
-  await serving;
+  await stopWorker({ listener, serving, token }, graceMs);
   listener = undefined;
-  if (token && await token.whenIdle(graceMs)) token.close();
   token = undefined;
 }

@@ -191,3 +191,22 @@ export class WorkerEnd {
     return this.#closed;
   }
 }
+
+/**
+ * A Worker's module: the source file `source` beside this one, or, in the packaged bundle (where
+ * this code lives in svcd.js), the separately bundled `bundled` beside it.
+ *
+ * @example
+ * ```ts ignore
+ * new Worker(workerModule("public_worker.ts", "svcd-public-worker.js"), { type: "module" });
+ * ```
+ */
+export function workerModule(source: string, bundled: string): URL {
+  const url = new URL(`./${source}`, import.meta.url);
+  try {
+    Deno.statSync(url);
+    return url;
+  } catch {
+    return new URL(`./${bundled}`, import.meta.url);
+  }
+}
