@@ -11,7 +11,7 @@ import { moduleTempDir } from "./support/temp_dir.ts";
 import { readAuditLines, runAuditVerify, sha256Hex } from "./support/audit.ts";
 import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { type ClientResponse, request } from "./support/http_client.ts";
-import { verifyIndependently } from "./support/oracle.ts";
+import { daemonPublicKeys, verifyIndependently } from "./support/oracle.ts";
 import { makeTestToken, type TestToken } from "./support/token.ts";
 import { EXIT_TOKEN_DEAD } from "../lib/server/daemon.ts";
 
@@ -56,22 +56,6 @@ async function guarded<T>(work: Promise<T>, ms: number, what: string): Promise<T
   } finally {
     clearTimeout(timer);
   }
-}
-
-async function publicKey(socket: string): Promise<{ raw: Uint8Array; spki?: Uint8Array }> {
-  const res = await request(socket, {
-    method: "GET",
-    path: "/token",
-    headers: [["X-SVC-Client-Subject", CLIENTS[0]]],
-  });
-  assert.equal(res.status, 200, res.text());
-  const key =
-    (res.json() as { keys: { label: string; public_key: string; public_key_raw: string }[] })
-      .keys.find((k) => k.label === "k-ec")!;
-  return {
-    raw: Uint8Array.fromBase64(key.public_key_raw),
-    spki: key.public_key ? Uint8Array.fromBase64(key.public_key) : undefined,
-  };
 }
 
 interface Outcome {
@@ -139,7 +123,7 @@ for (const fault of CASES) {
       let exited = false;
       daemon.status.then(() => exited = true);
       try {
-        const key = await publicKey(daemon.socket);
+        const key = (await daemonPublicKeys(daemon.socket, CLIENTS[0])).get("k-ec")!;
         const rv = `0x${fault.rv.toString(16)}`;
         await Deno.writeTextFile(faults, `C_SignInit ${rv} 0.05 ${fault.rv}\nC_Sign ${rv} 0.05\n`);
         const outcome = await load(daemon, fault.name, () => exited);

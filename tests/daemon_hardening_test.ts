@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { makeTestToken } from "./support/token.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { parseResponse, readAll, request } from "./support/http_client.ts";
-import { verifyIndependently } from "./support/oracle.ts";
+import { daemonPublicKeys, verifyIndependently } from "./support/oracle.ts";
 import { readAtMost } from "../lib/http/testing.ts";
 import { MAX_POLICY_BYTES } from "../lib/policy/mod.ts";
 import { policyOfSize } from "../lib/policy/testing.ts";
@@ -47,15 +47,11 @@ Deno.test({
       const signed = parseResponse(await readAll(granted.conn));
       granted.conn.close();
       assert.equal(signed.status, 200, signed.text());
-      const listed = await request(daemon.socket, {
-        path: "/token",
-        headers: [["X-SVC-Client-Subject", ALICE]],
-      });
-      const key = (listed.json() as { keys: Array<{ public_key_raw: string }> }).keys[0];
+      const key = (await daemonPublicKeys(daemon.socket, ALICE)).get("k-ed")!;
       assert.ok(
         await verifyIndependently(
           "ed25519",
-          { raw: Uint8Array.fromBase64(key.public_key_raw) },
+          key,
           te.encode("hello"),
           signed.body,
         ),

@@ -24,7 +24,7 @@ export type ListenerConfig =
 
 /** The token: what `Token.open` takes, and where the PIN credential is (`Token.readPinCredential`). */
 export type TokenConfig =
-  & Required<Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions">>
+  & Required<Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions" | "inlineSignLimitUs">>
   & { credentialsDir: string | undefined; allowWeakCredential: boolean };
 
 /** The audit log: what `AuditLog.open` takes besides its keys and hooks. */
@@ -109,6 +109,13 @@ export class ConfigError extends Error {
  */
 export const DEFAULT_THREADS = 0;
 
+/**
+ * Signatures quicker than this (µs) are made on the thread that serves the request, not handed to
+ * the thread pool: the hop costs more than a software token's ECDSA or Ed25519 signature (60–80
+ * µs here) and less than an RSA or a remote HSM's (see lib/token/sign_placement.ts).
+ */
+export const DEFAULT_INLINE_SIGN_LIMIT_US = 200;
+
 /** One option of `svcd serve`: name, type, default, bounds and help. */
 export interface OptionSpec {
   flag: string;
@@ -175,6 +182,15 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     max: 64,
     help: "threads serving the authenticated socket (0: the main thread alone); " +
       "at most --workers",
+  },
+  {
+    flag: "inline-sign-limit-us",
+    kind: "count",
+    fallback: DEFAULT_INLINE_SIGN_LIMIT_US,
+    min: 0,
+    max: 1_000_000,
+    help: "a key signs on the thread serving its request until 5 of its last 8 signatures " +
+      "took longer than this (µs); then on the thread pool until SIGHUP (0: always the pool)",
   },
   {
     flag: "queue-depth",
@@ -360,6 +376,7 @@ export function parseServeArgs(
       modulePath: given.text("module"),
       tokenLabel: given.text("token"),
       maxSessions: given.count("max-sessions"),
+      inlineSignLimitUs: given.count("inline-sign-limit-us"),
       credentialsDir: env.get("CREDENTIALS_DIRECTORY"),
       allowWeakCredential: given.switch("allow-weak-credential"),
     },

@@ -23,6 +23,7 @@ Deno.test("config: each option lands in the structure its library takes", () => 
     "--queue-depth=9",
     "--max-body=100",
     "--max-sessions=5",
+    "--inline-sign-limit-us=0",
     "--audit-dir=/a",
     "--state-dir=/st",
     "--checkpoint-every=50",
@@ -40,10 +41,12 @@ Deno.test("config: each option lands in the structure its library takes", () => 
     modulePath: "/m.so",
     tokenLabel: "t",
     maxSessions: 5,
+    inlineSignLimitUs: 0,
     credentialsDir: undefined,
     allowWeakCredential: true,
   });
   assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.allowWeakCredential, false);
+  assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.inlineSignLimitUs, 200);
   assert.deepEqual(c.audit, { dir: "/a", checkpointEvery: 50 });
   assert.deepEqual(c.policy, { path: "/p" });
   assert.equal(c.throttle.stateDir, "/st");

@@ -16,7 +16,7 @@ import { type PublicConfig, type ServeConfig, servedBy, type TokenConfig } from 
 import { StartupError, startupFindings } from "./checks.ts";
 
 export { checkFileLimit, StartupError } from "./checks.ts";
-import { DaemonLog, listenerEventText } from "./log.ts";
+import { DaemonLog, listenerEventText, pooledMessage } from "./log.ts";
 import { authenticatedAdmission, authenticatedHandler, type ServiceDeps } from "./service.ts";
 import { ServiceNotifier } from "./notify.ts";
 import { PublicListener, PublicListenerError, type PublicWorkerSetup } from "./public_listener.ts";
@@ -77,7 +77,10 @@ async function openToken(config: TokenConfig): Promise<Token> {
   const pin = Token.readPinCredential(config.credentialsDir);
   let token: Token;
   try {
-    token = Token.open(config);
+    token = Token.open({
+      ...config,
+      onPooled: (label) => log(pooledMessage(label, config.inlineSignLimitUs)),
+    });
   } catch (err) {
     pin.fill(0);
     throw err;
@@ -399,8 +402,8 @@ async function startPublicListener(
 
 /** How a Worker isolate opens the module the main isolate logged in to (its own sessions). */
 function workerTokenOptions(config: ServeConfig): PublicWorkerSetup["token"] {
-  const { modulePath, tokenLabel, maxSessions } = config.token;
-  return { modulePath, tokenLabel, maxSessions };
+  const { modulePath, tokenLabel, maxSessions, inlineSignLimitUs } = config.token;
+  return { modulePath, tokenLabel, maxSessions, inlineSignLimitUs };
 }
 
 /** What the public listener's Worker is given: its own copy of the listener and token settings. */

@@ -194,3 +194,18 @@ function writeStderr(line: string): void {
 function unrefLater(fn: () => void, ms: number): void {
   Deno.unrefTimer(setTimeout(fn, ms));
 }
+
+/**
+ * The log line of a key whose signatures moved to the thread pool (Token's `onPooled`).
+ *
+ * @example
+ * ```ts
+ * import { pooledMessage } from "./log.ts";
+ * pooledMessage("k1", 200); // "keys: k1 signs on the thread pool from now on: …"
+ * ```
+ */
+export function pooledMessage(label: string, limitUs: number): string {
+  return `keys: ${label} signs on the thread pool from now on: most of its last signatures took ` +
+    `over ${limitUs} µs (--inline-sign-limit-us), too long to hold the thread that serves ` +
+    "requests; SIGHUP measures it again";
+}

@@ -23,7 +23,9 @@ export interface PublicWorkerSetup {
   queueDepth: number;
   maxBodyBytes: number;
   workers: number;
-  token: Required<Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions">>;
+  token: Required<
+    Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions" | "inlineSignLimitUs">
+  >;
   caCertificates: string;
   responderCertificate?: string;
   revocationDb: string;

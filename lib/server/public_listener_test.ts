@@ -15,7 +15,7 @@ function setup(mode: string): Omit<PublicWorkerSetup, "shared"> {
     queueDepth: 1,
     maxBodyBytes: 1,
     workers: 1,
-    token: { modulePath: "/nonexistent.so", tokenLabel: "t", maxSessions: 1 },
+    token: { modulePath: "/nonexistent.so", tokenLabel: "t", maxSessions: 1, inlineSignLimitUs: 0 },
     caCertificates: "/nonexistent.pem",
     revocationDb: "/nonexistent",
     ocspLabel: mode,

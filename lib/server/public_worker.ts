@@ -56,7 +56,7 @@ async function start(setup: PublicWorkerSetup): Promise<void> {
   // (raising the priority again would need CAP_SYS_NICE).
   if (setup.nice > threadNice()) setThreadNice(setup.nice);
   const files = loadPublicFiles(setup);
-  token = Token.open({ ...setup.token, signOnCallingThread: true });
+  token = Token.open({ ...setup.token, inlineSignLimitUs: Infinity });
   token.onDead((err) => report({ kind: "token_dead", message: err.message }));
   const key = await token.key(setup.ocspLabel);
   if (!key) {

@@ -39,7 +39,9 @@ export interface RequestWorkerSetup {
   maxBodyBytes: number;
   /** This Worker's share of --workers: its handlers running at once. */
   workers: number;
-  token: Required<Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions">>;
+  token: Required<
+    Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions" | "inlineSignLimitUs">
+  >;
   policy: PolicyData;
   audit: AuditHealth;
   publicUrl: string | undefined;

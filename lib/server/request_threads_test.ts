@@ -19,7 +19,12 @@ function setup(mode: string) {
     queueDepth: 1,
     maxBodyBytes: 1,
     workers: 4,
-    token: { modulePath: "/nonexistent.so", tokenLabel: mode, maxSessions: 1 },
+    token: {
+      modulePath: "/nonexistent.so",
+      tokenLabel: mode,
+      maxSessions: 1,
+      inlineSignLimitUs: 0,
+    },
     policy: Policy.parse(new Uint8Array()).toData(),
     audit: { healthy: true, lastError: undefined },
     publicUrl: undefined,

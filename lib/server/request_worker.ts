@@ -15,6 +15,7 @@
 import { Listener } from "../http/mod.ts";
 import { Policy } from "../policy/mod.ts";
 import { Token } from "../token/mod.ts";
+import { pooledMessage } from "./log.ts";
 import { stopWorker } from "./worker_stop.ts";
 import {
   type Admittance,
@@ -119,7 +120,11 @@ async function handle(message: Exclude<RequestWorkerMessage, { kind: "batch" }>)
 function start(setup: RequestWorkerSetup): void {
   policy = Policy.fromData(setup.policy);
   health = setup.audit;
-  const opened = token = Token.open(setup.token);
+  const opened = token = Token.open({
+    ...setup.token,
+    onPooled: (label) =>
+      report({ kind: "log", message: pooledMessage(label, setup.token.inlineSignLimitUs) }),
+  });
   opened.onDead((err) => report({ kind: "token_dead", message: err.message }));
   const deps = serviceDeps(setup, opened);
   listener = Listener.open({

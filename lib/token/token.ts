@@ -77,6 +77,7 @@ import {
   utf8,
   verifyOnce,
 } from "./session_ops.ts";
+import { SignPlacement } from "./sign_placement.ts";
 import { findSlotByLabel } from "./slots.ts";
 
 /** How to reach the token. */
@@ -93,11 +94,14 @@ export interface TokenOptions {
    */
   fakeSessionCap?: number;
   /**
-   * C_Sign on the calling thread instead of a thread-pool thread. For a Worker that has nothing
-   * else to run while a signature is made (the public listener's): the hop to the pool and back
-   * costs more than it frees there. Default false (the main isolate must stay responsive).
+   * A key's signatures run on the calling thread while most of its recent ones took less than this
+   * many µs, else on a thread-pool thread (see sign_placement.ts): the hop to the pool costs more
+   * than a quick signature. 0 (the default): always the pool. Infinity: always the calling thread,
+   * for a Worker with nothing else to run meanwhile (the public listener's).
    */
-  signOnCallingThread?: boolean;
+  inlineSignLimitUs?: number;
+  /** Told when a key's signatures move to the thread pool because they were slow (for the log). */
+  onPooled?: (label: string) => void;
 }
 
 /** A signing key found by label. */
@@ -148,6 +152,8 @@ interface KeyInternals {
   uses: number;
   /** Dropped (SIGHUP, /health, a stale handle): new operations look the key up again. */
   retired: boolean;
+  /** Which thread its signatures run on. */
+  placement: SignPlacement;
 }
 
 const DEFAULT_MAX_SESSIONS = 127;
@@ -338,14 +344,28 @@ export class Token {
     // Straight into the pool when the key is live: no extra turn of the event loop per request.
     const k = taken instanceof Promise ? await taken : taken;
     try {
-      const data = prepareData(k.signing, message);
-      const sign = this.#opts.signOnCallingThread ? signOnceSync : signOnce;
-      return await this.#pool.use((s) =>
-        sign(this.#mod, s, k.handle, choiceOf(k.signing), data, k.spec.signatureLength)
-      ).catch((err) => this.#forgetStaleKey(key, err));
+      return await this.#signWith(key.label, k, prepareData(k.signing, message))
+        .catch((err) => this.#forgetStaleKey(key, err));
     } finally {
       this.#release(k);
     }
+  }
+
+  /** One signature, on the calling thread (timed) or the pool, as the key's placement says. */
+  #signWith(label: string, k: KeyInternals, data: Uint8Array): Promise<Uint8Array> {
+    const choice = choiceOf(k.signing);
+    const length = k.spec.signatureLength;
+    if (!k.placement.inline) {
+      return this.#pool.use((s) => signOnce(this.#mod, s, k.handle, choice, data, length));
+    }
+    return this.#pool.use((s) => {
+      const started = performance.now();
+      try {
+        return signOnceSync(this.#mod, s, k.handle, choice, data, length);
+      } finally {
+        if (k.placement.record(performance.now() - started)) this.#opts.onPooled?.(label);
+      }
+    });
   }
 
   /** Verifies in the module: false on CKR_SIGNATURE_INVALID or CKR_SIGNATURE_LEN_RANGE. */
@@ -715,6 +735,7 @@ export class Token {
       signing,
       uses: 0,
       retired: false,
+      placement: new SignPlacement(this.#opts.inlineSignLimitUs ?? 0),
     };
     const earlier = this.#resolved.get(label); // a lookup whose cache entry was dropped
     if (earlier) this.#retire(earlier);

@@ -155,7 +155,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "token: signOnCallingThread signs every key type of the module as the pool does (independently verified)",
+    "token: signing on the calling thread (inlineSignLimitUs: Infinity) signs every key type of the module as the pool does (independently verified)",
   sanitizeResources: false,
   fn: () =>
     withLoggedInToken({ ec: "ec-p256", ed: "ed25519", rsa: "rsa-3072" }, async (token) => {
@@ -167,5 +167,5 @@ Deno.test({
           assert.ok(verdict.ok, `${label}: ${JSON.stringify(verdict)}`);
         }
       }
-    }, { signOnCallingThread: true }),
+    }, { inlineSignLimitUs: Infinity }),
 });

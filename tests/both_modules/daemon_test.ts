@@ -14,7 +14,7 @@ import {
   readAll,
   request,
 } from "../support/http_client.ts";
-import { verifyIndependently } from "../support/oracle.ts";
+import { daemonPublicKeys, verifyIndependently } from "../support/oracle.ts";
 import { readAuditLines } from "../support/audit.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
@@ -92,15 +92,7 @@ for (const threads of [0, 2]) {
       const daemon = await startDaemon({ token, policy, args: ["--threads", String(threads)] });
       const sock = daemon.socket;
       try {
-        const tokenView = (await request(sock, {
-          path: "/token",
-          headers: [["X-SVC-Client-Subject", ALICE]],
-        })).json() as {
-          keys: Array<
-            { label: string; key_type: string; public_key: string | null; public_key_raw: string }
-          >;
-        };
-        const publicKeys = new Map(tokenView.keys.map((k) => [k.label, k]));
+        const publicKeys = await daemonPublicKeys(sock, ALICE);
 
         await t.step(
           `check 1: /sign answers a signature that verifies independently (${labels.join(", ")})`,
@@ -111,11 +103,7 @@ for (const threads of [0, 2]) {
               assert.equal(res.status, 200, `${label}: ${res.text()}`);
               assert.equal(res.header("connection"), "close");
               assert.ok(res.header("x-svc-mechanism"));
-              const k = publicKeys.get(label)!;
-              const pub = {
-                raw: Uint8Array.fromBase64(k.public_key_raw),
-                spki: k.public_key ? Uint8Array.fromBase64(k.public_key) : undefined,
-              };
+              const pub = publicKeys.get(label)!;
               assert.ok(await verifyIndependently(WANTED[label], pub, message, res.body), label);
               assert.equal(
                 await verifyIndependently(WANTED[label], pub, te.encode("other"), res.body),
@@ -276,11 +264,7 @@ for (const threads of [0, 2]) {
         await t.step(
           "16 concurrent signs: every client gets the signature over its own message",
           async () => {
-            const k = publicKeys.get("k-ec")!;
-            const pub = {
-              raw: Uint8Array.fromBase64(k.public_key_raw),
-              spki: Uint8Array.fromBase64(k.public_key!),
-            };
+            const pub = publicKeys.get("k-ec")!;
             for (let round = 0; round < 4; round++) {
               const messages = crowd.map((s, i) =>
                 te.encode(`${s} round ${round} #${i} ${crypto.randomUUID()}`)
@@ -361,11 +345,7 @@ for (const threads of [0, 2]) {
         );
 
         await t.step("SIGTERM loses no request whose connection was made before it", async () => {
-          const k = publicKeys.get("k-ec")!;
-          const pub = {
-            raw: Uint8Array.fromBase64(k.public_key_raw),
-            spki: Uint8Array.fromBase64(k.public_key!),
-          };
+          const pub = publicKeys.get("k-ec")!;
           const messages = Array.from({ length: 12 }, (_, i) => te.encode(`in flight ${i}`));
           const connect = () => Deno.connect({ transport: "unix", path: sock });
           const bytes = messages.map((m) =>
