@@ -53,44 +53,55 @@ async function assertHealthAnsweredWhileSigning(d: TestDaemon, faults: string): 
   assert.ok(seen, "no /health was answered while the signature was being made");
 }
 
+/**
+ * A daemon on an svcmod token with key `k` granted to ALICE and `args`, for the length of `fn`
+ * (given the daemon and the path of svcmod's faults file); stopped (exit 0) and removed after.
+ */
+async function withSvcmodDaemon(
+  args: string[],
+  fn: (d: TestDaemon, faults: string) => Promise<void>,
+): Promise<void> {
+  const token = await makeTestToken({ keys: { k: "ec-p256" }, module: "svcmod" });
+  const d = await startDaemon({ token, policy: `${ALICE}\tk\n`, args });
+  const faults = `${token.module.tokenDir}/faults`;
+  try {
+    await fn(d, faults);
+  } finally {
+    await Deno.remove(faults).catch(() => {});
+    assert.equal(await d.stop(), 0, d.stderr());
+    await token.cleanup();
+  }
+}
+
 for (const threads of ["0", "1"]) {
   Deno.test({
     name: `sign placement (--threads ${threads}): a slow key moves to the thread pool after ` +
       `${SLOW_TO_MOVE} slow signatures, logged once; /health is then answered while it signs`,
     sanitizeResources: false,
     sanitizeOps: false,
-    fn: async () => {
-      const token = await makeTestToken({ keys: { k: "ec-p256" }, module: "svcmod" });
-      const d = await startDaemon({
-        token,
-        policy: `${ALICE}\tk\n`,
-        args: ["--threads", threads, "--inline-sign-limit-us", "200"],
-      });
-      const faults = `${token.module.tokenDir}/faults`;
-      try {
-        const key = (await daemonPublicKeys(d.socket, ALICE)).get("k")!;
-        await Deno.writeTextFile(faults, "C_Sign delay 20\n"); // 20 ms ≫ 200 µs
-        for (let i = 0; i < SLOW_TO_MOVE; i++) {
-          const message = `slow ${i}`;
-          const r = await sign(d, message);
-          assert.equal(r.status, 200, r.text());
-          const ok = await verifyIndependently(
-            "ec-p256",
-            key,
-            new TextEncoder().encode(message),
-            r.body,
-          );
-          assert.ok(ok, "signed on the serving thread: a valid signature over that message");
-        }
-        await d.waitForLog(MOVED);
-        await assertHealthAnsweredWhileSigning(d, faults);
-        assert.equal(d.stderr().split("\n").filter((l) => MOVED.test(l)).length, 1);
-      } finally {
-        await Deno.remove(faults).catch(() => {});
-        assert.equal(await d.stop(), 0, d.stderr());
-        await token.cleanup();
-      }
-    },
+    fn: () =>
+      withSvcmodDaemon(
+        ["--threads", threads, "--inline-sign-limit-us", "200"],
+        async (d, faults) => {
+          const key = (await daemonPublicKeys(d.socket, ALICE)).get("k")!;
+          await Deno.writeTextFile(faults, "C_Sign delay 20\n"); // 20 ms ≫ 200 µs
+          for (let i = 0; i < SLOW_TO_MOVE; i++) {
+            const message = `slow ${i}`;
+            const r = await sign(d, message);
+            assert.equal(r.status, 200, r.text());
+            const ok = await verifyIndependently(
+              "ec-p256",
+              key,
+              new TextEncoder().encode(message),
+              r.body,
+            );
+            assert.ok(ok, "signed on the serving thread: a valid signature over that message");
+          }
+          await d.waitForLog(MOVED);
+          await assertHealthAnsweredWhileSigning(d, faults);
+          assert.equal(d.stderr().split("\n").filter((l) => MOVED.test(l)).length, 1);
+        },
+      ),
   });
 }
 
@@ -99,21 +110,9 @@ Deno.test({
     "sign placement: --inline-sign-limit-us 0 signs on the thread pool from the first signature",
   sanitizeResources: false,
   sanitizeOps: false,
-  fn: async () => {
-    const token = await makeTestToken({ keys: { k: "ec-p256" }, module: "svcmod" });
-    const d = await startDaemon({
-      token,
-      policy: `${ALICE}\tk\n`,
-      args: ["--inline-sign-limit-us", "0"],
-    });
-    const faults = `${token.module.tokenDir}/faults`;
-    try {
+  fn: () =>
+    withSvcmodDaemon(["--inline-sign-limit-us", "0"], async (d, faults) => {
       await assertHealthAnsweredWhileSigning(d, faults);
       assert.doesNotMatch(d.stderr(), MOVED, "nothing moved: it was never on the serving thread");
-    } finally {
-      await Deno.remove(faults).catch(() => {});
-      assert.equal(await d.stop(), 0, d.stderr());
-      await token.cleanup();
-    }
-  },
+    }),
 });
