@@ -57,12 +57,14 @@ Deno.test({
   sanitizeOps: false,
   fn: async () => {
     // 96 KiB of secure heap holds a handful of ~24 KiB sessions; the daemon has 16 workers.
+    // Signatures go to the thread pool (--inline-sign-limit-us 0), so that 16 are made at once,
+    // each in a session of its own: on the serving thread they would take turns in one session.
     const token = await makeTestToken({ keys: { k: "ec-p256" }, secureHeapKb: 96 });
     const subjects = Array.from({ length: 16 }, (_, i) => `CN=c${i},O=Example`);
     const daemon = await startDaemon({
       token,
       policy: subjects.map((s) => `${s}\tk\n`).join("") + `${ALICE}\tk\n`,
-      args: ["--workers", "16"],
+      args: ["--workers", "16", "--inline-sign-limit-us", "0"],
     });
     try {
       for (let round = 0; round < 3; round++) {
