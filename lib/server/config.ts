@@ -16,6 +16,7 @@ import type { AuditOptions } from "../audit/log.ts";
 import type { TokenOptions } from "../token/token.ts";
 import { type BudgetTuning, resolveBudgetTuning, TuningError } from "../throttle/options.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
+import { SLOW_TO_MOVE, WINDOW } from "../token/sign_placement.ts";
 
 /** The authenticated listener: what `Listener.open` takes besides its handler and log. */
 export type ListenerConfig =
@@ -189,8 +190,9 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     fallback: DEFAULT_INLINE_SIGN_LIMIT_US,
     min: 0,
     max: 1_000_000,
-    help: "a key signs on the thread serving its request until 5 of its last 8 signatures " +
-      "took longer than this (µs); then on the thread pool until SIGHUP (0: always the pool)",
+    help: `a key signs on the thread serving its request until ${SLOW_TO_MOVE} of its last ` +
+      `${WINDOW} signatures took longer than this (µs); then on the thread pool until SIGHUP ` +
+      "(0: always the pool)",
   },
   {
     flag: "queue-depth",

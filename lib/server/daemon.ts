@@ -11,6 +11,7 @@ import { Listener } from "../http/mod.ts";
 import { PolicyFile } from "../policy/mod.ts";
 import { ConcurrencyCap, RefusalBudget } from "../throttle/mod.ts";
 import { isTokenDead, Token } from "../token/mod.ts";
+import type { WorkerTokenOptions } from "./worker_group.ts";
 import { auditKeysFromToken, AuditLog } from "../audit/mod.ts";
 import { type PublicConfig, type ServeConfig, servedBy, type TokenConfig } from "./config.ts";
 import { StartupError, startupFindings } from "./checks.ts";
@@ -401,7 +402,7 @@ async function startPublicListener(
 }
 
 /** How a Worker isolate opens the module the main isolate logged in to (its own sessions). */
-function workerTokenOptions(config: ServeConfig): PublicWorkerSetup["token"] {
+function workerTokenOptions(config: ServeConfig): WorkerTokenOptions {
   const { modulePath, tokenLabel, maxSessions, inlineSignLimitUs } = config.token;
   return { modulePath, tokenLabel, maxSessions, inlineSignLimitUs };
 }

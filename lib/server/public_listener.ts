@@ -12,8 +12,7 @@
  * ```
  */
 import type { ListenerEvent, SharedSocket } from "../http/mod.ts";
-import type { TokenOptions } from "../token/mod.ts";
-import { WorkerEnd, WorkerGroup, workerModule } from "./worker_group.ts";
+import { WorkerEnd, WorkerGroup, workerModule, type WorkerTokenOptions } from "./worker_group.ts";
 
 /** Everything the Worker needs, as plain data (it crosses the isolate boundary by structured clone). */
 export interface PublicWorkerSetup {
@@ -23,9 +22,7 @@ export interface PublicWorkerSetup {
   queueDepth: number;
   maxBodyBytes: number;
   workers: number;
-  token: Required<
-    Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions" | "inlineSignLimitUs">
-  >;
+  token: WorkerTokenOptions;
   caCertificates: string;
   responderCertificate?: string;
   revocationDb: string;

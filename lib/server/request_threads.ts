@@ -16,7 +16,6 @@
  */
 import type { ListenerEvent, SharedSocket } from "../http/mod.ts";
 import type { Policy, PolicyData } from "../policy/mod.ts";
-import type { TokenOptions } from "../token/mod.ts";
 import {
   ADMIT_ACQUIRED,
   ADMIT_CAPPED,
@@ -28,7 +27,7 @@ import {
 } from "./thread_calls.ts";
 import type { ServiceDeps } from "./service.ts";
 import type { ConcurrencyCap } from "../throttle/mod.ts";
-import { WorkerEnd, WorkerGroup, workerModule } from "./worker_group.ts";
+import { WorkerEnd, WorkerGroup, workerModule, type WorkerTokenOptions } from "./worker_group.ts";
 
 /** Everything one request Worker is given, as plain data (structured clone). */
 export interface RequestWorkerSetup {
@@ -39,9 +38,7 @@ export interface RequestWorkerSetup {
   maxBodyBytes: number;
   /** This Worker's share of --workers: its handlers running at once. */
   workers: number;
-  token: Required<
-    Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions" | "inlineSignLimitUs">
-  >;
+  token: WorkerTokenOptions;
   policy: PolicyData;
   audit: AuditHealth;
   publicUrl: string | undefined;

@@ -12,6 +12,7 @@
  * await group.close(10_000);
  * ```
  */
+import type { TokenOptions } from "../token/mod.ts";
 import {
   closeUnixListener,
   LISTEN_BACKLOG,
@@ -24,6 +25,14 @@ import {
 
 /** How long a close waits for a Worker beyond twice the grace (connections, then sessions). */
 const CLOSE_SLACK_MS = 2_000;
+
+/**
+ * What a Worker isolate needs to open the module the main isolate logged in to (its own sessions):
+ * the token part of its setup message.
+ */
+export type WorkerTokenOptions = Required<
+  Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions" | "inlineSignLimitUs">
+>;
 
 /** One Worker of a group, as the group sees it. */
 export interface GroupMember {
