@@ -10,6 +10,7 @@
  * const rv = mod.fn.C_Finalize(null); // CKR_CRYPTOKI_NOT_INITIALIZED before C_Initialize
  * ```
  */
+import { libcrypto, OPENSSL_INIT } from "../libcrypto.ts";
 import { CKR } from "./constants.ts";
 import { type CkVersion, readInterface, readVersion } from "./layouts.ts";
 import {
@@ -66,6 +67,7 @@ const loaded = new Map<string, Pkcs11Module>();
 export function loadModule(path: string): Pkcs11Module {
   const cached = loaded.get(path);
   if (cached) return cached;
+  keepOpenSslStateUntilExit();
   const mod = openModule(path);
   loaded.set(path, mod);
   return mod;
@@ -74,6 +76,18 @@ export function loadModule(path: string): Pkcs11Module {
 /** The module at `path` if this isolate loaded it, else undefined (instrumentation for tests). */
 export function loadedModule(path: string): Pkcs11Module | undefined {
   return loaded.get(path);
+}
+
+/**
+ * Modules built on OpenSSL 3 (SoftHSM2, svcmod) would otherwise have it register an atexit cleanup
+ * that frees every thread's OpenSSL state. At exit the runtime's worker threads end at the same
+ * time and free their own: a double free, and the process aborts instead of exiting 0 (seen in 3–9 %
+ * of processes that made nonblocking calls). The first initialisation in a process decides, so it
+ * is made here, before any module can load libcrypto; where libcrypto.so.3 is absent this does
+ * nothing. The operating system reclaims the memory either way.
+ */
+function keepOpenSslStateUntilExit(): void {
+  libcrypto()?.OPENSSL_init_crypto(BigInt(OPENSSL_INIT.NO_ATEXIT), null);
 }
 
 function dlopenModule(path: string) {
