@@ -157,6 +157,8 @@ interface SvcdFigures {
   /** Context switches per request, all threads. */
   switches: number;
   errors: number;
+  /** Keys the daemon moved to the thread pool during the run (--inline-sign-limit-us). */
+  pooled: string[];
 }
 
 /** The C load generator and the message it sends. */
@@ -221,10 +223,18 @@ async function svcd(
       threadUs,
       switches,
       errors: measured.errors,
+      pooled: [...daemon.stderr().matchAll(/keys: (\S+) signs on the thread pool/g)].map((m) =>
+        m[1]
+      ),
     };
   } finally {
     await daemon.stop();
   }
+}
+
+/** ", k moved to the thread pool" when the daemon moved keys there during the run, else "". */
+function pooledNote(f: SvcdFigures): string {
+  return f.pooled.length > 0 ? `, ${f.pooled.join(" and ")} moved to the thread pool` : "";
 }
 
 /** The name of a `--threads` variant, pinned or not. */
@@ -259,7 +269,7 @@ async function threadVariants(
         .map(([n, us]) => `${n} ${f0(us)}`).join(", ");
       lines.push(
         `${name}: ${f0(f.perSecond)}/s, ${f0(f.cpuUs)} µs CPU/req (${perThread})` +
-          (f.errors > 0 ? `, ${f.errors} errors` : ""),
+          (f.errors > 0 ? `, ${f.errors} errors` : "") + pooledNote(f),
       );
     }
   }
@@ -389,6 +399,13 @@ async function fullComparison(
       const off = await svcd(token, policy, ["audit"], load);
       if (on.errors + off.errors > 0) {
         console.log(`  (errors: audit on ${on.errors}, off ${off.errors})`);
+      }
+      if (on.pooled.length + off.pooled.length > 0) {
+        console.log(
+          `  (audit on${pooledNote(on) || ": none pooled"}; audit off${
+            pooledNote(off) || ": none pooled"
+          })`,
+        );
       }
       add("svcd audit on /s", on.perSecond);
       add("svcd audit on CPU µs/req", on.cpuUs);

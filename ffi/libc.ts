@@ -56,6 +56,18 @@ export const MSG_NOSIGNAL = 0x4000;
 export const SHUT_WR = 1;
 /** getrlimit(2) resource number of the open-file limit. */
 export const RLIMIT_NOFILE = 7;
+/** getrusage(2)'s `who` for the calling thread only (Linux). */
+export const RUSAGE_THREAD = 1;
+/**
+ * struct rusage on 64-bit Linux: its size and the byte offset of ru_nvcsw, the thread's voluntary
+ * context switches (it blocked). Its CPU times are only as precise as the scheduler tick; use
+ * CLOCK_THREAD_CPUTIME_ID for those. @example RUSAGE.NVCSW
+ */
+export const RUSAGE = { SIZE: 144, NVCSW: 128 } as const;
+/** clock_gettime(2) clock of the calling thread's CPU time (ns precision). */
+export const CLOCK_THREAD_CPUTIME_ID = 3;
+/** Size of struct timespec on 64-bit Linux (tv_sec, tv_nsec). */
+export const TIMESPEC_SIZE = 16;
 /** Size of struct sockaddr_un and of its sun_path on Linux. */
 export const SOCKADDR_UN_SIZE = 110;
 /** Longest socket path bind(2) accepts (sun_path minus the NUL). */
@@ -89,6 +101,8 @@ const SYMBOLS = {
   close: { parameters: ["i32"], result: "i32" },
   shutdown: { parameters: ["i32", "i32"], result: "i32" },
   getrlimit: { parameters: ["i32", "buffer"], result: "i32" },
+  getrusage: { parameters: ["i32", "buffer"], result: "i32" },
+  clock_gettime: { parameters: ["i32", "buffer"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
   getpwnam: { parameters: ["buffer"], result: "pointer" },
   getpwuid: { parameters: ["u32"], result: "pointer" },

@@ -46,7 +46,7 @@ Deno.test("config: each option lands in the structure its library takes", () => 
     allowWeakCredential: true,
   });
   assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.allowWeakCredential, false);
-  assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.inlineSignLimitUs, 200);
+  assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.inlineSignLimitUs, 300);
   assert.deepEqual(c.audit, { dir: "/a", checkpointEvery: 50 });
   assert.deepEqual(c.policy, { path: "/p" });
   assert.equal(c.throttle.stateDir, "/st");

@@ -6,24 +6,42 @@
  * turn (~25 µs of its CPU and ~80 µs of the process's on the 2-core VM of bench/BREAKDOWN.md),
  * more than a software token's ECDSA or Ed25519 signature itself. A slow signature (RSA, a network
  * HSM) on the calling thread would stall every other request instead. So each signature made on
- * the calling thread is timed, and a key goes to the pool for good (until it is resolved again:
- * SIGHUP) once {@link SLOW_TO_MOVE} of its last {@link WINDOW} signatures took longer than the
- * limit: a majority, so that a quick key survives a cold first call or the odd preemption, and a
- * slow key stalls the calling thread {@link SLOW_TO_MOVE} times per resolution, not more.
+ * the calling thread is timed by how long it held the thread ({@link HoldTimer}: preemption by
+ * other threads does not count), and a key goes to the pool for good (until it is resolved again:
+ * SIGHUP) once {@link SLOW_TO_MOVE} of its last {@link WINDOW} signatures held it longer than the
+ * limit: a majority, so that a quick key survives a cold first call, and a slow key stalls the
+ * calling thread {@link SLOW_TO_MOVE} times per resolution, not more.
  *
  * @example
  * ```ts
- * import { SignPlacement } from "./sign_placement.ts";
+ * import { HoldTimer, SignPlacement } from "./sign_placement.ts";
  * const placement = new SignPlacement(200); // µs
- * for (let i = 0; i < 5; i++) placement.record(3.5); // five 3.5 ms signatures
+ * const timer = new HoldTimer(0.2); // ms: the limit
+ * timer.start(); // … then a synchronous C_Sign …
+ * placement.record(timer.heldMs()); // a quick one
+ * for (let i = 0; i < 9; i++) placement.record(3.5); // nine that held the thread 3.5 ms
  * placement.inline; // false: from now on the thread pool
  * ```
  */
+import {
+  CLOCK_THREAD_CPUTIME_ID,
+  libc,
+  RUSAGE,
+  RUSAGE_THREAD,
+  TIMESPEC_SIZE,
+} from "../../ffi/libc.ts";
 
-/** Signatures whose times decide: the newest ones. */
-export const WINDOW = 8;
-/** Slow signatures among the last {@link WINDOW} that send a key to the pool. */
-export const SLOW_TO_MOVE = 5;
+/**
+ * Signatures whose times decide: the newest ones. Sixteen, because a busy machine has spells of a
+ * few milliseconds in which everything is slow. Under bench/compare.ts, 65 536 signatures of a
+ * quick ECDSA key held the thread p50 88 µs, p99 225 µs, p999 430 µs, with runs of up to 10 in a
+ * row over 200 µs (3 over 300 µs). In 8 stretches of 8 192, "5 of the last 8 over 200 µs" would
+ * have moved the key in 3, "9 of 16 over 200 µs" in 1, "9 of 16 over 300 µs" (the default) in none
+ * (bench/BREAKDOWN.md, session 5).
+ */
+export const WINDOW = 16;
+/** Slow signatures among the last {@link WINDOW} that send a key to the pool: a majority. */
+export const SLOW_TO_MOVE = 9;
 
 /** One key's choice of thread. */
 export class SignPlacement {
@@ -64,7 +82,7 @@ export class SignPlacement {
   }
 
   /**
-   * Notes how long a signature on the calling thread took, in ms (`performance.now()` units);
+   * Notes how long a signature on the calling thread held it, in ms ({@link HoldTimer});
    * true when this one sent the key to the pool.
    *
    * @example
@@ -89,4 +107,66 @@ function popCount(bits: number): number {
   let n = 0;
   for (let b = bits; b !== 0; b &= b - 1) n++;
   return n;
+}
+
+/**
+ * How long a synchronous call held the calling thread, in ms: the thread's CPU time during the
+ * call, or the wall-clock time when the thread slept in it (a voluntary context switch: the module
+ * waited for a device, a lock or the network). The time the thread stood preempted by other
+ * threads is not the call's. On a busy 2-core machine a 65 µs ECDSA signature often took over
+ * 200 µs of wall-clock time that way, and quick keys went to the pool (bench/BREAKDOWN.md,
+ * session 5). A call whose wall-clock time is within `exactAboveMs` is answered with it (it held
+ * the thread no longer than that); only a longer one costs two more system calls.
+ *
+ * @example
+ * ```ts
+ * import { HoldTimer } from "./sign_placement.ts";
+ * const timer = new HoldTimer(0.2);
+ * timer.start();
+ * const held = timer.heldMs(); // ≈ 0
+ * ```
+ */
+export class HoldTimer {
+  readonly #exactAboveMs: number;
+  readonly #usage = new Uint8Array(RUSAGE.SIZE);
+  readonly #usageView = new DataView(this.#usage.buffer);
+  readonly #clock = new Uint8Array(TIMESPEC_SIZE);
+  readonly #clockView = new DataView(this.#clock.buffer);
+  #startedAt = 0;
+  #cpuAtStart = 0;
+  #sleepsAtStart = 0;
+
+  /** `exactAboveMs`: wall-clock times up to this are answered as they are. @example new HoldTimer(0.2) */
+  constructor(exactAboveMs = 0) {
+    this.#exactAboveMs = exactAboveMs;
+  }
+
+  /** Marks the start of a call on this thread. @example timer.start() */
+  start(): void {
+    this.#cpuAtStart = this.#cpuMs();
+    this.#sleepsAtStart = this.#sleeps();
+    this.#startedAt = performance.now();
+  }
+
+  /** The time the call since {@link start} held the thread, in ms. @example timer.heldMs() */
+  heldMs(): number {
+    const wall = performance.now() - this.#startedAt;
+    if (wall <= this.#exactAboveMs) return wall;
+    const cpu = this.#cpuMs() - this.#cpuAtStart;
+    const slept = this.#sleeps() !== this.#sleepsAtStart;
+    return slept || Number.isNaN(cpu) ? wall : cpu;
+  }
+
+  /** This thread's CPU time in ms (NaN when the clock cannot be read). */
+  #cpuMs(): number {
+    if (libc().clock_gettime(CLOCK_THREAD_CPUTIME_ID, this.#clock) !== 0) return NaN;
+    return Number(this.#clockView.getBigInt64(0, true)) * 1e3 +
+      Number(this.#clockView.getBigInt64(8, true)) / 1e6;
+  }
+
+  /** This thread's voluntary context switches (NaN, never equal, so a sleep, when unreadable). */
+  #sleeps(): number {
+    if (libc().getrusage(RUSAGE_THREAD, this.#usage) !== 0) return NaN;
+    return Number(this.#usageView.getBigInt64(RUSAGE.NVCSW, true));
+  }
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { SignPlacement, SLOW_TO_MOVE, WINDOW } from "./sign_placement.ts";
+import { HoldTimer, SignPlacement, SLOW_TO_MOVE, WINDOW } from "./sign_placement.ts";
 
 const QUICK = 0.06; // ms: a software token's ECDSA signature
 const SLOW = 5; // ms: an RSA signature, a network HSM
@@ -37,7 +37,7 @@ Deno.test("sign placement: SLOW_TO_MOVE slow ones among the last WINDOW move it,
   assert.equal(p.inline, true);
   p.record(QUICK);
   p.record(QUICK);
-  p.record(SLOW); // 5 of the last 7
+  p.record(SLOW); // SLOW_TO_MOVE of the last SLOW_TO_MOVE + 2
   assert.equal(p.inline, false);
 });
 
@@ -53,4 +53,70 @@ Deno.test("sign placement: the limit compares µs to ms; 0 is always the pool, I
   assert.equal(always.inline, true);
   assert.throws(() => new SignPlacement(-1), RangeError);
   assert.throws(() => new SignPlacement(NaN), RangeError);
+});
+
+/** Spins the CPU for about `ms` without allocating (no garbage collection inside the timing). */
+function spin(ms: number): number {
+  const until = performance.now() + ms;
+  let n = 0;
+  while (performance.now() < until) n++;
+  return n;
+}
+
+Deno.test("hold timer: a call that computes holds the thread for its CPU time", () => {
+  const timer = new HoldTimer(0.2);
+  timer.start();
+  spin(3);
+  const held = timer.heldMs();
+  assert.ok(held >= 2 && held < 50, `held ${held} ms for 3 ms of computing`);
+});
+
+Deno.test("hold timer: a call that sleeps holds the thread for its wall-clock time", () => {
+  const timer = new HoldTimer(0.2);
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  timer.start();
+  Atomics.wait(cell, 0, 0, 5); // a module waiting 5 ms for its device
+  const held = timer.heldMs();
+  assert.ok(held >= 5, `held ${held} ms for a 5 ms sleep`);
+});
+
+Deno.test({
+  name: "hold timer: time preempted by another thread on the same core is not the call's",
+  // A child pinned to core 0 beside a spinning process pinned there too: the scheduler preempts
+  // its 0.2 ms calls again and again (their wall-clock time shows it), and none is held > 0.2 ms.
+  ignore: Deno.build.os !== "linux",
+  fn: async () => {
+    const hog = new Deno.Command("taskset", {
+      args: ["-c", "0", "sh", "-c", "while :; do :; done"],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    try {
+      const module = new URL("./sign_placement.ts", import.meta.url).href;
+      const script = `
+        import { HoldTimer } from "${module}";
+        const spin = ${spin.toString()};
+        const timer = new HoldTimer(0.3);
+        let wall = 0, held = 0;
+        for (let i = 0; i < 1000; i++) {
+          const t = performance.now();
+          timer.start();
+          spin(0.2);
+          held = Math.max(held, timer.heldMs());
+          wall = Math.max(wall, performance.now() - t);
+        }
+        console.log(JSON.stringify({ wall, held }));`;
+      const out = await new Deno.Command("taskset", {
+        args: ["-c", "0", Deno.execPath(), "eval", script],
+        stderr: "inherit",
+      }).output();
+      assert.equal(out.code, 0);
+      const { wall, held } = JSON.parse(new TextDecoder().decode(out.stdout));
+      assert.ok(wall > 1, `no call was preempted (longest ${wall} ms): the test shows nothing`);
+      assert.ok(held < 0.6, `a 0.2 ms call was counted as holding the thread ${held} ms`);
+    } finally {
+      hog.kill("SIGKILL");
+      await hog.status;
+    }
+  },
 });

@@ -77,7 +77,7 @@ import {
   utf8,
   verifyOnce,
 } from "./session_ops.ts";
-import { SignPlacement } from "./sign_placement.ts";
+import { HoldTimer, SignPlacement } from "./sign_placement.ts";
 import { findSlotByLabel } from "./slots.ts";
 
 /** How to reach the token. */
@@ -183,11 +183,14 @@ export class Token {
   #deadError: Pkcs11Error | undefined;
   #loginAttempted = false;
   #closed = false;
+  /** Times signatures made on this thread (one at a time: they are synchronous). */
+  readonly #holdTimer: HoldTimer;
 
   private constructor(mod: Pkcs11Module, slot: number, opts: TokenOptions) {
     this.#mod = mod;
     this.#slot = slot;
     this.#opts = opts;
+    this.#holdTimer = new HoldTimer((opts.inlineSignLimitUs ?? 0) / 1000);
     this.#offered = new MechanismCatalogue(mod, slot);
     let opened = 0;
     this.#pool = new SessionPool({
@@ -359,11 +362,11 @@ export class Token {
       return this.#pool.use((s) => signOnce(this.#mod, s, k.handle, choice, data, length));
     }
     return this.#pool.use((s) => {
-      const started = performance.now();
+      this.#holdTimer.start();
       try {
         return signOnceSync(this.#mod, s, k.handle, choice, data, length);
       } finally {
-        if (k.placement.record(performance.now() - started)) this.#opts.onPooled?.(label);
+        if (k.placement.record(this.#holdTimer.heldMs())) this.#opts.onPooled?.(label);
       }
     });
   }
