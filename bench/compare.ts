@@ -223,9 +223,12 @@ async function svcd(
       threadUs,
       switches,
       errors: measured.errors,
-      pooled: [...daemon.stderr().matchAll(/keys: (\S+) signs on the thread pool/g)].map((m) =>
-        m[1]
-      ),
+      // A set: with --threads N each Worker's token moves the key and says so.
+      pooled: [
+        ...new Set(
+          [...daemon.stderr().matchAll(/keys: (.+?) signs on the thread pool/g)].map((m) => m[1]),
+        ),
+      ],
     };
   } finally {
     await daemon.stop();

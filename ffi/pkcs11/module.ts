@@ -84,7 +84,8 @@ export function loadedModule(path: string): Pkcs11Module | undefined {
  * time and free their own: a double free, and the process aborts instead of exiting 0 (seen in 3–9 %
  * of processes that made nonblocking calls). The first initialisation in a process decides, so it
  * is made here, before any module can load libcrypto; where libcrypto.so.3 is absent this does
- * nothing. The operating system reclaims the memory either way.
+ * nothing. It covers modules linked to the system's libcrypto.so.3, not one that brings its own
+ * OpenSSL or uses 1.1. The operating system reclaims the memory either way.
  */
 function keepOpenSslStateUntilExit(): void {
   libcrypto()?.OPENSSL_init_crypto(BigInt(OPENSSL_INIT.NO_ATEXIT), null);

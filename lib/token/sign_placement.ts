@@ -116,7 +116,7 @@ function popCount(bits: number): number {
  * threads is not the call's. On a busy 2-core machine a 65 µs ECDSA signature often took over
  * 200 µs of wall-clock time that way, and quick keys went to the pool (bench/BREAKDOWN.md,
  * session 5). A call whose wall-clock time is within `exactAboveMs` is answered with it (it held
- * the thread no longer than that); only a longer one costs two more system calls.
+ * the thread no longer than that). Four system calls per call, ≈ 2 µs; none with an Infinity limit.
  *
  * @example
  * ```ts
@@ -128,13 +128,9 @@ function popCount(bits: number): number {
  */
 export class HoldTimer {
   readonly #exactAboveMs: number;
-  readonly #usage = new Uint8Array(RUSAGE.SIZE);
-  readonly #usageView = new DataView(this.#usage.buffer);
-  readonly #clock = new Uint8Array(TIMESPEC_SIZE);
-  readonly #clockView = new DataView(this.#clock.buffer);
+  readonly #atStart = new ThreadReading();
+  readonly #atEnd = new ThreadReading();
   #startedAt = 0;
-  #cpuAtStart = 0;
-  #sleepsAtStart = 0;
 
   /** `exactAboveMs`: wall-clock times up to this are answered as they are. @example new HoldTimer(0.2) */
   constructor(exactAboveMs = 0) {
@@ -143,30 +139,46 @@ export class HoldTimer {
 
   /** Marks the start of a call on this thread. @example timer.start() */
   start(): void {
-    this.#cpuAtStart = this.#cpuMs();
-    this.#sleepsAtStart = this.#sleeps();
     this.#startedAt = performance.now();
+    // Without a limit every call is answered with its wall-clock time: the clocks are not needed.
+    if (this.#exactAboveMs !== Infinity) this.#atStart.take();
   }
 
   /** The time the call since {@link start} held the thread, in ms. @example timer.heldMs() */
   heldMs(): number {
+    // The end is read before anything here allocates: a garbage collection would be a sleep.
+    if (this.#exactAboveMs !== Infinity) this.#atEnd.take();
     const wall = performance.now() - this.#startedAt;
-    if (wall <= this.#exactAboveMs) return wall;
-    const cpu = this.#cpuMs() - this.#cpuAtStart;
-    const slept = this.#sleeps() !== this.#sleepsAtStart;
-    return slept || Number.isNaN(cpu) ? wall : cpu;
+    if (wall <= this.#exactAboveMs || !this.#atStart.ok || !this.#atEnd.ok) return wall;
+    if (this.#atEnd.sleeps() !== this.#atStart.sleeps()) return wall;
+    return this.#atEnd.cpuMs() - this.#atStart.cpuMs();
+  }
+}
+
+/**
+ * One reading of this thread's CPU clock and context switches, kept raw: it is decoded only after
+ * both readings of a call were taken, since decoding allocates, and a garbage collection between
+ * them (the thread waits for V8's helper threads) would count as a sleep of the call.
+ */
+class ThreadReading {
+  readonly #clock = new Uint8Array(TIMESPEC_SIZE);
+  readonly #usage = new Uint8Array(RUSAGE.SIZE);
+  /** False when a clock could not be read (the call is then answered with its wall-clock time). */
+  ok = false;
+
+  take(): void {
+    this.ok = libc().clock_gettime(CLOCK_THREAD_CPUTIME_ID, this.#clock) === 0 &&
+      libc().getrusage(RUSAGE_THREAD, this.#usage) === 0;
   }
 
-  /** This thread's CPU time in ms (NaN when the clock cannot be read). */
-  #cpuMs(): number {
-    if (libc().clock_gettime(CLOCK_THREAD_CPUTIME_ID, this.#clock) !== 0) return NaN;
-    return Number(this.#clockView.getBigInt64(0, true)) * 1e3 +
-      Number(this.#clockView.getBigInt64(8, true)) / 1e6;
+  /** The thread's CPU time, in ms. */
+  cpuMs(): number {
+    const v = new DataView(this.#clock.buffer);
+    return Number(v.getBigInt64(0, true)) * 1e3 + Number(v.getBigInt64(8, true)) / 1e6;
   }
 
-  /** This thread's voluntary context switches (NaN, never equal, so a sleep, when unreadable). */
-  #sleeps(): number {
-    if (libc().getrusage(RUSAGE_THREAD, this.#usage) !== 0) return NaN;
-    return Number(this.#usageView.getBigInt64(RUSAGE.NVCSW, true));
+  /** The thread's voluntary context switches. */
+  sleeps(): number {
+    return Number(new DataView(this.#usage.buffer).getBigInt64(RUSAGE.NVCSW, true));
   }
 }
