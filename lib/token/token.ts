@@ -95,9 +95,10 @@ export interface TokenOptions {
   fakeSessionCap?: number;
   /**
    * A key's signatures run on the calling thread while most of its recent ones held it less than
-   * this many µs (CPU, or waiting when the module slept), else on a thread-pool thread (see sign_placement.ts): the hop to the pool costs more
-   * than a quick signature. 0 (the default): always the pool. Infinity: always the calling thread,
-   * for a Worker with nothing else to run meanwhile (the public listener's).
+   * this many µs (CPU, or waiting when the module slept), else on a thread-pool thread (see
+   * sign_placement.ts): the hop to the pool costs more than a quick signature. 0 (the default):
+   * always the pool. Infinity: always the calling thread, for a Worker with nothing else to run
+   * meanwhile (the public listener's).
    */
   inlineSignLimitUs?: number;
   /** Told when a key's signatures move to the thread pool because they were slow (for the log). */
