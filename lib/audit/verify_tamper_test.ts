@@ -539,7 +539,7 @@ Deno.test("svcd audit verify: usage and setup errors exit 2 with a message", asy
     }).output();
     return { code: out.code, err: new TextDecoder().decode(out.stderr) };
   };
-  const empty = await Deno.makeTempDir();
+  const empty = moduleTempDir("audit-empty-");
   assert.deepEqual(await run(["bogus"]).then((r) => r.code), 2);
   const none = await run(["verify", "--public-key", "/nonexistent.pem", "--dir", empty]);
   assert.equal(none.code, 2);
