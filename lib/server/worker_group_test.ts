@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { WorkerEnd, WorkerGroup } from "./worker_group.ts";
 import type { SharedSocket } from "../http/mod.ts";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 
 /** A member that records when it is closed, and whether the socket file existed then. */
 function member(path: string, log: string[], clean = true) {
@@ -25,61 +26,51 @@ function exists(path: string): boolean {
 
 class TestError extends Error {}
 
-/** Runs `fn` with a socket path in a fresh directory, removed afterwards whatever `fn` did. */
-async function withSocketPath(fn: (path: string) => Promise<void>): Promise<void> {
-  const dir = Deno.makeTempDirSync();
-  try {
-    await fn(`${dir}/g.sock`);
-  } finally {
-    Deno.removeSync(dir, { recursive: true });
-  }
-}
+Deno.test("worker group: a stop removes the socket file before any member closes, then closes the socket", async () => {
+  const path = `${moduleTempDir("svcd-group-")}/g.sock`;
+  const log: string[] = [];
+  const group = await WorkerGroup.start(path, 2, member(path, log), TestError);
+  assert.deepEqual(group.members.map((m) => m.slot), [0, 1]);
+  assert.ok(exists(path));
+  assert.equal(await group.close(100), true);
+  assert.deepEqual(log, ["close 0: socket file gone", "close 1: socket file gone"]);
+  assert.equal(await group.close(100), true, "a second close is the same close");
+  assert.equal(log.length, 2);
+});
 
-Deno.test("worker group: a stop removes the socket file before any member closes, then closes the socket", () =>
-  withSocketPath(async (path) => {
-    const log: string[] = [];
-    const group = await WorkerGroup.start(path, 2, member(path, log), TestError);
-    assert.deepEqual(group.members.map((m) => m.slot), [0, 1]);
-    assert.ok(exists(path));
-    assert.equal(await group.close(100), true);
-    assert.deepEqual(log, ["close 0: socket file gone", "close 1: socket file gone"]);
-    assert.equal(await group.close(100), true, "a second close is the same close");
-    assert.equal(log.length, 2);
-  }));
+Deno.test("worker group: one member that did not close clean makes the close false", async () => {
+  const path = `${moduleTempDir("svcd-group-")}/g.sock`;
+  const group = await WorkerGroup.start(path, 1, member(path, [], false), TestError);
+  assert.equal(await group.close(100), false);
+});
 
-Deno.test("worker group: one member that did not close clean makes the close false", () =>
-  withSocketPath(async (path) => {
-    const group = await WorkerGroup.start(path, 1, member(path, [], false), TestError);
-    assert.equal(await group.close(100), false);
-  }));
+Deno.test("worker group: a member failing to start closes the started ones and removes the socket", async () => {
+  const path = `${moduleTempDir("svcd-group-")}/g.sock`;
+  const log: string[] = [];
+  const start = member(path, log);
+  await assert.rejects(
+    WorkerGroup.start(
+      path,
+      3,
+      (shared, i) => i === 1 ? Promise.reject(new TestError("no key")) : start(shared, i),
+      TestError,
+    ),
+    /no key/,
+  );
+  assert.equal(log.length, 2, "the two that started were closed");
+  assert.equal(exists(path), false);
+});
 
-Deno.test("worker group: a member failing to start closes the started ones and removes the socket", () =>
-  withSocketPath(async (path) => {
-    const log: string[] = [];
-    const start = member(path, log);
-    await assert.rejects(
-      WorkerGroup.start(
-        path,
-        3,
-        (shared, i) => i === 1 ? Promise.reject(new TestError("no key")) : start(shared, i),
-        TestError,
-      ),
-      /no key/,
-    );
-    assert.equal(log.length, 2, "the two that started were closed");
-    assert.equal(exists(path), false);
-  }));
-
-Deno.test("worker group: a path that is not a socket is refused with the given error, nothing started", () =>
-  withSocketPath(async (path) => {
-    Deno.writeTextFileSync(path, "x");
-    let started = 0;
-    await assert.rejects(
-      WorkerGroup.start(path, 2, (shared) => (started++, member(path, [])(shared, 0)), TestError),
-      (e) => e instanceof TestError && e.message.includes(path),
-    );
-    assert.equal(started, 0);
-  }));
+Deno.test("worker group: a path that is not a socket is refused with the given error, nothing started", async () => {
+  const path = `${moduleTempDir("svcd-group-")}/g.sock`;
+  Deno.writeTextFileSync(path, "x");
+  let started = 0;
+  await assert.rejects(
+    WorkerGroup.start(path, 2, (shared) => (started++, member(path, [])(shared, 0)), TestError),
+    (e) => e instanceof TestError && e.message.includes(path),
+  );
+  assert.equal(started, 0);
+});
 
 Deno.test("worker end: a Worker that already ended closes at once; one that never answers, after twice the grace", async () => {
   const source = `data:application/javascript,${encodeURIComponent("self.onmessage = () => {};")}`;
