@@ -206,6 +206,6 @@ function unrefLater(fn: () => void, ms: number): void {
  */
 export function pooledMessage(label: string, limitUs: number): string {
   return `keys: ${label} signs on the thread pool from now on: most of its last signatures held ` +
-    `the thread over ${limitUs} µs (--inline-sign-limit-us), too long to hold the thread that serves ` +
-    "requests; SIGHUP measures it again";
+    `the thread that serves requests over ${limitUs} µs (--inline-sign-limit-us); SIGHUP ` +
+    "measures it again";
 }

@@ -159,26 +159,28 @@ export function authenticatedAdmission(deps: ServiceDeps): Admission {
 }
 
 /** What every route needs before it runs: a route, an identity, budget and a concurrency slot. */
+/** A request's answer when it is refused before its route runs, or its route, identity and slot. */
+type Preflight = { response: HttpResponse } | {
+  route: Route;
+  subject: string;
+  release: () => void;
+};
+
 function preflight(
   head: RequestHead,
   deps: ServiceDeps,
   ask: ServiceDeps["admit"] = deps.admit,
-): { response: HttpResponse } | { route: Route; subject: string; release: () => void } {
+): Preflight {
   const routed = routeAndIdentity(head, deps);
   if ("response" in routed) return routed;
   return admitted(routed, ask?.(routed.subject) ?? admit(routed.subject, deps));
 }
 
 /** {@link preflight} for the handler: the admission may be answered later (`admitLater`). */
-async function preflightLater(
-  head: RequestHead,
-  deps: ServiceDeps,
-): Promise<{ response: HttpResponse } | { route: Route; subject: string; release: () => void }> {
+async function preflightLater(head: RequestHead, deps: ServiceDeps): Promise<Preflight> {
+  if (!deps.admitLater) return preflight(head, deps);
   const routed = routeAndIdentity(head, deps);
   if ("response" in routed) return routed;
-  if (!deps.admitLater) {
-    return admitted(routed, deps.admit?.(routed.subject) ?? admit(routed.subject, deps));
-  }
   return admitted(routed, await deps.admitLater(routed.subject));
 }
 
@@ -205,10 +207,7 @@ function routeAndIdentity(
 }
 
 /** The 429 of the refusal budget or of the concurrency cap, or the request with its cap slot. */
-function admitted(
-  routed: { route: Route; subject: string },
-  answer: Admittance,
-): { response: HttpResponse } | { route: Route; subject: string; release: () => void } {
+function admitted(routed: { route: Route; subject: string }, answer: Admittance): Preflight {
   if (answer.limited) {
     return {
       response: problem(429, "Too Many Requests", "Too many refused requests from this client.", [

@@ -163,6 +163,8 @@ export class HoldTimer {
 class ThreadReading {
   readonly #clock = new Uint8Array(TIMESPEC_SIZE);
   readonly #usage = new Uint8Array(RUSAGE.SIZE);
+  readonly #clockView = new DataView(this.#clock.buffer);
+  readonly #usageView = new DataView(this.#usage.buffer);
   /** False when a clock could not be read (the call is then answered with its wall-clock time). */
   ok = false;
 
@@ -173,12 +175,12 @@ class ThreadReading {
 
   /** The thread's CPU time, in ms. */
   cpuMs(): number {
-    const v = new DataView(this.#clock.buffer);
+    const v = this.#clockView;
     return Number(v.getBigInt64(0, true)) * 1e3 + Number(v.getBigInt64(8, true)) / 1e6;
   }
 
   /** The thread's voluntary context switches. */
   sleeps(): number {
-    return Number(new DataView(this.#usage.buffer).getBigInt64(RUSAGE.NVCSW, true));
+    return Number(this.#usageView.getBigInt64(RUSAGE.NVCSW, true));
   }
 }
