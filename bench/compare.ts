@@ -13,7 +13,10 @@
  *   socket; N: N request Workers, the main thread keeps budget, cap and audit), each with its CPU
  *   per request per thread: the busiest thread's µs per request bounds the rate at 1e6 ÷ that
  *   however many cores there are. With `--taskset`, each also pinned to one core (`taskset -c 0`)
- *   and to two (`-c 0,1`), the load generator unpinned. `--svcd-only` runs only these.
+ *   and to two (`-c 0,1`), the load generator unpinned. `--svcd-only` runs only these;
+ * - the audit's cost, step by step (bench/serve.ts `--audit-stand-in`): audit off; answers that
+ *   wait for a later turn with no log at all (`next-turn`); the real log on a disk that syncs at
+ *   once (`instant-disk`); audit on. `--audit-ladder` runs only these.
  *
  * Targets of issue 11: svcd ≥ 1.5 × p11-kit remote; audit on ≥ 0.85 × audit off; daemon CPU per
  * /sign ≤ 3 × the CPU of one raw C_Sign. The parts run `--rounds` times, interleaved, and the
@@ -48,6 +51,7 @@ const { values } = parseArgs({
     "threads-list": { type: "string", default: "0,1,2" },
     taskset: { type: "boolean", default: false },
     "svcd-only": { type: "boolean", default: false },
+    "audit-ladder": { type: "boolean", default: false },
   },
 });
 const seconds = Number(values.seconds);
@@ -169,17 +173,18 @@ interface SignLoad {
 
 /**
  * /sign req/s and daemon CPU µs per request at c=16, 16 identities, for one daemon variant:
- * `without` parts (bench/serve.ts), `--threads` (undefined: the default), pinned to `cpus`.
+ * bench/serve.ts's own options (`--without`, `--audit-stand-in`), `--threads` (undefined: the
+ * default), pinned to `cpus`.
  */
 async function svcd(
   token: TestToken,
   policy: string,
-  without: string[],
+  benchOptions: string[],
   load: SignLoad,
   threads?: number,
   cpus?: string,
 ): Promise<SvcdFigures> {
-  const script = [SERVE, ...(without.length > 0 ? ["--without", without.join(",")] : [])];
+  const script = [SERVE, ...benchOptions];
   const daemon = await startDaemon({
     token,
     policy,
@@ -319,6 +324,66 @@ function median(xs: number[]): number {
 const f0 = (x: number) => x.toFixed(0);
 const f2 = (x: number) => x.toFixed(2);
 
+/** The steps of the audit's cost: bench/serve.ts options of each, from none of it to all of it. */
+const AUDIT_STEPS: [name: string, benchOptions: string[]][] = [
+  ["audit off", ["--without", "audit"]],
+  ["next turn, no log", ["--audit-stand-in", "next-turn"]],
+  ["log, instant disk", ["--audit-stand-in", "instant-disk"]],
+  ["audit on", []],
+];
+
+/** One round of the audit steps; adds `svcd <step> /s`, `… CPU µs/req`, `… main µs/req`. */
+async function auditSteps(
+  token: TestToken,
+  policy: string,
+  load: SignLoad,
+  add: (name: string, x: number) => void,
+): Promise<Map<string, SvcdFigures>> {
+  const figures = new Map<string, SvcdFigures>();
+  for (const [name, benchOptions] of AUDIT_STEPS) {
+    const f = await svcd(token, policy, benchOptions, load);
+    figures.set(name, f);
+    add(`svcd ${name} /s`, f.perSecond);
+    add(`svcd ${name} CPU µs/req`, f.cpuUs);
+    add(`svcd ${name} main µs/req`, f.mainUs);
+    add(`svcd ${name} switches/req`, f.switches);
+  }
+  return figures;
+}
+
+/** The medians of the audit steps, each as a ratio to audit off. */
+function auditStepSummary(m: (name: string) => number): string[] {
+  const off = m("svcd audit off /s");
+  const lines = [
+    "the audit's cost on /sign, step by step (medians; µs per request):",
+    `  ${"step".padEnd(20)} ${"req/s".padStart(6)} ${"÷ off".padStart(6)} ${"all".padStart(5)} ` +
+    `${"main".padStart(5)} ${"cs".padStart(4)}`,
+  ];
+  for (const [name] of AUDIT_STEPS) {
+    lines.push(
+      `  ${name.padEnd(20)} ${f0(m(`svcd ${name} /s`)).padStart(6)} ` +
+        `${f2(m(`svcd ${name} /s`) / off).padStart(6)} ${
+          f0(m(`svcd ${name} CPU µs/req`)).padStart(5)
+        } ` +
+        `${f0(m(`svcd ${name} main µs/req`)).padStart(5)} ${
+          m(`svcd ${name} switches/req`).toFixed(1).padStart(4)
+        }`,
+    );
+  }
+  lines.push(
+    "  (next turn: answers released a turn later, as by a barrier, with no line written; " +
+      "instant disk: the real log, its fdatasync done at once; cs: context switches per request)",
+  );
+  return lines;
+}
+
+/** A round's audit steps on one line. */
+function auditStepLine(figures: Map<string, SvcdFigures>): string {
+  return [...figures].map(([name, f]) =>
+    `${name} ${f0(f.perSecond)}/s (${f0(f.cpuUs)} µs, main ${f0(f.mainUs)})${pooledNote(f)}`
+  ).join("; ");
+}
+
 if (import.meta.main) {
   const dir = await Deno.makeTempDir({ prefix: "svcd-compare-" });
   const token = await makeTestToken({ keys: { [KEY]: "ec-p256" } });
@@ -354,7 +419,13 @@ if (import.meta.main) {
       console.log(`  round ${round + 1}:`);
       for (const line of await threadVariants(token, policy, load, add)) console.log(`    ${line}`);
     }
+    for (let round = 0; round < rounds && values["audit-ladder"]; round++) {
+      console.log(
+        `  round ${round + 1}: ${auditStepLine(await auditSteps(token, policy, load, add))}`,
+      );
+    }
     if (values["svcd-only"]) console.log("\n" + threadSummary(m).join("\n"));
+    else if (values["audit-ladder"]) console.log("\n" + auditStepSummary(m).join("\n"));
     else await fullComparison({ binary, dir, token, policy, load, binding, add, m });
   } finally {
     await token.cleanup();
@@ -398,8 +469,9 @@ async function fullComparison(
       } finally {
         await server.stop();
       }
-      const on = await svcd(token, policy, [], load);
-      const off = await svcd(token, policy, ["audit"], load);
+      const steps = await auditSteps(token, policy, load, add);
+      const on = steps.get("audit on")!;
+      const off = steps.get("audit off")!;
       if (on.errors + off.errors > 0) {
         console.log(`  (errors: audit on ${on.errors}, off ${off.errors})`);
       }
@@ -410,11 +482,6 @@ async function fullComparison(
           })`,
         );
       }
-      add("svcd audit on /s", on.perSecond);
-      add("svcd audit on CPU µs/req", on.cpuUs);
-      add("svcd audit on main µs/req", on.mainUs);
-      add("svcd audit off /s", off.perSecond);
-      add("svcd audit off CPU µs/req", off.cpuUs);
       const variants = await threadVariants(token, policy, load, add);
       console.log(
         `  round ${round + 1}: raw C ${f0(c2.perSecond)}/s, p11-kit ${f0(p11kit)}/s, ` +
@@ -423,6 +490,7 @@ async function fullComparison(
           }/s ` +
           `(${f0(off.cpuUs)} µs)`,
       );
+      console.log(`    ${auditStepLine(steps)}`);
       for (const line of variants) console.log(`    ${line}`);
     }
     console.log(
@@ -443,6 +511,7 @@ async function fullComparison(
         `audit off ${f0(m("svcd audit off /s"))}/s (${f0(m("svcd audit off CPU µs/req"))} µs)`,
     );
     console.log(threadSummary(m).join("\n"));
+    console.log(auditStepSummary(m).join("\n"));
     const raw = Math.max(binding, m("raw C 2 threads /s"), m("raw C 2 threads, session copy /s"));
     const ratios: [string, number, string][] = [
       ["svcd (audit on) / p11-kit remote", m("svcd audit on /s") / m("p11-kit remote /s"), "≥ 1.5"],

@@ -12,7 +12,7 @@ import { PolicyFile } from "../policy/mod.ts";
 import { ConcurrencyCap, RefusalBudget } from "../throttle/mod.ts";
 import { isTokenDead, Token } from "../token/mod.ts";
 import type { WorkerTokenOptions } from "./worker_group.ts";
-import { auditKeysFromToken, AuditLog } from "../audit/mod.ts";
+import { auditKeysFromToken, AuditLog, type AuditOptions } from "../audit/mod.ts";
 import { type PublicConfig, type ServeConfig, servedBy, type TokenConfig } from "./config.ts";
 import { StartupError, startupFindings } from "./checks.ts";
 
@@ -124,6 +124,7 @@ function openBudget(config: ServeConfig): Budget {
  * Opens this login's audit file with the token's audit keys. A token that dies under an audit line
  * (a reload, a checkpoint, a retry) is reported by the token itself (Token.onDead). Each change of
  * the log's health is logged and given to `onHealthChange` (the request threads' copy of it).
+ * `seams` is for benches only (bench/serve.ts): the daemon never passes it.
  *
  * @example
  * ```ts ignore
@@ -134,9 +135,11 @@ export function openAuditLog(
   config: ServeConfig,
   token: Token,
   onHealthChange: (health: AuditHealth) => void = () => {},
+  seams: Pick<AuditOptions, "sync"> = {},
 ): Promise<Audit> {
   return AuditLog.open({
     ...config.audit,
+    ...seams,
     keys: auditKeysFromToken(token),
     login: { token: config.token.tokenLabel, module: config.token.modulePath },
     onHealthChange: (healthy, error) => {
