@@ -45,6 +45,7 @@ import {
   closeUnixListener,
   LISTEN_BACKLOG,
   openUnixListener,
+  removeUnixListenerPath,
   type UnixListenerSocket,
 } from "./socket.ts";
 import { heldByOthers, publishHeld, type SharedSocket } from "./shared_socket.ts";
@@ -638,6 +639,10 @@ export class Listener {
   // ---- shutdown ------------------------------------------------------------------------------
 
   async #shutdown(graceMs: number): Promise<void> {
+    // The file goes first, so that no client can connect any more: one that connected between
+    // the last accept and the close would be queued, then reset by the close, unanswered. (A
+    // shared socket's group removes its file before it closes its listeners.)
+    if (!this.#opts.shared) removeUnixListenerPath(this.#sock);
     // Clients the kernel has already queued connected before the stop: take them (a full queue
     // still answers 503) so that closing the socket resets none of them.
     while (this.#acceptPausedUntil === 0 && this.#acceptSome() === ACCEPT_BATCH);

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { type HttpRequest, Listener, type ListenerOptions } from "./mod.ts";
-import { bytes, curlAsNobody, exchange, header, parseRawResponse } from "./testing.ts";
+import { bytes, curlAsNobody, exchange, header, parseRawResponse, until } from "./testing.ts";
 
 type Opts = Partial<ListenerOptions>;
 
@@ -174,6 +174,43 @@ Deno.test("the socket file is 0660, replaces a stale socket, and is removed on c
     assert.throws(() => Deno.lstatSync(path), Deno.errors.NotFound);
   } finally {
     Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("close answers every client that connected, under a stream of connects (none queued, then reset)", async () => {
+  const ROUNDS = 100;
+  const SERVED_PER_ROUND = 20;
+  const dir = moduleTempDir("svcd-http-");
+  const path = `${dir}/auth.sock`;
+  const connector = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("./testing_connector.ts", import.meta.url).pathname, path, "4"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  try {
+    for (let round = 0; round < ROUNDS; round++) {
+      const l = Listener.open({
+        path,
+        proxyUid: Deno.uid(),
+        workers: 4,
+        handler: () => Promise.resolve({ status: 204 }),
+      });
+      const served = l.serve();
+      await until(() => l.stats().served >= SERVED_PER_ROUND, 30_000, `${SERVED_PER_ROUND} served`);
+      await l.close(2000);
+      await served;
+    }
+  } finally {
+    await connector.stdin.close();
+    const out = await connector.output();
+    Deno.removeSync(dir, { recursive: true });
+    assert.ok(out.success, "the connector failed");
+    const counts = JSON.parse(new TextDecoder().decode(out.stdout));
+    assert.equal(counts.unanswered, 0, `connections reset unanswered: ${JSON.stringify(counts)}`);
+    assert.ok(counts.answered >= ROUNDS * SERVED_PER_ROUND, JSON.stringify(counts));
+    // The clients kept connecting while the socket was closed: every close happened under load.
+    assert.ok(counts.refused > 0, JSON.stringify(counts));
   }
 });
 
