@@ -232,7 +232,7 @@ export class Listener {
   }
 
   /**
-   * Take the connections already queued in the kernel, stop accepting, remove the socket file, let
+   * Remove the socket file, take the connections already queued in the kernel, stop accepting, let
    * silent connections (up to their first-byte deadline) and requests being read and handled
    * finish for up to `graceMs`, then close everything.
    * @example await l.close(5000);
