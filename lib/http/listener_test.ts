@@ -37,6 +37,16 @@ async function withListener(
   }
 }
 
+/** A listener at `path` that answers every request 204, for tests of the socket's life. */
+function noContentListener(path: string, workers: number): Listener {
+  return Listener.open({
+    path,
+    proxyUid: Deno.uid(),
+    workers,
+    handler: () => Promise.resolve({ status: 204 }),
+  });
+}
+
 Deno.test("a request is served with Content-Length and Connection: close, then closed", async () => {
   await withListener({}, async (l, path, seen) => {
     const raw = await exchange(
@@ -159,12 +169,7 @@ Deno.test("the socket file is 0660, replaces a stale socket, and is removed on c
       Deno.renameSync(`${path}.keep`, path);
     }
     assert.ok(Deno.lstatSync(path).isSocket);
-    const l = Listener.open({
-      path,
-      proxyUid: Deno.uid(),
-      workers: 1,
-      handler: () => Promise.resolve({ status: 204 }),
-    });
+    const l = noContentListener(path, 1);
     const served = l.serve();
     assert.equal(Deno.lstatSync(path).mode! & 0o777, 0o660);
     const res = parseRawResponse(await exchange(path, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
@@ -190,12 +195,7 @@ Deno.test("close answers every client that connected, under a stream of connects
   }).spawn();
   try {
     for (let round = 0; round < ROUNDS; round++) {
-      const l = Listener.open({
-        path,
-        proxyUid: Deno.uid(),
-        workers: 4,
-        handler: () => Promise.resolve({ status: 204 }),
-      });
+      const l = noContentListener(path, 4);
       const served = l.serve();
       await until(() => l.stats().served >= SERVED_PER_ROUND, 30_000, `${SERVED_PER_ROUND} served`);
       await l.close(2000);
