@@ -72,7 +72,9 @@ export interface AuditOptions {
   onHealthChange?: (healthy: boolean, error?: string) => void;
   /**
    * Test seam: makes a written group durable (default `file.syncData()`, fdatasync). Only tests
-   * replace it, to hold a sync open and show no append resolves before it; the daemon never does.
+   * replace it, to hold a sync open and show no append resolves before it, and one bench stand-in
+   * (bench/serve.ts `instant-disk`), to measure the log without the disk's wait; the daemon never
+   * does.
    */
   sync?: (file: Deno.FsFile) => Promise<void>;
 }
