@@ -332,7 +332,10 @@ const AUDIT_STEPS: [name: string, benchOptions: string[]][] = [
   ["audit on", []],
 ];
 
-/** One round of the audit steps; adds `svcd <step> /s`, `… CPU µs/req`, `… main µs/req`. */
+/**
+ * One round of the audit steps; adds `svcd <step> /s`, `… CPU µs/req`, `… main µs/req` and
+ * `… switches/req`. The round's line ({@link auditStepLine}) names the keys each step pooled.
+ */
 async function auditSteps(
   token: TestToken,
   policy: string,
@@ -474,13 +477,6 @@ async function fullComparison(
       const off = steps.get("audit off")!;
       if (on.errors + off.errors > 0) {
         console.log(`  (errors: audit on ${on.errors}, off ${off.errors})`);
-      }
-      if (on.pooled.length + off.pooled.length > 0) {
-        console.log(
-          `  (audit on${pooledNote(on) || ": none pooled"}; audit off${
-            pooledNote(off) || ": none pooled"
-          })`,
-        );
       }
       const variants = await threadVariants(token, policy, load, add);
       console.log(

@@ -158,7 +158,6 @@ export function authenticatedAdmission(deps: ServiceDeps): Admission {
   };
 }
 
-/** What every route needs before it runs: a route, an identity, budget and a concurrency slot. */
 /** A request's answer when it is refused before its route runs, or its route, identity and slot. */
 type Preflight = { response: HttpResponse } | {
   route: Route;
@@ -166,6 +165,7 @@ type Preflight = { response: HttpResponse } | {
   release: () => void;
 };
 
+/** What every route needs before it runs: a route, an identity, budget and a concurrency slot. */
 function preflight(
   head: RequestHead,
   deps: ServiceDeps,
