@@ -1,5 +1,5 @@
 /**
- * Per-identity refusal budget (spec §8, issue 5). Every refused request of an identity (403, and 400s
+ * Per-identity refusal budget. Every refused request of an identity (403, and 400s
  * its requests caused) is counted; the count decays by one per refill interval. When the count reaches
  * the threshold the identity is limited: all its requests, good ones too, get 429 with Retry-After
  * until the delay has passed. The delay is base × 2^(count − threshold), capped: never a lock.
@@ -23,10 +23,13 @@
  *   in bytes too.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const subject: string;
+ * declare function refuse429(retryAfterSeconds: number): void;
+ * declare function audit(event: string, actor: string, fields: object): void;
  * const budget = RefusalBudget.open({ stateDir: "/var/lib/svcd" });
  * const limit = budget.check(subject);
- * if (limit.limited) return respond(429, { "Retry-After": String(limit.retryAfterSeconds) });
+ * if (limit.limited) refuse429(limit.retryAfterSeconds);
  * // … serve; on 403/400:
  * const r = budget.recordRefusal(subject);
  * if (r.crossed) audit("identity_limited", subject, { count: r.count, delay: r.delaySeconds });
@@ -67,7 +70,8 @@ const LONG_IDENTITY = 512;
  * The budget: an in-memory map of identities with refusals, written through to sqlite.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const stateDir: string;
  * const budget = RefusalBudget.open({ stateDir, threshold: 5 });
  * ```
  */
@@ -118,7 +122,8 @@ export class RefusalBudget {
    * Whether `identity` is limited now. Cheap: one map lookup for an identity never refused.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const budget: RefusalBudget;
    * budget.check("CN=alice"); // → { limited: false }
    * ```
    */
@@ -135,7 +140,8 @@ export class RefusalBudget {
    * Counts one refused request of `identity` (not a 429). Reports the crossing exactly once.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const budget: RefusalBudget;
    * const { crossed, count, delaySeconds } = budget.recordRefusal("CN=alice");
    * ```
    */
@@ -161,7 +167,8 @@ export class RefusalBudget {
    * How many identities are limited now (for /health; never who).
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const budget: RefusalBudget;
    * budget.limitedCount(); // → 0
    * ```
    */
@@ -176,11 +183,6 @@ export class RefusalBudget {
 
   /**
    * Identities remembered now (at most maxEntries).
-   *
-   * @example
-   * ```ts ignore
-   * budget.size; // → 0 on a fresh state dir
-   * ```
    */
   get size(): number {
     return this.#entries.size;
@@ -188,11 +190,6 @@ export class RefusalBudget {
 
   /**
    * Closes the state file (checkpointing the WAL). Further calls throw.
-   *
-   * @example
-   * ```ts ignore
-   * budget.close();
-   * ```
    */
   close(): void {
     this.#store.close();

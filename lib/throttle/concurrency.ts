@@ -1,14 +1,24 @@
 /**
- * Per-identity concurrency cap (spec §8): at most `limit` requests of one identity in flight; the next
+ * Per-identity concurrency cap: at most `limit` requests of one identity in flight; the next
  * gets 429 with Retry-After: 1. Not a refusal: it is not counted against the refusal budget. With a
  * limit of at least 1, a client sending one request at a time is never capped.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const subject: string;
+ * declare function refuse429(): void;
+ * declare function serve(): Promise<void>;
  * const cap = ConcurrencyCap.forWorkers(4); // limit 3
  * const release = cap.tryAcquire(subject);
- * if (!release) return respond(429, { "Retry-After": "1" });
- * try { await serve(); } finally { release(); }
+ * if (release === undefined) {
+ *   refuse429(); // with Retry-After: 1
+ * } else {
+ *   try {
+ *     await serve();
+ *   } finally {
+ *     release();
+ *   }
+ * }
  * ```
  */
 export class ConcurrencyCap {
@@ -47,7 +57,8 @@ export class ConcurrencyCap {
    * when the identity already has `limit` requests in flight.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const cap: ConcurrencyCap;
    * const release = cap.tryAcquire("CN=alice"); // release?.()
    * ```
    */
@@ -69,7 +80,8 @@ export class ConcurrencyCap {
    * Requests of `identity` in flight now.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const cap: ConcurrencyCap;
    * cap.inFlight("CN=alice"); // → 0
    * ```
    */
@@ -79,11 +91,6 @@ export class ConcurrencyCap {
 
   /**
    * Identities with a request in flight (the map never holds idle identities).
-   *
-   * @example
-   * ```ts ignore
-   * cap.identities; // → 0 when idle
-   * ```
    */
   get identities(): number {
     return this.#inFlight.size;

@@ -1,10 +1,9 @@
 /**
- * Throttles of the authenticated socket (spec §8): the per-identity refusal budget, persisted across
+ * Throttles of the authenticated socket: the per-identity refusal budget, persisted across
  * restarts, and the per-identity concurrency cap. Defaults and reasoning: README.md beside this file.
  *
  * @example
- * ```ts ignore
- * import { ConcurrencyCap, RefusalBudget } from "./lib/throttle/mod.ts";
+ * ```ts
  * const budget = RefusalBudget.open({ stateDir: "/var/lib/svcd" });
  * const cap = ConcurrencyCap.forWorkers(4);
  * ```

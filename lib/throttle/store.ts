@@ -29,8 +29,13 @@ const SCHEMA_VERSION = 1;
  * The state file cannot be used; the message names the file and what to do.
  *
  * @example
- * ```ts ignore
- * try { RefusalBudget.open({ stateDir }); } catch (e) { if (e instanceof StateError) exit(e.message); }
+ * ```ts
+ * declare const stateDir: string;
+ * try {
+ *   StateStore.open(stateDir);
+ * } catch (e) {
+ *   if (e instanceof StateError) console.error(e.message); // names the file and what to do
+ * }
  * ```
  */
 export class StateError extends Error {
@@ -58,7 +63,10 @@ const SQLITE_BUSY = 5, SQLITE_LOCKED = 6;
  * The table of refusal entries, one row per identity.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { BudgetEntry } from "./curve.ts";
+ * declare const store: StateStore;
+ * declare const entry: BudgetEntry;
  * store.write("CN=alice", entry, { durable: true });
  * ```
  */
@@ -115,7 +123,8 @@ export class StateStore {
    * Every row, least recently refused first; throws StateError on a row that cannot be right.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const store: StateStore;
    * const entries = new Map(store.loadAll());
    * ```
    */
@@ -143,7 +152,9 @@ export class StateStore {
    * to disk before returning (used at a crossing).
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const store: StateStore;
+   * const now = Date.now();
    * store.write("CN=alice", { count: 1, anchorMs: now, limitedUntilMs: 0, touchedMs: now });
    * ```
    */
@@ -167,11 +178,6 @@ export class StateStore {
 
   /**
    * Drops one identity (evicted).
-   *
-   * @example
-   * ```ts ignore
-   * store.remove("CN=alice");
-   * ```
    */
   remove(identity: string): void {
     this.#remove.run(identity);
@@ -181,7 +187,8 @@ export class StateStore {
    * Drops every row that has decayed to zero and is not limited at `nowMs`.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const store: StateStore;
    * store.removeForgotten(Date.now(), 60_000);
    * ```
    */
@@ -191,11 +198,6 @@ export class StateStore {
 
   /**
    * Number of rows (for tests and diagnostics).
-   *
-   * @example
-   * ```ts ignore
-   * store.rowCount(); // → 0 on a fresh file
-   * ```
    */
   rowCount(): number {
     return Number(this.#db.prepare("SELECT count(*) AS n FROM refusals").get()?.n);
@@ -203,11 +205,6 @@ export class StateStore {
 
   /**
    * Checkpoints the WAL into the file and closes it.
-   *
-   * @example
-   * ```ts ignore
-   * store.close();
-   * ```
    */
   close(): void {
     if (!this.#db.isOpen) return;
