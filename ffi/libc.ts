@@ -14,9 +14,9 @@
 export const AF_UNIX = 1;
 /** socket(2) type flags. @example SOCK.STREAM | SOCK.NONBLOCK */
 export const SOCK = { STREAM: 1, DGRAM: 2, NONBLOCK: 0o4000, CLOEXEC: 0o2000000 } as const;
-/** getsockopt(2) level and option for the peer's credentials. @example SO.PEERCRED */
+/** getsockopt(2) level and option for the peer's credentials. */
 export const SO = { SOL_SOCKET: 1, PEERCRED: 17 } as const;
-/** epoll_ctl(2) operations. @example EPOLL_CTL.ADD */
+/** epoll_ctl(2) operations. */
 export const EPOLL_CTL = { ADD: 1, DEL: 2, MOD: 3 } as const;
 /** epoll event bits. @example EPOLL.IN | EPOLL.RDHUP | EPOLL.ONESHOT */
 export const EPOLL = {
@@ -61,7 +61,7 @@ export const RUSAGE_THREAD = 1;
 /**
  * struct rusage on 64-bit Linux: its size and the byte offset of ru_nvcsw, the thread's voluntary
  * context switches (it blocked). Its CPU times are only as precise as the scheduler tick; use
- * CLOCK_THREAD_CPUTIME_ID for those. @example RUSAGE.NVCSW
+ * CLOCK_THREAD_CPUTIME_ID for those.
  */
 export const RUSAGE = { SIZE: 144, NVCSW: 128 } as const;
 /** clock_gettime(2) clock of the calling thread's CPU time (ns precision). */
@@ -128,7 +128,6 @@ let opened: Deno.DynamicLibrary<typeof SYMBOLS> | null = null;
 
 /**
  * The libc symbols, opened once per isolate (a Worker opens its own).
- * @example libc().close(fd)
  */
 export function libc(): Libc {
   if (opened === null) opened = Deno.dlopen("libc.so.6", SYMBOLS);
@@ -291,7 +290,6 @@ export function becomeUser(user: PasswdEntry): number {
 /**
  * Switches back to root after {@link becomeUser} (the saved uid 0 allows it): uid, gid and an
  * empty supplementary group list. Returns 0, or -1 with `errno()`.
- * @example restoreRoot();
  */
 export function restoreRoot(): number {
   const c = libc();

@@ -10,7 +10,7 @@
  * ```
  */
 
-/** `OPENSSL_init_crypto` option bits (openssl/crypto.h). @example OPENSSL_INIT.NO_ATEXIT */
+/** `OPENSSL_init_crypto` option bits (openssl/crypto.h). */
 export const OPENSSL_INIT = { NO_ATEXIT: 0x00080000 } as const;
 
 const SYMBOLS = {
@@ -24,7 +24,6 @@ let opened: Deno.DynamicLibrary<typeof SYMBOLS> | null | undefined;
 
 /**
  * The libcrypto symbols, opened once per isolate; undefined when `libcrypto.so.3` cannot be loaded.
- * @example libcrypto()?.OPENSSL_init_crypto(0n, null)
  */
 export function libcrypto(): Libcrypto | undefined {
   if (opened === undefined) {

@@ -306,7 +306,8 @@ function flags<Of extends string>() {
  * Flags of CK_C_INITIALIZE_ARGS.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { encodeInitializeArgs } from "./layouts.ts";
  * encodeInitializeArgs(CKF_INIT.OS_LOCKING_OK);
  * ```
  */
@@ -319,8 +320,8 @@ export const CKF_INIT = flags<"init">()({
  * Flags of a session (C_OpenSession, CK_SESSION_INFO).
  *
  * @example
- * ```ts ignore
- * openSession(mod, slot, CKF_SESSION.RW_SESSION);
+ * ```ts
+ * const flags = CKF_SESSION.SERIAL_SESSION | CKF_SESSION.RW_SESSION; // C_OpenSession's flags
  * ```
  */
 export const CKF_SESSION = flags<"session">()({
@@ -332,7 +333,9 @@ export const CKF_SESSION = flags<"session">()({
  * Flags of CK_SLOT_INFO.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { decodeSlotInfo } from "./layouts.ts";
+ * declare const buf: Uint8Array;
  * if (decodeSlotInfo(buf).flags & CKF_SLOT.TOKEN_PRESENT) console.log("a token is in");
  * ```
  */
@@ -346,7 +349,9 @@ export const CKF_SLOT = flags<"slot">()({
  * Flags of CK_TOKEN_INFO.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { decodeTokenInfo } from "./layouts.ts";
+ * declare const buf: Uint8Array;
  * if (!(decodeTokenInfo(buf).flags & CKF_TOKEN.TOKEN_INITIALIZED)) console.log("run svcd token init");
  * ```
  */
@@ -376,7 +381,9 @@ export const CKF_TOKEN = flags<"token">()({
  * Flags of CK_MECHANISM_INFO.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { decodeMechanismInfo } from "./layouts.ts";
+ * declare const buf: Uint8Array;
  * const canSign = (decodeMechanismInfo(buf).flags & CKF_MECHANISM.SIGN) !== 0;
  * ```
  */
@@ -397,7 +404,9 @@ export const CKF_MECHANISM = flags<"mechanism">()({
  * Flags of CK_INTERFACE.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { CkInterface } from "./layouts.ts";
+ * declare const iface: CkInterface;
  * const forkSafe = (iface.flags & CKF_INTERFACE.FORK_SAFE) !== 0;
  * ```
  */
