@@ -1,6 +1,6 @@
 /**
  * The policy file on disk: loaded at start (an error is fatal), re-read on SIGHUP (an error keeps the
- * policy in force, spec §5.7).
+ * policy in force: a failed reload never installs an empty policy).
  *
  * A reload refuses a zero-byte file and keeps the policy in force: that is what a file looks like
  * while an editor or `>` redirection is rewriting it, and installing it would refuse every client.
@@ -12,7 +12,8 @@
  * a reload never stalls the requests being served.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const subject: string, label: string;
  * const file = await PolicyFile.load("/etc/svcd/policy");
  * Deno.addSignalListener("SIGHUP", async () => {
  *   const r = await file.reload();
@@ -91,7 +92,8 @@ export class PolicyFile {
    * Concurrent calls run one after another, so the last call's file wins.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const file: PolicyFile;
    * const r = await file.reload(); // r.ok ? r.policy.warnings : r.error
    * ```
    */

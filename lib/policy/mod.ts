@@ -1,11 +1,10 @@
 /**
- * Policy: which client subject may use which key label (spec §2, §5). File format, one grant per
+ * Policy: which client subject may use which key label, decided before any PKCS#11 call. File format, one grant per
  * line: `subject<TAB>label`; `#` starts a comment line; blank lines are ignored. See parse.ts for
  * every edge case (CRLF, whitespace, BOM, control bytes, non-UTF-8, duplicates, empty file).
  *
  * @example
- * ```ts ignore
- * import { PolicyFile } from "./lib/policy/mod.ts";
+ * ```ts
  * const file = await PolicyFile.load("/etc/svcd/policy");
  * for (const w of file.current.warnings) console.error(w);
  * file.current.allows("CN=alice,O=Example,C=DE", "signing-key");

@@ -23,8 +23,8 @@
  *   that could sign with the audit key could forge the checkpoints `svcd audit verify` trusts.
  *
  * @example
- * ```ts ignore
- * const r = parsePolicyText(latin1("CN=alice,O=Ex\tsigning-key\n"), "/etc/svcd/policy");
+ * ```ts
+ * const r = parsePolicyText("CN=alice,O=Ex\tsigning-key\n", "/etc/svcd/policy");
  * // r.grants → [{ subject: "CN=alice,O=Ex", label: "signing-key", line: 1 }]
  * ```
  */
@@ -93,10 +93,12 @@ export const PARSE_SLICE_MS = 0.5;
 /**
  * Parses like {@link parsePolicyText}, but in slices of about {@link PARSE_SLICE_MS} ms with the
  * event loop let run between them: a reload of a large file never holds up the requests being
- * served (a 1 MiB file takes hundreds of ms to parse).
+ * served (a file near the size limit takes far longer to parse than a request may wait;
+ * bench/policy-reload.ts measures both).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const text: string;
  * const parsed = await parsePolicyTextSliced(text, "/etc/svcd/policy");
  * ```
  */

@@ -32,7 +32,8 @@ export interface PolicyData {
  * fault, e.g. unreadable); `problems` lists every bad line; the message names file and line.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const bytes: Uint8Array;
  * try { Policy.parse(bytes, "/etc/svcd/policy"); } catch (e) {
  *   if (e instanceof PolicyError) console.error(e.message); // "/etc/svcd/policy line 3: no TAB …"
  * }
@@ -62,7 +63,8 @@ function describeProblems(source: string, problems: PolicyProblem[]): string {
  * Subject → labels, built from one successfully parsed file.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const bytes: Uint8Array;
  * Policy.parse(bytes, "/etc/svcd/policy").labelsFor("CN=alice,O=Ex"); // → ["signing-key"]
  * ```
  */
@@ -99,7 +101,9 @@ export class Policy {
    * The policy {@link Policy.toData} described, already checked where it was parsed.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const worker: Worker;
+   * let policy: Policy;
    * worker.onmessage = (e) => (policy = Policy.fromData(e.data.policy));
    * ```
    */
@@ -150,7 +154,8 @@ export class Policy {
    * per byte, as the HTTP layer hands header values over).
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const policy: Policy;
    * policy.allows("CN=alice,O=Ex", "signing-key"); // → true
    * ```
    */
@@ -164,7 +169,8 @@ export class Policy {
    * Every label granted to anyone, once, with the line of its first grant (file order).
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const policy: Policy;
    * policy.grantedLabels(); // → [{ label: "signing-key", line: 1 }]
    * ```
    */
@@ -182,7 +188,8 @@ export class Policy {
    * The labels granted to `subject`, in file order; empty for an unknown subject.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const policy: Policy;
    * policy.labelsFor("CN=nobody"); // → []
    * ```
    */

@@ -1,6 +1,7 @@
 /**
- * Recognises subjects written in a form the proxy is unlikely to send, so a policy that would refuse
- * every request (spec §5.5–6: the wrong form fails silently) is flagged when it is loaded.
+ * Recognises subjects written in a form the proxy is unlikely to send. The subject is compared byte
+ * for byte, so a policy in the wrong form does not fail loudly: it refuses every request of that
+ * client with 403. Such a grant is therefore flagged when the policy is loaded.
  *
  * @example
  * ```ts
@@ -25,7 +26,7 @@ export function subjectFormAdvice(subject: string): string | undefined {
   if (LEGACY_SLASH.test(subject)) {
     return `subject '${subject}' is in the legacy slash form (the CA tools' output); most proxies ` +
       `send RFC 4514: '${legacyToRfc4514(subject)}'. If yours does, every request of this client ` +
-      `is refused with 403 (spec §5.5–6); write the subject exactly as the proxy sends it`;
+      `is refused with 403; write the subject exactly as the proxy sends it`;
   }
   if (OPENSSL_DISPLAY.test(subject)) {
     return `subject '${subject}' looks like OpenSSL's display form ('C = DE, O = ...'), which no ` +
