@@ -56,8 +56,9 @@ export async function listAuditFiles(dir: string): Promise<string[]> {
  * The chain head a new file in `dir` must continue from (see {@link ChainTail}).
  *
  * @example
- * ```ts ignore
- * const { nextNumber, seq, mac } = await findChainTail(dir);
+ * ```ts
+ * declare const dir: string;
+ * const { nextNumber, seq, value } = await findChainTail(dir);
  * ```
  */
 export async function findChainTail(dir: string): Promise<ChainTail> {
@@ -122,7 +123,8 @@ function parseHead(line: Uint8Array): { seq: number; value: Uint8Array } | strin
  * whose sync never finished (the seal is written last) or lines added by someone without the key.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const dir: string;
  * const { line, sealedSize } = await readLastSealedLine(`${dir}/audit.log.000003`);
  * ```
  */

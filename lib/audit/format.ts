@@ -208,7 +208,10 @@ export function memberTail(
 let isoSecond = NaN;
 let isoPrefix = "";
 
-/** `time.toISOString()`; the part up to the seconds is made once per second (it costs ~1.5 µs). */
+/**
+ * `time.toISOString()`; the part up to the seconds is made once per second, since formatting a
+ * whole date costs more than the rest of a line's time member and a second holds many lines.
+ */
 function isoTime(time: Date): string {
   const ms = time.getTime();
   const second = Math.floor(ms / 1000);
@@ -262,8 +265,9 @@ export function lineBody(head: string, seq: number, tail: string, prev: Uint8Arr
  * UTF-8. A v2 line's `hash` is SHA-256 of it; a v1 line's `mac` was HMAC-SHA256 of it.
  *
  * @example
- * ```ts ignore
- * const hash = sha256(chainInput(prevValue, utf8Body));
+ * ```ts
+ * declare const prevValue: Uint8Array, utf8Body: Uint8Array;
+ * const hash = lineHash(chainInput(prevValue, utf8Body));
  * ```
  */
 export function chainInput(prev: Uint8Array, body: Uint8Array): Uint8Array {
@@ -277,7 +281,8 @@ export function chainInput(prev: Uint8Array, body: Uint8Array): Uint8Array {
  * The SHA-256 of a v2 line: its chain value (what the next line's `prev` names).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const prev: Uint8Array, body: Uint8Array;
  * const hash = lineHash(chainInput(prev, body)); // 32 bytes
  * ```
  */
@@ -290,7 +295,9 @@ export function lineHash(input: Uint8Array): Uint8Array {
  * same length as a v1 MAC input (32 bytes ‖ a non-empty body), so neither can stand for the other.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { AuditKeys } from "./log.ts";
+ * declare const keys: AuditKeys, hash: Uint8Array;
  * const seal = await keys.mac(sealInput(hash));
  * ```
  */
@@ -306,7 +313,8 @@ export function sealInput(hash: Uint8Array): Uint8Array {
  * logs written before the seals had these; {@link splitTrailer} still reads them.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const bodyBytes: Uint8Array, mac: Uint8Array;
  * lineBytesV1(bodyBytes, mac); // {…,"prev":"…","mac":"…"}\n
  * ```
  */
@@ -319,7 +327,8 @@ export function lineBytesV1(body: Uint8Array, mac: Uint8Array): Uint8Array {
  * group) before its closing brace, and `\n`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const bodyBytes: Uint8Array, hash: Uint8Array, seal: Uint8Array;
  * lineBytes(bodyBytes, hash, seal); // {…,"prev":"…","hash":"…","seal":"…"}\n
  * ```
  */
@@ -343,7 +352,8 @@ function withTrailer(body: Uint8Array, trailer: string): Uint8Array {
  * encoding per line.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const prev: Uint8Array, head: string, seq: number, tail: string;
  * const input = chainInputWithRoom(prev, lineBody(head, seq, tail, prev));
  * const line = hashedLine(input, lineHash(input));
  * ```
@@ -361,7 +371,8 @@ export function chainInputWithRoom(prev: Uint8Array, body: string): Uint8Array {
  * {@link chainInputWithRoom} result and its hash, built in the same buffer.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const input: Uint8Array, hash: Uint8Array;
  * hashedLine(input, hash); // {…,"prev":"…","hash":"…"}\n
  * ```
  */
@@ -382,7 +393,9 @@ export function hashedLine(input: Uint8Array, hash: Uint8Array): Uint8Array {
  * then ends `,"hash":"…","seal":"…"}\n`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { AuditKeys } from "./log.ts";
+ * declare const keys: AuditKeys, line: Uint8Array, hash: Uint8Array;
  * const last = sealedLine(line, await keys.mac(sealInput(hash)));
  * ```
  */
@@ -412,7 +425,8 @@ export interface LineTrailer {
  * (64 lowercase hex digits each).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const line: Uint8Array;
  * const t = splitTrailer(line); // { body, version, value, seal? } or undefined
  * ```
  */
@@ -458,7 +472,8 @@ export interface CheckpointClaim {
  * The exact bytes an Ed25519 checkpoint signature covers (ASCII, one line, no newline).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const head: Uint8Array, sha256: Uint8Array;
  * checkpointMessage({ file: "audit.log.000001", seq: 1000, head, size: 301234, sha256, version: 2 });
  * // "svcd-audit-checkpoint-v2 file=audit.log.000001 seq=1000 hash=… size=301234 sha256=…"
  * ```

@@ -22,7 +22,8 @@
  * which a failed attempt is cut back and retried like in any other file.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const keys: AuditKeys, subject: string;
  * const log = await AuditLog.open({ dir: "/var/log/svcd", keys, login: { token: "svcd" } });
  * const seq = await log.append("sign", subject, { key: "k1", request_id: "r1" }); // durable now
  * await log.close();
@@ -144,7 +145,8 @@ const INTERNAL_EVENTS: ReadonlySet<string> = new Set([
  * One audit file of one module opening (see the module comment for the pipeline and recovery).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const dir: string, keys: AuditKeys;
  * const log = await AuditLog.open({ dir, keys, login: {} });
  * ```
  */
@@ -198,7 +200,8 @@ export class AuditLog {
    * `login_ok` line durable; that line chains to the last complete line of the previous file.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const keys: AuditKeys;
    * const log = await AuditLog.open({ dir: "/var/log/svcd", keys, login: { token: "svcd" } });
    * ```
    */
@@ -236,7 +239,8 @@ export class AuditLog {
    * bad arguments. `actor` is a byte string (one char per byte), e.g. a header value.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const log: AuditLog;
    * await log.append("sign", "CN=alice,O=Example", { key: "k1", request_id: "r-17" });
    * ```
    */
@@ -268,7 +272,8 @@ export class AuditLog {
    * Counters since open: durable lines, fdatasync calls, largest group.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const log: AuditLog;
    * const { lines, syncs } = log.stats(); // syncs / lines = fdatasync per line
    * ```
    */
@@ -280,7 +285,8 @@ export class AuditLog {
    * Tries to resume now (the retry timer does the same while unhealthy); resolves with `healthy`.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const log: AuditLog;
    * if (!log.healthy) await log.retry();
    * ```
    */
@@ -294,11 +300,6 @@ export class AuditLog {
   /**
    * Writes a `shutdown` line and a final checkpoint over it, syncs and closes the file. Appends
    * after close are refused. Rejects (after closing the file) when those lines cannot be written.
-   *
-   * @example
-   * ```ts ignore
-   * await log.close();
-   * ```
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();

@@ -3,8 +3,8 @@
  * {@link verifyAuditFiles} checks it; `svcd audit verify` is ./cli.ts. Format: ./README.md.
  *
  * @example
- * ```ts ignore
- * import { AuditLog, auditKeysFromToken } from "./lib/audit/mod.ts";
+ * ```ts
+ * declare const token: AuditToken<unknown>;
  * const log = await AuditLog.open({ dir: "/var/log/svcd", keys: auditKeysFromToken(token), login: {} });
  * ```
  */

@@ -19,7 +19,8 @@ let next = 0;
  * A fresh zero-filled view of `n` bytes (a buffer of its own when `n` is larger than a slab).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const total: number;
  * const group = slabBytes(total);
  * ```
  */

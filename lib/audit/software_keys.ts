@@ -6,10 +6,13 @@
  * grouping of lines independent of timing in tests.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { AuditLog } from "./log.ts";
+ * import { verifyAuditFiles } from "./verify.ts";
+ * declare const dir: string, files: string[];
  * const k = await softwareAuditKeys();
  * const log = await AuditLog.open({ dir, keys: k.keys, login: {} });
- * await verifyAuditFiles({ files, mac: k.keys.mac, publicKey: k.publicKey });
+ * await verifyAuditFiles({ files, mac: k.keys.mac, publicKey: k.publicKey, fromStart: true });
  * ```
  */
 import { pem } from "../token/der.ts";

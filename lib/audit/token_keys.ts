@@ -5,7 +5,9 @@
  * methods it calls.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { AuditLog } from "./log.ts";
+ * declare const dir: string, token: AuditToken<unknown>;
  * const log = await AuditLog.open({ dir, keys: auditKeysFromToken(token), login: { token: "svcd" } });
  * ```
  */
@@ -26,7 +28,8 @@ export interface AuditToken<K> {
  * (and again after a failure), so a token without it fails that checkpoint, not the start.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const token: AuditToken<unknown>;
  * const keys = auditKeysFromToken(token);
  * ```
  */

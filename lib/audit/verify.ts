@@ -10,7 +10,8 @@
  * bytes there were added after the file was closed, which is tampering.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const mac: (data: Uint8Array) => Promise<Uint8Array>;
  * const result = await verifyAuditFiles({ files: ["/var/log/svcd/audit.log.000001"], mac, fromStart: true });
  * if (!result.ok) console.error(result.problem);
  * ```
@@ -110,7 +111,9 @@ const MAX_UNHASHED = 64 << 20;
  * files.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { AuditKeys } from "./log.ts";
+ * declare const files: string[], keys: AuditKeys, publicKey: CryptoKey;
  * const r = await verifyAuditFiles({ files, mac: keys.mac, publicKey, fromStart: true });
  * ```
  */
@@ -586,7 +589,8 @@ export interface ParsedLine {
  * at its end, or says what is wrong with it.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const bytes: Uint8Array;
  * const p = parseLine(bytes); // string = the reason it is not an audit line
  * ```
  */

@@ -1,5 +1,6 @@
 /**
- * Every tamper kind of issue 4 is detected and located by the verifier; an untouched log verifies,
+ * Every kind of tampering (an edited, removed, swapped or added line; a removed, cut or renamed
+ * file; a forged checkpoint) is detected and located by the verifier; an untouched log verifies,
  * and its hashes, seals and checkpoint signatures check out against independent oracles
  * (node:crypto). Logs written before the seals (a MAC on every line) still verify.
  */
