@@ -4,14 +4,16 @@
  * first-byte deadline), reads and parses requests itself, runs at most `workers` handlers at once
  * (the rest wait FIFO), and writes each response with `Connection: close`.
  *
- * Polling: a synchronous `epoll_wait(…, 0)` first (≈ 0.3 µs); only when nothing is ready a
- * `nonblocking` FFI `epoll_wait` with the time to the next deadline (≈ 30 µs round trip). An eventfd
+ * Polling: a synchronous `epoll_wait(…, 0)` first, which is far cheaper than a round trip through
+ * the FFI thread pool; only when nothing is ready a `nonblocking` FFI `epoll_wait` with the time to
+ * the next deadline. An eventfd
  * wakes that wait on close so the process can exit. Its parts have files of their own: who may hold
  * a connection (acceptor.ts), the connections under each deadline (deadlines.ts), and the parsed
  * requests waiting for a handler slot (work_queue.ts).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const path: string;
  * const l = Listener.open({ path, proxyUid: 33, workers: 4, handler: async () => ({ status: 204 }) });
  * const done = l.serve();
  * // … on SIGTERM
@@ -216,7 +218,7 @@ export class Listener {
     return l;
   }
 
-  /** Path of the socket file. @example l.path */
+  /** Path of the socket file. */
   get path(): string {
     return this.#sock.path;
   }
@@ -224,7 +226,6 @@ export class Listener {
   /**
    * Run the reactor until `close()`; resolves when it has stopped. Calling it twice returns the
    * same promise.
-   * @example await l.serve();
    */
   serve(): Promise<void> {
     this.#serving ??= this.#loop();

@@ -3,8 +3,7 @@
  * that holds silent connections, strict parsing, deadlines, and RFC 9457 problem responses.
  *
  * @example
- * ```ts ignore
- * import { Listener, problem } from "./lib/http/mod.ts";
+ * ```ts
  * const l = Listener.open({
  *   path: "/run/svcd/auth.sock", proxyUid: 33, workers: 4,
  *   handler: async (req) => req.path === "/health" ? { status: 200, body: "{}" } : problem(404, "Not found"),

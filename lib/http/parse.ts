@@ -10,7 +10,8 @@
  * refused in any version (RFC 9112 §3.2).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const bytes: Uint8Array;
  * const reader = new RequestReader({ maxHeaderBytes: 16384, maxBodyBytes: 1 << 20 });
  * const step = reader.feed(bytes); // { kind: "more" } | { kind: "done", … } | { kind: "refuse", … }
  * ```
@@ -86,7 +87,7 @@ export class RequestReader {
     this.reset();
   }
 
-  /** Forget everything fed so far. @example reader.reset() */
+  /** Forget everything fed so far. */
   reset(): void {
     // The parser's own header cap stays above ours so that ours (exact, documented) decides.
     this.#parser.initialize(REQUEST, {}, this.#limits.maxHeaderBytes * 2);
@@ -125,7 +126,7 @@ export class RequestReader {
     return { method: this.#method, target: this.#url, headers: pairs(this.#flat) };
   }
 
-  /** Record that `100 Continue` went out, so it is sent once. @example reader.continueSent() */
+  /** Record that `100 Continue` went out, so it is sent once. */
   continueSent(): void {
     this.#expectContinue = false;
   }

@@ -2,8 +2,8 @@
  * RFC 9457 problem details: the body of every error response.
  *
  * @example
- * ```ts ignore
- * return problem(429, "Too many requests", "at most 3 at once per identity", [["Retry-After", "1"]]);
+ * ```ts
+ * const res = problem(429, "Too many requests", "at most 3 at once per identity", [["Retry-After", "1"]]);
  * ```
  */
 import type { HttpResponse } from "./types.ts";

@@ -32,7 +32,9 @@ export interface SharedSocket {
  * listener has closed, then closes it (closeUnixListener).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { openUnixListener } from "./socket.ts";
+ * declare const path: string;
  * const [first, second] = shareSocket(openUnixListener(path, 1024), 2);
  * ```
  */

@@ -85,7 +85,6 @@ function dirname(path: string): string {
 
 /**
  * Close the socket and remove its file if the file is still the one we bound.
- * @example closeUnixListener(sock)
  */
 export function closeUnixListener(sock: UnixListenerSocket): void {
   libc().close(sock.fd);
@@ -98,7 +97,8 @@ export function closeUnixListener(sock: UnixListenerSocket): void {
  * already queued can still be accepted (a stop served by listeners in other isolates).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const sock: UnixListenerSocket;
  * removeUnixListenerPath(sock); // then let the listeners take what is queued, then close it
  * ```
  */
