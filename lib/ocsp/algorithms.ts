@@ -11,8 +11,8 @@
  * empty context, and the composite as draft-ietf-lamps-pq-composite-sigs-19 defines.
  *
  * @example
- * ```ts ignore
- * import { SIGNATURE_ALGORITHMS, signatureFields } from "./algorithms.ts";
+ * ```ts
+ * declare const signer: Signer, tbs: Uint8Array;
  * SIGNATURE_ALGORITHMS["ed25519"].algorithmIdentifier; // 30 05 06 03 2b 65 70
  * const [algId, sigBits] = await signatureFields(signer, tbs); // SEQUENCE { tbs, algId, sigBits }
  * ```
@@ -179,8 +179,9 @@ export function spkiAlgorithmIdentifier(keyType: KeyTypeName): Uint8Array {
  * AlgorithmIdentifier and the signature BIT STRING.
  *
  * @example
- * ```ts ignore
- * const cert = sequence(tbs, ...(await signatureFields(signer, tbs)));
+ * ```ts
+ * declare const signer: Signer, tbs: Uint8Array;
+ * const [algId, sigBits] = await signatureFields(signer, tbs); // a certificate is SEQUENCE { tbs, algId, sigBits }
  * ```
  */
 export async function signatureFields(

@@ -40,7 +40,8 @@ export interface CertificateInfo {
  * Parses one DER certificate. Throws DerError on anything that is not a strict DER certificate.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const der: Uint8Array;
  * parseCertificate(der).publicKey; // key bits
  * ```
  */

@@ -331,7 +331,8 @@ let versions = 0;
  * A snapshot over entries already in memory (tests, `svcd ca status` on a parsed file).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const text: string;
  * const snap = snapshotOf(parseIndex(text));
  * ```
  */

@@ -3,8 +3,9 @@
  * response codecs, and the Responder that the daemon's /ocsp and `svcd ca status` share.
  *
  * @example
- * ```ts ignore
- * import { IndexFileSource, Responder } from "./mod.ts";
+ * ```ts
+ * import { IndexFileSource, Responder, type Signer } from "./mod.ts";
+ * declare const path: string, issuer: Uint8Array, signer: Signer, requestBytes: Uint8Array;
  * const responder = new Responder({ source: new IndexFileSource(path), issuer, signer });
  * const body = await responder.answer(requestBytes);
  * ```

@@ -20,8 +20,8 @@
  *   version exists.
  *
  * @example
- * ```ts ignore
- * import { encodeOcspRequest, parseOcspRequest } from "./request.ts";
+ * ```ts
+ * declare const certId: Uint8Array, nonce: Uint8Array;
  * const req = parseOcspRequest(encodeOcspRequest({ certIds: [certId], nonce }));
  * req.certIds[0].serial; // INTEGER content
  * ```
@@ -112,7 +112,8 @@ export class MalformedRequest extends Error {
  * Parses an OCSPRequest. Throws MalformedRequest (with the reason) on anything the rules refuse.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const body: Uint8Array;
  * const { certIds, nonce } = parseOcspRequest(body);
  * ```
  */
@@ -403,7 +404,9 @@ export interface CertIdFields {
  * A CertID (DER) for a certificate with `serial` issued by `issuer`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { CertificateInfo } from "./certificate.ts";
+ * declare const ca: CertificateInfo;
  * const id = certIdFor(ca, Uint8Array.of(0x1a), "sha256");
  * ```
  */
@@ -424,7 +427,8 @@ export function certIdFor(
  * Encodes one CertID.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const issuerNameHash: Uint8Array, issuerKeyHash: Uint8Array;
  * encodeCertId({ hash: "sha1", issuerNameHash, issuerKeyHash, serial: Uint8Array.of(1) });
  * ```
  */
@@ -445,7 +449,9 @@ export function encodeCertId(f: CertIdFields): Uint8Array {
  * optional nonce.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { CertificateInfo } from "./certificate.ts";
+ * declare const ca: CertificateInfo, serial: Uint8Array;
  * const body = encodeOcspRequest({ certIds: [certIdFor(ca, serial)], nonce: crypto.getRandomValues(new Uint8Array(16)) });
  * ```
  */

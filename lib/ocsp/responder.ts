@@ -23,8 +23,10 @@
  * identical requests share one signature. Nonce requests are signed live.
  *
  * @example
- * ```ts ignore
- * import { Responder } from "./responder.ts";
+ * ```ts
+ * import type { RevocationSource } from "./index_db.ts";
+ * declare const source: RevocationSource, caDer: Uint8Array, signer: Signer;
+ * declare const requestBytes: Uint8Array;
  * const responder = new Responder({ source, issuer: caDer, signer, validitySeconds: 3600 });
  * const body = await responder.answer(requestBytes);
  * ```
@@ -96,7 +98,9 @@ interface CacheEntry {
  * Answers OCSP requests for one CA.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { IndexFileSource } from "./index_db.ts";
+ * declare const path: string, issuer: Uint8Array, signer: Signer, body: Uint8Array;
  * const responder = new Responder({ source: new IndexFileSource(path), issuer, signer });
  * await responder.answer(body); // a DER OCSPResponse, never a throw
  * ```
@@ -248,7 +252,9 @@ export class Responder {
  * The status the database gives a serial (INTEGER content) of our CA.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { RevocationSource } from "./index_db.ts";
+ * declare const source: RevocationSource;
  * statusOf(source.current()!, Uint8Array.of(0x1a)); // { status: "good" }
  * ```
  */
@@ -266,7 +272,9 @@ export function statusOf(snapshot: RevocationSnapshot, serial: Uint8Array): Cert
  * The CA's name and key hashes under every CertID hash algorithm.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { parseCertificate } from "./certificate.ts";
+ * declare const caDer: Uint8Array;
  * issuerHashes(parseCertificate(caDer)).sha256.key; // SHA-256 of the CA's key bits
  * ```
  */

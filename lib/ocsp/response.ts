@@ -8,8 +8,10 @@
  * responder's certificate in `certs` when one signs.
  *
  * @example
- * ```ts ignore
- * import { MALFORMED_REQUEST, signResponse } from "./response.ts";
+ * ```ts
+ * import type { Signer } from "./algorithms.ts";
+ * declare const signer: Signer, responderKeyHash: Uint8Array, answers: SingleAnswer[];
+ * declare const producedAt: number, nonce: Uint8Array;
  * MALFORMED_REQUEST; // 30 03 0a 01 01
  * const der = await signResponse(signer, { responderKeyHash, producedAt, answers, nonce });
  * ```
@@ -95,7 +97,9 @@ export interface ResponseFields {
  * SHA-1 of a certificate's key bits: what responderID byKey and CertID's SHA-1 key hash hold.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { parseCertificate } from "./certificate.ts";
+ * declare const der: Uint8Array;
  * const keyHash = responderKeyHash(parseCertificate(der));
  * ```
  */
@@ -128,7 +132,8 @@ function certStatusPart(s: CertStatus): DerPart {
  * The tbsResponseData (ResponseData DER) that the signature covers.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const fields: ResponseFields;
  * const tbs = encodeResponseData(fields);
  * ```
  */
@@ -169,7 +174,9 @@ export function encodeResponseData(f: ResponseFields): Uint8Array {
  * A successful OCSPResponse around a BasicOCSPResponse signed by `signer`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { Signer } from "./algorithms.ts";
+ * declare const signer: Signer, fields: ResponseFields;
  * const body = await signResponse(signer, fields);
  * ```
  */
@@ -224,7 +231,8 @@ const NONCE_OID = oidContent(OCSP_NONCE_OID);
  * response type other than id-pkix-ocsp-basic.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const body: Uint8Array;
  * const r = parseOcspResponse(body);
  * r.basic?.singles[0].certStatus.status; // "good" | "revoked" | "unknown"
  * ```
