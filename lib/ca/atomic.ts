@@ -6,8 +6,8 @@
  * `0640 root:svcd` index.txt must leave it readable by the daemon's group.
  *
  * @example
- * ```ts ignore
- * import { writeFileAtomic } from "./atomic.ts";
+ * ```ts
+ * declare const text: string;
  * await writeFileAtomic("/var/lib/svcd/ca/index.txt", new TextEncoder().encode(text));
  * ```
  */

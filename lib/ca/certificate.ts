@@ -5,8 +5,12 @@
  * signature AlgorithmIdentifier and value encoding are lib/ocsp/algorithms.ts's, as in responses.
  *
  * @example
- * ```ts ignore
- * import { buildCertificate, clientExtensions } from "./certificate.ts";
+ * ```ts
+ * import type * as pkijs from "pkijs";
+ * import type { Signer } from "../ocsp/algorithms.ts";
+ * declare const issuer: pkijs.RelativeDistinguishedNames, subject: pkijs.RelativeDistinguishedNames;
+ * declare const serial: bigint, spki: Uint8Array, caSpki: Uint8Array, signer: Signer;
+ * declare const notBefore: Date, notAfter: Date;
  * const der = await buildCertificate({ serial, issuer, subject, spki, notBefore, notAfter,
  *   extensions: clientExtensions(spki, caSpki) }, signer);
  * ```
@@ -80,7 +84,9 @@ export function x509Time(date: Date): pkijs.Time {
  * Builds and signs a certificate; returns its DER.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { Signer } from "../ocsp/algorithms.ts";
+ * declare const fields: CertificateFields, signer: Signer;
  * const der = await buildCertificate(fields, signer);
  * ```
  */
@@ -113,7 +119,8 @@ export async function buildCertificate(
  * One extension whose extnValue is the DER of `value`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import * as asn1js from "asn1js";
  * extension("2.5.29.20", false, new asn1js.Integer({ value: 1 })); // cRLNumber 1
  * ```
  */
@@ -137,7 +144,8 @@ function keyUsage(bits: number[]): asn1js.BitString {
  * The key identifier of RFC 5280 §4.2.1.2 method 1: SHA-1 of the subjectPublicKey bits.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const spkiDer: Uint8Array;
  * keyIdentifier(spkiDer); // 20 bytes
  * ```
  */
@@ -158,11 +166,6 @@ function subjectKeyId(spki: Uint8Array): pkijs.Extension {
 /**
  * authorityKeyIdentifier: the keyIdentifier of the issuer's key (its SKI), as certificates and
  * CRLs carry it.
- *
- * @example
- * ```ts ignore
- * authorityKeyId(caSpki);
- * ```
  */
 export function authorityKeyId(issuerSpki: Uint8Array): pkijs.Extension {
   const aki = new pkijs.AuthorityKeyIdentifier({
@@ -184,11 +187,6 @@ function endEntity(usage: string, subjectSpki: Uint8Array, issuerSpki: Uint8Arra
 /**
  * CA extensions: basicConstraints CA (path length 0: it issues end-entity certificates only),
  * keyUsage keyCertSign + cRLSign + digitalSignature (so it can sign OCSP responses itself).
- *
- * @example
- * ```ts ignore
- * caExtensions(caSpki);
- * ```
  */
 export function caExtensions(spki: Uint8Array): pkijs.Extension[] {
   const constraints = new pkijs.BasicConstraints({ cA: true, pathLenConstraint: 0 });
@@ -207,7 +205,8 @@ export function caExtensions(spki: Uint8Array): pkijs.Extension[] {
  * Client certificate extensions for the proxy's client authentication (EKU clientAuth).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const clientSpki: Uint8Array, caSpki: Uint8Array;
  * clientExtensions(clientSpki, caSpki);
  * ```
  */
@@ -220,7 +219,8 @@ export function clientExtensions(spki: Uint8Array, issuerSpki: Uint8Array): pkij
  * §4.2.2.2.1: clients do not check the responder's own status).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const responderSpki: Uint8Array, caSpki: Uint8Array;
  * responderExtensions(responderSpki, caSpki);
  * ```
  */

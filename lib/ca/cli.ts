@@ -589,7 +589,9 @@ function time(ms: number | undefined): string {
  * The index as text columns. Example: `formatList(entries)`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { parseIndex } from "../ocsp/index_db.ts";
+ * declare const text: string;
  * console.log(formatList(parseIndex(text)));
  * ```
  */

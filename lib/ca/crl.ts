@@ -5,8 +5,12 @@
  * does not serve), so its `ssl_crl` is how a revocation reaches the proxy.
  *
  * @example
- * ```ts ignore
- * import { buildCrl, revokedFromIndex } from "./crl.ts";
+ * ```ts
+ * import type * as pkijs from "pkijs";
+ * import type { Signer } from "../ocsp/algorithms.ts";
+ * import type { IndexEntry } from "../ocsp/index_db.ts";
+ * declare const issuer: pkijs.RelativeDistinguishedNames, issuerSpki: Uint8Array, signer: Signer;
+ * declare const thisUpdate: Date, nextUpdate: Date, entries: IndexEntry[];
  * const der = await buildCrl({ issuer, issuerSpki, number: 1n, thisUpdate, nextUpdate,
  *   revoked: revokedFromIndex(entries) }, signer);
  * ```
@@ -46,7 +50,9 @@ const ab = (bytes: Uint8Array): ArrayBuffer => bytes.slice().buffer;
  * The R lines of an index as CRL entries, in file order (V and E lines are not revoked).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { parseIndex } from "../ocsp/index_db.ts";
+ * declare const text: string;
  * revokedFromIndex(parseIndex(text)); // [{ serial: 0x1An, revokedAt, reason: 1 }]
  * ```
  */
@@ -81,7 +87,9 @@ function revokedCertificate(entry: CrlEntry): pkijs.RevokedCertificate {
  * (RFC 5280 §5.1.2.6: an empty list is absent).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const fields: CrlFields;
+ * declare const token: { sign(key: unknown, tbs: Uint8Array): Promise<Uint8Array> }, key: unknown;
  * const der = await buildCrl(fields, { keyType: "ec-p256", sign: (tbs) => token.sign(key, tbs) });
  * ```
  */

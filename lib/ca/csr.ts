@@ -65,7 +65,8 @@ function fromBerStrict<T>(der: Uint8Array, parse: (d: ArrayBuffer) => T, what: s
  * Reads a PKCS#10 request and checks its self-signature (proof that the requester holds the key).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const csrPemBytes: Uint8Array;
  * const { subject, spki } = await readRequest(csrPemBytes);
  * ```
  */
@@ -133,7 +134,10 @@ const COMPOSITE_MLDSA65_ED25519 = "1.3.6.1.5.5.7.6.48";
  * False for a wrong signature; RequestError for an algorithm the tool does not know.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type * as pkijs from "pkijs";
+ * declare const tbs: Uint8Array, cert: pkijs.Certificate;
+ * declare const issuerSpki: Uint8Array, signatureBytes: Uint8Array;
  * await verifySignature(tbs, cert.signatureAlgorithm, issuerSpki, signatureBytes);
  * ```
  */

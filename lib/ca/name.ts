@@ -151,7 +151,9 @@ function rdns(name: pkijs.RelativeDistinguishedNames): pkijs.AttributeTypeAndVal
  * Throws NameError for an attribute type outside the known table.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type * as pkijs from "pkijs";
+ * declare const certificate: pkijs.Certificate;
  * nginxSubject(certificate.subject); // → "CN=alice,O=Example,C=DE"
  * ```
  */
@@ -191,7 +193,9 @@ function joinEntries(
  * outside printable ASCII as `\xHH`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type * as pkijs from "pkijs";
+ * declare const certificate: pkijs.Certificate;
  * slashSubject(certificate.subject); // → "/C=DE/O=Example/CN=alice"
  * ```
  */

@@ -1,12 +1,14 @@
 /**
  * `svcd ca status CERT`: builds an OCSP request for the certificate and has it answered by
- * lib/ocsp's Responder — the daemon's CertID matching and response assembly (spec §4.2 rule 7) —
+ * lib/ocsp's Responder — the daemon's own CertID matching and response assembly, so the tool and
+ * the daemon cannot disagree —
  * over the CA folder's index.txt, signed by the CA key or a delegated responder key. The signed
  * response is then read back and its signature checked before the status is reported.
  *
  * @example
- * ```ts ignore
- * import { caStatus } from "./status.ts";
+ * ```ts
+ * import type { CaFolder } from "./store.ts";
+ * declare const token: Parameters<typeof caStatus>[0], folder: CaFolder, certDer: Uint8Array;
  * console.log(await caStatus(token, folder, certDer)); // "good\t…"
  * ```
  */
@@ -30,7 +32,9 @@ const iso = (ms: number) => new Date(ms).toISOString().replace(".000Z", "Z");
  * refuses, or when its answer does not verify.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { CaFolder } from "./store.ts";
+ * declare const token: Parameters<typeof caStatus>[0], folder: CaFolder, der: Uint8Array;
  * await caStatus(token, folder, der, "ocsp"); // signed by the delegated responder key "ocsp"
  * ```
  */

@@ -12,8 +12,8 @@
  * on `.lock`, so two `svcd ca` commands cannot lose each other's lines.
  *
  * @example
- * ```ts ignore
- * import { CaFolder } from "./store.ts";
+ * ```ts
+ * declare const expires: number, serial: string, subject: string;
  * const folder = await CaFolder.open("/var/lib/svcd/ca");
  * await folder.locked(async () => folder.appendIndex({ status: "V", expires, serial, subject }));
  * ```
@@ -87,7 +87,8 @@ export class CaFolder {
    * Makes a new CA folder around a CA certificate; refuses a folder that already holds a CA.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const dir: string, caDer: Uint8Array;
    * await CaFolder.create(dir, { keyLabel: "ca" }, caDer, 0x4000n);
    * ```
    */
@@ -190,7 +191,8 @@ export class CaFolder {
    * Takes the next serial from `serial` and advances it (call under `locked`).
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const folder: CaFolder;
    * const serial = await folder.takeSerial();
    * ```
    */
@@ -209,7 +211,8 @@ export class CaFolder {
    * that never made a CRL) and advances it (call under `locked`).
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const folder: CaFolder;
    * const number = await folder.takeCrlNumber();
    * ```
    */
@@ -222,7 +225,8 @@ export class CaFolder {
    * byte. A serial already in the file is refused.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const folder: CaFolder, expires: number;
    * await folder.appendIndex({ status: "V", expires, serial: "1A", subject: "/CN=alice" });
    * ```
    */
@@ -242,7 +246,8 @@ export class CaFolder {
    * reason; every other line is kept byte for byte. Returns the entry as it was.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const folder: CaFolder;
    * await folder.revoke("1A", Date.now(), 1); // keyCompromise
    * ```
    */
@@ -278,7 +283,8 @@ export class CaFolder {
    * Stores an issued certificate as certs/SERIAL.pem and at each of `copies`; returns the first path.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * declare const folder: CaFolder, der: Uint8Array;
    * await folder.storeCertificate("1A", der, ["/etc/svcd/tls/alice.pem"]);
    * ```
    */
