@@ -18,7 +18,7 @@
  *   wait for a later turn with no log at all (`next-turn`); the real log on a disk that syncs at
  *   once (`instant-disk`); audit on. `--audit-ladder` runs only these.
  *
- * Targets of issue 11: svcd ≥ 1.5 × p11-kit remote; audit on ≥ 0.85 × audit off; daemon CPU per
+ * Targets: svcd ≥ 1.5 × p11-kit remote; audit on ≥ 0.85 × audit off; daemon CPU per
  * /sign ≤ 3 × the CPU of one raw C_Sign. The parts run `--rounds` times, interleaved, and the
  * medians are compared, since other work on a shared machine moves every rate.
  *

@@ -2,10 +2,11 @@
  * bench/httpload.c from TypeScript: built once per run with gcc, then run as its own process for
  * each figure. The benches that compare svcd with a C client (openssl's responder, p11-kit remote)
  * load svcd with it too, so that neither side pays for a JavaScript client: bench/load.ts spends
- * ~100 µs of CPU per request on the same two cores, more than the servers it measures.
+ * more CPU per request than the servers it measures, on the same cores.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const tmpDir: string, sock: string, bodyFile: string;
  * const program = await buildHttpload(tmpDir);
  * const r = await runHttpload(program, { unix: sock, path: "/ocsp", bodyFile, concurrency: 16, seconds: 3 });
  * ```

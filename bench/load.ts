@@ -67,7 +67,8 @@ async function once(socket: string, bytes: Uint8Array, buf: Uint8Array): Promise
  * Runs the load; subjects are `CN=bench<i>` per loop so the per-identity cap does not apply.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const socket: string;
  * const r = await runLoad({ socket, key: "k", concurrency: 16, seconds: 3 });
  * ```
  */

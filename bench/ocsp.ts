@@ -4,10 +4,10 @@
  * C, built here with gcc) in its own process with one connection per request, at c=1/4/16, cached
  * (no nonce) and live-signed (nonce), beside `openssl ocsp -index` in server mode (software key of
  * the same type, the same index lines, the same request shapes, loaded the same way over loopback
- * TCP) in the same run, as ratios, with the daemon's CPU per answer. Target (issue 9): ≥ 3 ×
+ * TCP) in the same run, as ratios, with the daemon's CPU per answer. Target: ≥ 3 ×
  * openssl at c=16 cached, ≥ 1 × for nonce. openssl signs every answer, with or without a nonce;
  * its server handles one connection at a time. The client is C because bench/load.ts (Deno) spends
- * ~100 µs of CPU per request, more than either server, on the same two cores.
+ * more CPU per request than either server, on the same cores.
  *
  * A second table: the OCSP core alone (`Responder.answer` in-process, software key, no HTTP), with
  * parse/encode/sign µs — how far the core is from being the bottleneck.

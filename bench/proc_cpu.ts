@@ -3,7 +3,8 @@
  * the requests they served.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const pid: number, requests: number;
  * const before = await daemonCpu(pid);
  * // … load …
  * const usPerRequest = ((await daemonCpu(pid)).all - before.all) * 1e6 / requests;
@@ -15,7 +16,8 @@
  * file.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const pid: number;
  * await cpuSeconds(`/proc/${pid}/stat`);
  * ```
  */
@@ -33,7 +35,8 @@ export async function cpuSeconds(statPath: string): Promise<number> {
  * fdatasync) and V8's helpers.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const daemon: { pid: number };
  * const { all, main } = await daemonCpu(daemon.pid);
  * ```
  */
@@ -51,7 +54,8 @@ export async function daemonCpu(pid: number): Promise<{ all: number; main: numbe
  * `V8 DefaultWorke`). A thread that ended is no longer counted.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const daemon: { pid: number };
  * const byName = await threadCpu(daemon.pid); // Map { "deno" => 1.2, "svcd-req-0" => 3.4, … }
  * ```
  */
@@ -74,7 +78,8 @@ export async function threadCpu(pid: number): Promise<Map<string, number>> {
  * threads (a message, a wake-up, a thread-pool hop) costs at least one, with kernel time around it.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const pid: number;
  * const before = await contextSwitches(pid); // … load … (await contextSwitches(pid)) - before
  * ```
  */

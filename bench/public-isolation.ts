@@ -1,9 +1,10 @@
 /**
- * Spec §8 rule 2 measured: /sign throughput and p99 at c=16 (16 identities) on the authenticated
+ * The public listener has its own workers, so anonymous traffic cannot starve the authenticated
+ * side; measured here: /sign throughput and p99 at c=16 (16 identities) on the authenticated
  * socket, idle and then under a flood of POST /ocsp on the public socket, in the same run against
  * the same daemon. The flood asks with a nonce, so every answer is signed live by the token: the
  * heaviest request the public socket takes. Each load generator is its own process (bench/load.ts).
- * Target (issue 9): under the flood, throughput ≥ 0.5 × and p99 ≤ 3 × the idle figures.
+ * Target: under the flood, throughput ≥ 0.5 × and p99 ≤ 3 × the idle figures.
  *
  * @example
  * ```sh

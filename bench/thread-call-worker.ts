@@ -2,7 +2,7 @@
  * The Worker of bench/thread-call.ts: makes the calls it is asked for and reports µs per call.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * new Worker(new URL("./thread-call-worker.ts", import.meta.url), { type: "module" });
  * ```
  */
