@@ -18,7 +18,8 @@ import { request } from "./support/http_client.ts";
 import { makeTestToken } from "./support/token.ts";
 
 const SUBJECT = "CN=load,O=Example,C=DE";
-// Four identities share the load: one identity may hold at most --workers − 1 requests (spec §8).
+// Four identities share the load: one identity may hold at most --workers − 1 requests (the
+// concurrency cap).
 const LOADERS = [0, 1, 2, 3].map((i) => `CN=load${i},O=Example,C=DE`);
 const POLICY = [SUBJECT, ...LOADERS].map((s) => `${s}\tk-ec\n`).join("");
 

@@ -1,5 +1,5 @@
 /**
- * The audit keys belong to the daemon (design notes; issue 10): a policy that grants `svc-audit` or
+ * The audit keys belong to the daemon: a policy that grants `svc-audit` or
  * `svc-audit-sign` is refused at start and at reload, so no client can sign with the checkpoint key
  * and forge the checkpoints `svcd audit verify --public-key` trusts.
  */

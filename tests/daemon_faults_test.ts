@@ -15,7 +15,8 @@ import { daemonPublicKeys, verifyIndependently } from "./support/oracle.ts";
 import { makeTestToken, type TestToken } from "./support/token.ts";
 import { EXIT_TOKEN_DEAD } from "../lib/server/daemon.ts";
 
-// One identity may hold workers − 1 requests at once (spec §8): four identities share the load.
+// One identity may hold workers − 1 requests at once (the concurrency cap): four identities share
+// the load.
 const CLIENTS = [0, 1, 2, 3].map((i) => `CN=fault${i},O=Example,C=DE`);
 const POLICY = CLIENTS.map((s) => `${s}\tk-ec\n`).join("");
 const REQUESTS_PER_CLIENT = 15;

@@ -1,5 +1,5 @@
 /**
- * Type=notify (issue 10): the daemon tells the service manager READY=1 once its socket accepts,
+ * Type=notify: the daemon tells the service manager READY=1 once its socket accepts,
  * so `systemctl start` returns then, and STOPPING=1 when a stop begins.
  */
 import assert from "node:assert/strict";

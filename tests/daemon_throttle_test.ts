@@ -1,5 +1,6 @@
 /**
- * The refusal budget and the concurrency cap through the real daemon (spec §8, §6 rule 4, §7 429):
+ * The refusal budget and the concurrency cap through the real daemon (429 with Retry-After, decided
+ * before the audit write):
  * crossing, who is delayed, one identity_limited line per crossing, persistence across a restart,
  * no lock, and a corrupt state file.
  */

@@ -1,6 +1,6 @@
 /**
  * The Debian package on this host, from `dpkg -i` to the first signature through nginx with a
- * client certificate, then removal and purge (issue 10). It follows docs/operations.md: the blocks
+ * client certificate, then removal and purge. It follows docs/operations.md: the blocks
  * marked `<!-- script: NAME -->` there run verbatim as root (token init as the svcd user on
  * Debian's SoftHSM, a key, the client CA, a client, the policy, the audit log checks).
  *

@@ -1,7 +1,9 @@
 /**
  * The proxy path for real: Debian's nginx with the packaged example configuration
  * (packaging/nginx-svcd.conf), real client certificates, workers running as www-data (uid 33) and
- * the daemon started with --proxy-uid 33. Spec §5 operational checks 1–5.
+ * the daemon started with --proxy-uid 33. The operator's checks: an owned key signs (200); a client's
+ * own X-SVC-Client-Subject is replaced by the proxy's; an unowned and a missing key get the same 403;
+ * /verify accepts /sign's signature; the audit line names the subject as actor.
  */
 import assert from "node:assert/strict";
 import { moduleTempDir } from "./support/temp_dir.ts";
@@ -38,7 +40,7 @@ async function exists(path: string): Promise<boolean> {
 }
 
 Deno.test({
-  name: "proxy: real nginx with client certificates (spec §5 operational checks)",
+  name: "proxy: real nginx with client certificates (the operator's checks)",
   ignore: !canRun,
   sanitizeResources: false,
   sanitizeOps: false,
@@ -168,7 +170,7 @@ Deno.test({
       });
 
       await t.step(
-        "§5.1: an unverified or missing certificate gets 403 from the proxy",
+        "an unverified or missing certificate gets 403 from the proxy",
         async () => {
           const before = (await readAuditLines(daemon!.auditDir)).length;
           assert.equal(
@@ -204,7 +206,7 @@ Deno.test({
         },
       );
 
-      await t.step("§5.3: a peer that is not the proxy uid is never served", async () => {
+      await t.step("a peer that is not the proxy uid is never served", async () => {
         const res = await request(daemon!.socket, {
           method: "POST",
           path: "/sign",

@@ -1,5 +1,5 @@
 /**
- * How the daemon copes with the module rules of spec §3 and §8 that only the project's test module
+ * How the daemon copes with the module's login and session rules that only the project's test module
  * (svcmod) enforces — SoftHSM2 never locks a PIN and never caps sessions: one login per start and
  * never a retry (a role locks after five failures), and a pool that stops at the module's session
  * cap and makes callers wait instead of failing.

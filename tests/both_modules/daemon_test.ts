@@ -1,7 +1,9 @@
 /**
  * `svcd serve` end to end over its real UNIX socket, against SoftHSM2 and against the project's
- * PKCS#11 v3.2 test module (ML-DSA and composite keys where the module offers them). Spec §4.1, §5,
- * §7, and the operational checks 1, 3, 4.
+ * PKCS#11 v3.2 test module (ML-DSA and composite keys where the module offers them): the routes of
+ * the authenticated socket, authentication by the proxy's header and the policy, the error statuses,
+ * and the operator's checks that an owned key signs, that an unowned and a missing key get the same
+ * 403, and that /verify accepts /sign's signature.
  */
 import assert from "node:assert/strict";
 import { makeTestToken } from "../support/token.ts";

@@ -1,5 +1,5 @@
 /**
- * `svcd token keygen|list|selftest` with post-quantum and composite keys (issue 6): on a module that
+ * `svcd token keygen|list|selftest` with post-quantum and composite keys: on a module that
  * offers them (svcmod) they are made, listed with their mechanism, and pass the deep self-test with
  * an independent check; on one that does not (SoftHSM2) keygen says so and which types it can make.
  */

@@ -27,7 +27,7 @@ import { readReference, type Verdict } from "./reference.ts";
 
 /** The daemon's documented limits (README: 16 KiB head, --max-body default 1 MiB). */
 export const LIMITS = { maxHeaderBytes: 16 * 1024, maxBodyBytes: 1 << 20 };
-/** Body deadline 10 s (spec §8) plus scheduling slack on a loaded 2-core machine. */
+/** The body deadline (a body still arriving is cut after 10 s) plus scheduling slack. */
 const ANSWER_DEADLINE_MS = 13_000;
 /** RSS may grow this much over the first sample before it is a finding (caches, JIT, pools). */
 const RSS_GROWTH_BOUND_KB = 256 * 1024;

@@ -1,5 +1,5 @@
 /**
- * The public listener under fuzz (spec §4.2): OCSP requests — valid ones for an issued certificate
+ * The public listener under fuzz (no identity, no policy, no refusal budget): OCSP requests — valid ones for an issued certificate
  * and for unknown serials, with and without a nonce, and the same damaged by the parsers' mutator —
  * POSTed to /ocsp over the raw public socket, among other methods and routes. The oracle: the
  * reference reader for the HTTP framing (no 2xx for bytes that must be refused); POST /ocsp always

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { type CommandResult, runDeno } from "./command.ts";
 
-/** One audit line: at least event and actor (spec §6). */
+/** One audit line: a JSON object with at least event and actor (the certificate subject). */
 export interface AuditLine {
   event: string;
   actor: string;
