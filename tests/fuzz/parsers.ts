@@ -431,7 +431,9 @@ const SPECIAL = [
  * Damage to an input: flips, inserts, deletes, repeats, truncation, or random bytes outright.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { Prng } from "./prng.ts";
+ * declare const der: Uint8Array, steps: string[];
  * const damaged = mutate(new Prng(1), der, steps);
  * ```
  */

@@ -7,7 +7,8 @@
  * refusal is certain — a 2xx for such bytes is always a finding.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const bytes: Uint8Array;
  * const v = readReference(bytes, { maxHeaderBytes: 16384, maxBodyBytes: 1 << 20 });
  * if (v.kind === "message") v.body; // exactly the bytes a signature may cover
  * ```
@@ -44,7 +45,8 @@ const LF = 10;
  * Reads `bytes` as one HTTP/1.x request.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const limits: ReferenceLimits;
  * readReference(new TextEncoder().encode("GET /health HTTP/1.1\r\nHost: a\r\n\r\n"), limits).kind; // "message"
  * ```
  */

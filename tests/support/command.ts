@@ -2,7 +2,8 @@
  * Runs a command to completion for a test and returns its exit code and output as text.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * const r = await runCommand("openssl", ["version"]);
  * assert.equal(r.code, 0, r.text);
  * ```
@@ -82,7 +83,9 @@ export async function withTempUser(
  * The secret in a systemd-creds credential named svc-pin, as text (to check no output holds it).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
+ * declare const output: string;
  * assert.ok(!output.includes(await decryptCredential("/etc/svcd/svc-pin.cred")));
  * ```
  */

@@ -73,7 +73,9 @@ async function openssl(args: string[]): Promise<void> {
  * A signer over a node:crypto private key that returns what the token returns (r‖s for ECDSA).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { KeyObject } from "node:crypto";
+ * declare const privateKey: KeyObject;
  * const signer = nodeSigner("ec-p256", privateKey);
  * ```
  */
@@ -103,7 +105,8 @@ export function nodeSigner(keyType: OpensslKeyType, key: nodeCrypto.KeyObject): 
  * A self-signed CA made by `openssl req -x509` with a fresh software key of `keyType`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const dir: string;
  * const ca = await opensslCa(dir, "ed25519");
  * ```
  */
@@ -137,11 +140,6 @@ export async function opensslCa(
 
 /**
  * A delegated OCSP responder certificate (id-kp-OCSPSigning, id-pkix-ocsp-nocheck) issued by `ca`.
- *
- * @example
- * ```ts ignore
- * const responder = await opensslResponder(dir, ca, "ec-p256");
- * ```
  */
 export async function opensslResponder(
   dir: string,
@@ -286,7 +284,8 @@ export function pqKey(keyType: PqKeyType): { publicKey: Uint8Array; signer: Sign
  * A self-signed CA certificate over a post-quantum key, written in `dir` as PEM.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const dir: string;
  * const ca = await pqCa(dir, "ml-dsa-65");
  * ```
  */

@@ -5,8 +5,8 @@
  * so that counts as accepted; ValueError (the parse failed) is refused.
  *
  * @example
- * ```ts ignore
- * import { pycaAcceptsOcspRequests } from "./pyca.ts";
+ * ```ts
+ * declare const der: Uint8Array;
  * pycaAcceptsOcspRequests([der]); // [true]
  * ```
  */
@@ -29,7 +29,7 @@ for line in open(sys.argv[1]):
  * the whole batch) so the fuzz oracle can call it after a run.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * pycaOcspRequestVerdicts([Uint8Array.of(0x30, 0x00)]); // ["refused error parsing asn1 value: …"]
  * ```
  */
@@ -54,7 +54,8 @@ export function pycaOcspRequestVerdicts(ders: readonly Uint8Array[]): string[] {
  * Whether Python cryptography accepts each request. Example: `pycaAcceptsOcspRequests([der])`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const der: Uint8Array;
  * pycaAcceptsOcspRequests([der]); // [true]
  * ```
  */

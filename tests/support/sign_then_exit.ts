@@ -5,7 +5,7 @@
  * itself, without Deno.exit, as `deno test` does: the runtime's threads end while exit runs.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * new Deno.Command(Deno.execPath(), { args: ["run", "-A", "tests/support/sign_then_exit.ts"] });
  * ```
  */

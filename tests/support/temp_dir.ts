@@ -3,7 +3,7 @@
  * (the `unload` event, which `deno test` fires), whatever the tests did with them.
  *
  * @example
- * ```ts ignore
+ * ```ts
  * const dir = moduleTempDir("svcd-public-");
  * ```
  */
