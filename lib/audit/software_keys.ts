@@ -12,7 +12,7 @@
  * await verifyAuditFiles({ files, mac: k.keys.mac, publicKey: k.publicKey });
  * ```
  */
-import { pem } from "../token/der.ts";
+import { pem } from "../der/mod.ts";
 import { createHmac } from "node:crypto";
 import type { AuditKeys } from "./log.ts";
 

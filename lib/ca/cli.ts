@@ -14,7 +14,7 @@ import { parseArgs } from "node:util";
 import * as pkijs from "pkijs";
 import { CRL_REASON, type IndexEntry, REASON_NAME } from "../ocsp/index_db.ts";
 import type { Signer } from "../ocsp/algorithms.ts";
-import { bytesEqual } from "../ocsp/der.ts";
+import { bytesEqual } from "../bytes/mod.ts";
 import { type Common, openLoggedIn } from "../token/cli.ts";
 import { loadPin } from "../token/credential.ts";
 import { asUser, callsAsUser } from "../token/run_as.ts";
@@ -33,7 +33,7 @@ import { CaFolder, DEFAULT_CA_DIR, serialHex } from "./store.ts";
 import { caStatus } from "./status.ts";
 import { buildCrl, revokedFromIndex } from "./crl.ts";
 import { writeFileAtomic } from "./atomic.ts";
-import { pem } from "../token/der.ts";
+import { pem } from "../der/mod.ts";
 
 const DAY_MS = 86_400_000;
 /** Default lifetimes in days. */

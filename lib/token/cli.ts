@@ -16,7 +16,7 @@ import { initToken, writePinCredential } from "./provision.ts";
 import { generatePin } from "./pin.ts";
 import { fingerprint } from "./public_key.ts";
 import { type SigningKey, Token } from "./token.ts";
-import { pem } from "./der.ts";
+import { pem } from "../der/mod.ts";
 import { loadPin, type PinSource } from "./credential.ts";
 import { asUser, isRoot } from "./run_as.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
