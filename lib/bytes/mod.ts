@@ -14,7 +14,7 @@ import { Buffer } from "node:buffer";
 
 // String.fromCharCode takes its bytes as arguments: chunks keep under the engine's argument limit.
 const CHUNK = 8192;
-/** Past this size node:buffer's native latin1 decoder wins (1 MiB: ~1 ms against ~10–80 ms). */
+/** From this size on, node:buffer's native latin1 decoder is faster than String.fromCharCode. */
 const NATIVE_FROM = 4096;
 
 /**
