@@ -22,7 +22,7 @@ import { makeTestCa, openssl, opensslRequest, parseIssued, type TestCa } from ".
 import { testModule } from "./support/modules.ts";
 import { decryptCredential, runCommand, withTempUser } from "./support/command.ts";
 import { derFromPem } from "../lib/ca/csr.ts";
-import { pem } from "../lib/token/der.ts";
+import { pem } from "../lib/der/mod.ts";
 
 interface Fixture {
   token: TestToken;

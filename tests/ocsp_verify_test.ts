@@ -14,7 +14,7 @@ import {
 } from "../lib/ocsp/mod.ts";
 import { certIdFor, encodeOcspRequest } from "../lib/ocsp/request.ts";
 import { parseCertificate } from "../lib/ocsp/certificate.ts";
-import { DerReader } from "../lib/ocsp/der.ts";
+import { DerReader } from "../lib/der/mod.ts";
 import { verifyIndependently } from "../lib/token/independent_verify.ts";
 import { runCommand } from "./support/command.ts";
 import {

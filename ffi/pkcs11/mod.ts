@@ -14,5 +14,5 @@ export * from "./layouts.ts";
 export * from "./errors.ts";
 export { entryCount, FUNCTION_ORDER, NONBLOCKING, SIGNATURES, tableOffset } from "./functions.ts";
 export type { FunctionName, Pkcs11FunctionName } from "./functions.ts";
-export { loadedModule, loadModule } from "./module.ts";
+export { loadModule, type TableEntry, wrapFunctionTable } from "./module.ts";
 export type { AsyncFunctions, Pkcs11Module, SyncFunctions } from "./module.ts";

@@ -44,7 +44,7 @@ export type AsyncFunctions = {
   >;
 };
 
-/** A loaded module: its function table, the table version and per-function call counts. */
+/** A loaded module: its function table and the table's version. */
 export interface Pkcs11Module {
   readonly path: string;
   /** How the table was obtained. */
@@ -55,8 +55,6 @@ export interface Pkcs11Module {
   readonly tableEntries: number;
   /** Callable entries; an entry the module leaves NULL answers CKR_FUNCTION_NOT_SUPPORTED. */
   readonly fn: SyncFunctions & AsyncFunctions;
-  /** Calls made per function name since load (instrumentation for tests). */
-  readonly calls: Record<string, number>;
   /** True when the table has a non-NULL pointer for this function. */
   provides(name: string): boolean;
 }
@@ -73,16 +71,38 @@ export function loadModule(path: string): Pkcs11Module {
   return mod;
 }
 
-/** The module at `path` if this isolate loaded it, else undefined (instrumentation for tests). */
-export function loadedModule(path: string): Pkcs11Module | undefined {
-  return loaded.get(path);
+/** One callable entry of the function table, as {@link wrapFunctionTable} sees it. */
+export type TableEntry = (...args: never[]) => unknown;
+
+/**
+ * Test seam: replaces every entry of `mod.fn` with `wrap(name, entry)`, so every later call through
+ * the table (by any holder of `mod`, which loadModule shares per isolate) goes through the wrapper.
+ * Nonblocking variants are wrapped under their own names (`C_SignAsync`). The daemon never calls
+ * it; the tests count PKCS#11 calls with it (tests/support/pkcs11_calls.ts).
+ *
+ * @example
+ * ```ts
+ * import { loadModule, wrapFunctionTable } from "./module.ts";
+ * const seen: string[] = [];
+ * wrapFunctionTable(loadModule("/usr/lib/softhsm/libsofthsm2.so"), (name, entry) => (...args) => {
+ *   seen.push(name);
+ *   return entry(...args);
+ * });
+ * ```
+ */
+export function wrapFunctionTable(
+  mod: Pkcs11Module,
+  wrap: (name: string, entry: TableEntry) => TableEntry,
+): void {
+  const fn = mod.fn as unknown as Record<string, TableEntry>;
+  for (const name of Object.keys(fn)) fn[name] = wrap(name, fn[name]);
 }
 
 /**
  * Modules built on OpenSSL 3 (SoftHSM2, svcmod) would otherwise have it register an atexit cleanup
  * that frees every thread's OpenSSL state. At exit the runtime's worker threads end at the same
- * time and free their own: a double free, and the process aborts instead of exiting 0 (seen in 3–9 %
- * of processes that made nonblocking calls). The first initialisation in a process decides, so it
+ * time and free their own: a double free, and a process that made nonblocking calls may abort
+ * instead of exiting 0. The first initialisation in a process decides, so it
  * is made here, before any module can load libcrypto; where libcrypto.so.3 is absent this does
  * nothing. It covers modules linked to the system's libcrypto.so.3, not one that brings its own
  * OpenSSL or uses 1.1. The operating system reclaims the memory either way.
@@ -132,7 +152,6 @@ export function bindTable(
   const view = new Deno.UnsafePointerView(table);
   const tableVersion = readVersion(new Uint8Array(view.getArrayBuffer(2)), 0);
   const tableEntries = entryCount(tableVersion);
-  const calls: Record<string, number> = {};
   const pointers = new Map<string, Deno.PointerObject>();
   for (const name of FUNCTION_ORDER.slice(0, tableEntries)) {
     const ptr = view.getPointer(tableOffset(name));
@@ -140,15 +159,9 @@ export function bindTable(
   }
   const fn = {} as Record<string, unknown>;
   for (const [name, def] of Object.entries(SIGNATURES)) {
-    calls[name] = 0;
-    fn[name] = bindEntry(name, pointers.get(name), def, calls);
+    fn[name] = bindEntry(pointers.get(name), def);
     if ((NONBLOCKING as readonly string[]).includes(name)) {
-      fn[`${name}Async`] = bindEntry(
-        name,
-        pointers.get(name),
-        { ...def, nonblocking: true },
-        calls,
-      );
+      fn[`${name}Async`] = bindEntry(pointers.get(name), { ...def, nonblocking: true });
     }
   }
   return {
@@ -157,27 +170,18 @@ export function bindTable(
     tableVersion,
     tableEntries,
     fn: fn as SyncFunctions & AsyncFunctions,
-    calls,
     provides: (name) => pointers.has(name),
   };
 }
 
-function bindEntry(
-  name: string,
-  ptr: Deno.PointerObject | undefined,
-  def: Deno.ForeignFunction,
-  calls: Record<string, number>,
-): unknown {
+function bindEntry(ptr: Deno.PointerObject | undefined, def: Deno.ForeignFunction): unknown {
   if (!ptr) {
     const missing = () => CKR.FUNCTION_NOT_SUPPORTED;
     return def.nonblocking ? () => Promise.resolve(missing()) : missing;
   }
   const fp = new Deno.UnsafeFnPointer(ptr as Deno.PointerObject<typeof def>, def);
-  return (...args: Deno.NativeType[]) => {
-    calls[name]++;
-    // deno-lint-ignore no-explicit-any
-    return (fp.call as (...a: any[]) => unknown)(...args);
-  };
+  // deno-lint-ignore no-explicit-any
+  return (...args: Deno.NativeType[]) => (fp.call as (...a: any[]) => unknown)(...args);
 }
 
 interface FoundTable {

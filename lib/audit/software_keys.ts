@@ -15,7 +15,7 @@
  * await verifyAuditFiles({ files, mac: k.keys.mac, publicKey: k.publicKey, fromStart: true });
  * ```
  */
-import { pem } from "../token/der.ts";
+import { pem } from "../der/mod.ts";
 import { createHmac } from "node:crypto";
 import type { AuditKeys } from "./log.ts";
 

@@ -14,13 +14,14 @@ import { parseArgs } from "node:util";
 import * as pkijs from "pkijs";
 import { CRL_REASON, type IndexEntry, REASON_NAME } from "../ocsp/index_db.ts";
 import type { Signer } from "../ocsp/algorithms.ts";
-import { bytesEqual } from "../ocsp/der.ts";
+import { bytesEqual } from "../bytes/mod.ts";
 import { type Common, openLoggedIn } from "../token/cli.ts";
 import { loadPin } from "../token/credential.ts";
 import { asUser, callsAsUser } from "../token/run_as.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
 import { isKeyTypeName, KEY_TYPE_NAMES } from "../token/key_types.ts";
 import type { SigningKey, Token } from "../token/token.ts";
+import { TokenAdmin } from "../token/admin.ts";
 import {
   buildCertificate,
   caExtensions,
@@ -33,7 +34,7 @@ import { CaFolder, DEFAULT_CA_DIR, serialHex } from "./store.ts";
 import { caStatus } from "./status.ts";
 import { buildCrl, revokedFromIndex } from "./crl.ts";
 import { writeFileAtomic } from "./atomic.ts";
-import { pem } from "../token/der.ts";
+import { pem } from "../der/mod.ts";
 
 const DAY_MS = 86_400_000;
 /** Default lifetimes in days. */
@@ -258,14 +259,18 @@ function signerOf(token: Token, key: SigningKey): Signer {
  * root); with --user every token call is made as that user, while the CA folder and --out files
  * are written as the caller.
  */
-async function withToken<T>(ctx: Context, fn: (token: Token) => Promise<T>): Promise<T> {
+async function withToken<T>(
+  ctx: Context,
+  fn: (token: Token, admin: TokenAdmin) => Promise<T>,
+): Promise<T> {
   ctx.say(`logging in to token '${ctx.common.tokenLabel}' (${ctx.common.modulePath})`);
   const pin = await loadPin(ctx.common.pin ?? {});
   const { user } = ctx.common;
   try {
-    const token = callsAsUser(await asUser(user, () => openLoggedIn(ctx.common, pin)), user);
+    const opened = await asUser(user, () => openLoggedIn(ctx.common, pin));
+    const token = callsAsUser(opened, user);
     try {
-      return await fn(token);
+      return await fn(token, callsAsUser(new TokenAdmin(opened), user));
     } finally {
       await token.close();
     }
@@ -328,11 +333,11 @@ async function init(ctx: Context): Promise<number> {
   if (await Deno.stat(caPath).then(() => true, () => false)) {
     throw new Error(`${ctx.dir} already holds a CA (${caPath}); choose another --ca-dir`);
   }
-  const der = await withToken(ctx, async (token) => {
+  const der = await withToken(ctx, async (token, admin) => {
     let key: SigningKey;
     if (type) {
       ctx.say(`generating ${type} key '${label}' on the token`);
-      key = await token.generateKeyPair(label, type);
+      key = await admin.generateKeyPair(label, type);
     } else key = await keyByLabel(token, label, ctx);
     ctx.say(`signing the CA certificate with '${label}' (${key.keyType})`);
     const spki = key.publicKeySpki!;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { signatureFields, spkiAlgorithmIdentifier } from "../ocsp/algorithms.ts";
-import { bitString, explicit, integer, oid, sequence, TAG, tlv } from "../ocsp/der.ts";
+import { bitString, explicit, integer, oid, sequence, TAG, tlv } from "../der/mod.ts";
 import { runCommand } from "../../tests/support/command.ts";
 import { pqKey, type PqKeyType } from "../../tests/support/ocsp.ts";
 import { readPublicKey, readRequest, RequestError } from "./csr.ts";

@@ -14,7 +14,7 @@
  */
 import * as pkijs from "pkijs";
 import { parseCertificate } from "../ocsp/certificate.ts";
-import { bytesEqual } from "../ocsp/der.ts";
+import { bytesEqual } from "../bytes/mod.ts";
 import { IndexFileSource, REASON_NAME } from "../ocsp/index_db.ts";
 import { certIdFor, encodeOcspRequest } from "../ocsp/request.ts";
 import { Responder } from "../ocsp/responder.ts";

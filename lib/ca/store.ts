@@ -19,7 +19,7 @@
  * ```
  */
 import { join } from "node:path";
-import { pem } from "../token/der.ts";
+import { pem } from "../der/mod.ts";
 import {
   canonicalSerial,
   formatIndexLine,

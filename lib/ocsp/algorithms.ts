@@ -21,7 +21,6 @@ import type { KeyTypeName } from "../token/key_types.ts";
 import { KEY_TYPES } from "../token/key_types.ts";
 import {
   bitString,
-  bytesEqual,
   DerReader,
   nullValue,
   oid,
@@ -29,7 +28,8 @@ import {
   TAG,
   tlv,
   unsignedInteger,
-} from "./der.ts";
+} from "../der/mod.ts";
+import { bytesEqual } from "../bytes/mod.ts";
 
 export type { KeyTypeName };
 

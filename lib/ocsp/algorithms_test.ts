@@ -11,7 +11,8 @@ import {
   spkiAlgorithmIdentifier,
 } from "./algorithms.ts";
 import { parseCertificate, readCertificates } from "./certificate.ts";
-import { bytesEqual, DerReader, TAG } from "./der.ts";
+import { DerReader, TAG } from "../der/mod.ts";
+import { bytesEqual } from "../bytes/mod.ts";
 import { KEY_TYPE_NAMES } from "../token/key_types.ts";
 
 const NODE_KEYS = {

@@ -1,7 +1,7 @@
 /**
  * Just enough of an X.509 certificate for OCSP: the subject and issuer Names (DER), the
  * SubjectPublicKeyInfo and its key bits (what CertID and responderID hash), the serial and the
- * validity. Strict DER through ./der.ts; extensions are not interpreted.
+ * validity. Strict DER through lib/der; extensions are not interpreted.
  *
  * @example
  * ```ts
@@ -10,7 +10,7 @@
  * ca.subject; // DER Name
  * ```
  */
-import { ctx, DerReader, TAG } from "./der.ts";
+import { ctx, DerReader, TAG } from "../der/mod.ts";
 
 /** The parts of a certificate OCSP uses (subarrays of `der`). */
 export interface CertificateInfo {

@@ -22,7 +22,8 @@
  * snap?.lookup("1A2B")?.status; // "V" | "R" | "E"
  * ```
  */
-import { bytesEqual, x509Time } from "./der.ts";
+import { x509Time } from "../der/mod.ts";
+import { bytesEqual } from "../bytes/mod.ts";
 
 /** CRLReason codes (RFC 5280 §5.3.1). Example: `CRL_REASON.keyCompromise === 1`. */
 export const CRL_REASON = {

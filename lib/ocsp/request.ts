@@ -30,7 +30,6 @@ import { createHash } from "node:crypto";
 import { type CertificateInfo, parseCertificate } from "./certificate.ts";
 import {
   boolean,
-  bytesEqual,
   ctx,
   ctxPrimitive,
   DerError,
@@ -43,7 +42,8 @@ import {
   sequence,
   TAG,
   tlv,
-} from "./der.ts";
+} from "../der/mod.ts";
+import { bytesEqual } from "../bytes/mod.ts";
 
 /** Largest request read: 16 KiB (a one-certificate request is under 200 bytes). */
 export const MAX_REQUEST_BYTES = 16 * 1024;

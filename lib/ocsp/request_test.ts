@@ -8,7 +8,8 @@ import { encodeOcspRequest } from "./request.ts";
 import { MALFORMED_REQUEST, OCSP_STATUS, parseOcspResponse, UNAUTHORIZED } from "./response.ts";
 import { Responder } from "./responder.ts";
 import { snapshotOf } from "./index_db.ts";
-import { boolean, bytesEqual, concat, explicit, octetString, oid, sequence, tlv } from "./der.ts";
+import { boolean, explicit, octetString, oid, sequence, tlv } from "../der/mod.ts";
+import { bytesEqual, concat } from "../bytes/mod.ts";
 import { OCSP_NONCE_OID } from "./request.ts";
 import { pycaAcceptsOcspRequests } from "../../tests/support/pyca.ts";
 

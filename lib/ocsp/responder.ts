@@ -34,7 +34,7 @@
 import { createHash } from "node:crypto";
 import { type KeyTypeName, type Signer, spkiAlgorithmIdentifier } from "./algorithms.ts";
 import { type CertificateInfo, parseCertificate } from "./certificate.ts";
-import { bytesEqual } from "./der.ts";
+import { bytesEqual } from "../bytes/mod.ts";
 import type { RevocationSnapshot, RevocationSource } from "./index_db.ts";
 import {
   CERT_ID_HASHES,

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { opensslCa, type TestCert } from "../../tests/support/ocsp.ts";
 import { parseCertificate } from "./certificate.ts";
-import { concat, explicit, octetString, oid, sequence } from "./der.ts";
+import { explicit, octetString, oid, sequence } from "../der/mod.ts";
+import { concat } from "../bytes/mod.ts";
 import { formatIndexLine, IndexFileSource, type IndexLineFields } from "./index_db.ts";
 import {
   CERT_ID_HASHES,

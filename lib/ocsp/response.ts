@@ -20,7 +20,6 @@ import { createHash } from "node:crypto";
 import { signatureFields, type Signer } from "./algorithms.ts";
 import type { CertificateInfo } from "./certificate.ts";
 import {
-  bytesEqual,
   ctx,
   ctxPrimitive,
   type DerPart,
@@ -33,7 +32,8 @@ import {
   oidContent,
   sequence,
   TAG,
-} from "./der.ts";
+} from "../der/mod.ts";
+import { bytesEqual } from "../bytes/mod.ts";
 import { OCSP_NONCE_OID } from "./request.ts";
 
 /** OCSPResponseStatus values. Example: `OCSP_STATUS.tryLater === 3`. */

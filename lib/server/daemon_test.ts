@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { RefusalBudget } from "../throttle/mod.ts";
-import { Token } from "../token/mod.ts";
+import { callCount } from "../../tests/support/pkcs11_calls.ts";
 import { makeTestToken, type TestToken } from "../../tests/support/token.ts";
 import { readAuditLines } from "../../tests/support/audit.ts";
 import { serveArgs } from "../../tests/support/daemon.ts";
@@ -53,12 +53,12 @@ Deno.test({
   sanitizeOps: false,
   fn: () =>
     inProcess(async (token, config, dir) => {
-      const finalized = Token.callCount(token.modulePath, "C_Finalize");
+      const finalized = callCount(token.modulePath, "C_Finalize");
       await assert.rejects(
         runDaemon(config(), { openAudit: () => Promise.reject(new Error("no audit today")) }),
         /no audit today/,
       );
-      assert.equal(Token.callCount(token.modulePath, "C_Finalize"), finalized + 1);
+      assert.equal(callCount(token.modulePath, "C_Finalize"), finalized + 1);
       RefusalBudget.open({ stateDir: `${dir}/state` }).close();
     }),
 });

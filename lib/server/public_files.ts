@@ -11,7 +11,7 @@
  * ```
  */
 import { bytesEqual } from "../bytes/mod.ts";
-import { pem } from "../token/der.ts";
+import { pem } from "../der/mod.ts";
 import { type CertificateInfo, readCertificates } from "../ocsp/mod.ts";
 
 /** Where the files are (the options --ca-cert and --ocsp-cert). */

@@ -16,7 +16,8 @@ import { initToken, writePinCredential } from "./provision.ts";
 import { generatePin } from "./pin.ts";
 import { fingerprint } from "./public_key.ts";
 import { type SigningKey, Token } from "./token.ts";
-import { pem } from "./der.ts";
+import { TokenAdmin } from "./admin.ts";
+import { pem } from "../der/mod.ts";
 import { loadPin, type PinSource } from "./credential.ts";
 import { asUser, isRoot } from "./run_as.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
@@ -243,7 +244,7 @@ async function keygen(common: Common, values: Values): Promise<number> {
         `svcd token keygen: generating ${type} key '${label}' on token '${common.tokenLabel}'`,
       );
       try {
-        console.log(keyLine(await token.generateKeyPair(label, type)));
+        console.log(keyLine(await new TokenAdmin(token).generateKeyPair(label, type)));
       } catch (err) {
         if (!(err instanceof MechanismUnavailableError)) throw err;
         notOffered++;
@@ -397,7 +398,7 @@ async function rotatePin(common: Common): Promise<number> {
       await asUser(common.user, async () => {
         const token = Token.open(common);
         try {
-          await token.setUserPin(oldPin, newPin.slice());
+          await new TokenAdmin(token).setUserPin(oldPin, newPin.slice());
         } finally {
           token.close();
         }

@@ -130,3 +130,19 @@ const DEAD = new Set<number>([
 export function isTokenDead(err: unknown): err is Pkcs11Error {
   return err instanceof Pkcs11Error && DEAD.has(err.rv);
 }
+
+/** What to do about a refused C_Login, by its CK_RV; undefined where there is nothing to add. */
+export function loginHint(rv: number): string | undefined {
+  switch (rv) {
+    case CKR.PIN_INCORRECT:
+      return "the PIN in the credential does not match the token's user PIN; not retried " +
+        "(the role locks after five failures) — recreate the credential with the token it belongs to";
+    case CKR.PIN_LOCKED:
+      return "the user PIN is locked after repeated failures; the token must be re-initialised " +
+        "(svcd token init) and its keys re-created";
+    case CKR.USER_PIN_NOT_INITIALIZED:
+      return "the token has no user PIN yet; run svcd token init";
+    default:
+      return undefined;
+  }
+}

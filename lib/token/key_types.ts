@@ -23,7 +23,7 @@ import {
   encodeSignAdditionalContext,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
-import { oid } from "./der.ts";
+import { oid } from "../der/mod.ts";
 
 /** Key types svcd signs with. Example: `"ec-p256"`. */
 export type KeyTypeName =

@@ -1,6 +1,7 @@
 /**
  * The token layer: open a PKCS#11 token by label, log in once from the PIN credential, sign,
- * verify and MAC through a session pool.
+ * verify and MAC through a session pool (token.ts); operator administration (admin.ts,
+ * provision.ts); the seams tests use (testing.ts, not re-exported here).
  *
  * @example
  * ```ts
@@ -11,6 +12,7 @@
  */
 export { Token } from "./token.ts";
 export type { SigningKey, TokenInfo, TokenOptions } from "./token.ts";
+export { TokenAdmin } from "./admin.ts";
 export { listSlots } from "./slots.ts";
 export { fingerprint, type PublicKey } from "./public_key.ts";
 export { MechanismCatalogue } from "./mechanisms.ts";
@@ -41,4 +43,4 @@ export {
   KEY_TYPES,
 } from "./key_types.ts";
 export type { KeyTypeName, KeyTypeSpec } from "./key_types.ts";
-export type { PoolStats, SessionUseStats } from "./pool.ts";
+export type { PoolStats } from "./pool.ts";

@@ -26,6 +26,7 @@ import { openSession } from "./session_ops.ts";
 import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./labels.ts";
 import { listSlots } from "./slots.ts";
 import { Token } from "./token.ts";
+import { TokenAdmin } from "./admin.ts";
 
 /** Where the user PIN goes: an encrypted credential file, or a plain file DIR/svc-pin (tests, demos). */
 export type CredentialTarget = { encryptedFile: string } | { plainDir: string };
@@ -61,7 +62,7 @@ export async function initToken(
       const mod = acquireModule(opts.modulePath);
       try {
         const slot = initialiseSlot(mod, opts.tokenLabel, soPin, progress);
-        setUserPin(mod, findInitialisedSlot(mod, opts.tokenLabel) ?? slot, soPin, userPin);
+        initUserPin(mod, findInitialisedSlot(mod, opts.tokenLabel) ?? slot, soPin, userPin);
         tokenUsable = true;
         progress(`user PIN set on token '${opts.tokenLabel}'`);
       } finally {
@@ -166,7 +167,12 @@ function initialiseSlot(
   return slot;
 }
 
-function setUserPin(mod: Pkcs11Module, slot: number, soPin: Uint8Array, userPin: Uint8Array): void {
+function initUserPin(
+  mod: Pkcs11Module,
+  slot: number,
+  soPin: Uint8Array,
+  userPin: Uint8Array,
+): void {
   const session = openSession(mod, slot, CKF_SESSION.RW_SESSION);
   try {
     check("C_Login", mod.fn.C_Login(session, CKU.SO, soPin, soPin.byteLength));
@@ -202,9 +208,9 @@ async function createAuditKeys(
   const token = Token.open({ modulePath: opts.modulePath, tokenLabel: opts.tokenLabel });
   try {
     await token.login(userPin.slice());
-    await token.generateMacKey(AUDIT_MAC_LABEL);
+    await new TokenAdmin(token).generateMacKey(AUDIT_MAC_LABEL);
     progress(`created ${AUDIT_MAC_LABEL} (HMAC-SHA256 secret, sensitive, not extractable)`);
-    const key = await token.generateKeyPair(AUDIT_SIGN_LABEL, "ed25519");
+    const key = await new TokenAdmin(token).generateKeyPair(AUDIT_SIGN_LABEL, "ed25519");
     progress(
       `created ${AUDIT_SIGN_LABEL} (${key.keyType}, ${key.mechanism}) for audit checkpoints`,
     );

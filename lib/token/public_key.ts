@@ -13,7 +13,7 @@
 import { createHash } from "node:crypto";
 import { CKA, type Pkcs11Module, readUlong } from "../../ffi/pkcs11/mod.ts";
 import { bytesEqual } from "../bytes/mod.ts";
-import { sequence, spki, unsignedInteger, unwrapOctetString } from "./der.ts";
+import { sequence, spki, unsignedInteger, unwrapOctetString } from "../der/mod.ts";
 import { KeyUnusableError } from "./errors.ts";
 import { KEY_TYPE_NAMES, KEY_TYPES, type KeyTypeSpec } from "./key_types.ts";
 import { getAttributes, type Handle } from "./session_ops.ts";

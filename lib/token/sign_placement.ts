@@ -3,8 +3,8 @@
  * pool (a nonblocking FFI call).
  *
  * Why: a hop to a pool thread and back costs the event loop a futex wake, a promise and a second
- * turn (~25 µs of its CPU and ~80 µs of the process's on the 2-core VM of bench/BREAKDOWN.md),
- * more than a software token's ECDSA or Ed25519 signature itself. A slow signature (RSA, a network
+ * turn, more than a software token's ECDSA or Ed25519 signature itself (bench/BREAKDOWN.md has the
+ * measurements). A slow signature (RSA, a network
  * HSM) on the calling thread would stall every other request instead. So each signature made on
  * the calling thread is timed by how long it held the thread ({@link HoldTimer}: preemption by
  * other threads does not count), and a key goes to the pool for good (until it is resolved again:
@@ -33,11 +33,9 @@ import {
 
 /**
  * Signatures whose times decide: the newest ones. Sixteen, because a busy machine has spells of a
- * few milliseconds in which everything is slow. Under bench/compare.ts, 65 536 signatures of a
- * quick ECDSA key held the thread p50 88 µs, p99 225 µs, p999 430 µs, with runs of up to 10 in a
- * row over 200 µs (3 over 300 µs). In 8 stretches of 8 192, "5 of the last 8 over 200 µs" would
- * have moved the key in 3, "9 of 16 over 200 µs" in 1, "9 of 16 over 300 µs" (the default) in none
- * (bench/BREAKDOWN.md, session 5).
+ * few milliseconds in which everything is slow, and a quick key must not move to the pool in one
+ * of them: a shorter window moved quick keys under load where this one did not (bench/BREAKDOWN.md
+ * replays the candidate rules over recorded signature times).
  */
 export const WINDOW = 16;
 /** Slow signatures among the last {@link WINDOW} that send a key to the pool: a majority. */
@@ -113,10 +111,10 @@ function popCount(bits: number): number {
  * How long a synchronous call held the calling thread, in ms: the thread's CPU time during the
  * call, or the wall-clock time when the thread slept in it (a voluntary context switch: the module
  * waited for a device, a lock or the network). The time the thread stood preempted by other
- * threads is not the call's. On a busy 2-core machine a 65 µs ECDSA signature often took over
- * 200 µs of wall-clock time that way, and quick keys went to the pool (bench/BREAKDOWN.md,
- * session 5). A call whose wall-clock time is within `exactAboveMs` is answered with it (it held
- * the thread no longer than that). Four system calls per call, ≈ 2 µs; none with an Infinity limit.
+ * threads is not the call's: on a busy machine, wall-clock time alone made quick signatures look
+ * slow and sent quick keys to the pool. A call whose wall-clock time is within `exactAboveMs` is
+ * answered with it (it held the thread no longer than that). Four system calls per call; none
+ * with an Infinity limit.
  *
  * @example
  * ```ts
@@ -132,19 +130,19 @@ export class HoldTimer {
   readonly #atEnd = new ThreadReading();
   #startedAt = 0;
 
-  /** `exactAboveMs`: wall-clock times up to this are answered as they are. @example new HoldTimer(0.2) */
+  /** `exactAboveMs`: wall-clock times up to this are answered as they are. */
   constructor(exactAboveMs = 0) {
     this.#exactAboveMs = exactAboveMs;
   }
 
-  /** Marks the start of a call on this thread. @example timer.start() */
+  /** Marks the start of a call on this thread. */
   start(): void {
     this.#startedAt = performance.now();
     // Without a limit every call is answered with its wall-clock time: the clocks are not needed.
     if (this.#exactAboveMs !== Infinity) this.#atStart.take();
   }
 
-  /** The time the call since {@link start} held the thread, in ms. @example timer.heldMs() */
+  /** The time the call since {@link start} held the thread, in ms. */
   heldMs(): number {
     // The end is read before anything here allocates: a garbage collection would be a sleep.
     if (this.#exactAboveMs !== Infinity) this.#atEnd.take();

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { runTokenCommand } from "./cli.ts";
 import { CredentialError, Pkcs11Error, Token } from "./mod.ts";
+import { callCount } from "../../tests/support/pkcs11_calls.ts";
 import {
   makeTestToken,
   openTestToken,
@@ -14,7 +15,7 @@ import {
   testTokenPin,
 } from "../../tests/support/token.ts";
 
-const logins = (made: TestToken) => Token.callCount(made.modulePath, "C_Login");
+const logins = (made: TestToken) => callCount(made.modulePath, "C_Login");
 
 /** Runs the CLI in this process (so C_Login calls can be counted) and captures what it prints. */
 async function cliInProcess(args: string[], env: Record<string, string | undefined>) {

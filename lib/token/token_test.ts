@@ -24,6 +24,7 @@ import {
 } from "../../tests/support/token.ts";
 import { findObjects, openSession, utf8 } from "./session_ops.ts";
 import { verifyIndependently } from "./independent_verify.ts";
+import { TokenAdmin } from "./admin.ts";
 
 const data = new TextEncoder().encode("audit line");
 
@@ -52,13 +53,13 @@ Deno.test({
   sanitizeResources: false,
   fn: () =>
     withLoggedInToken({}, async (token, made) => {
-      await token.generateMacKey("rotating");
+      await new TokenAdmin(token).generateMacKey("rotating");
       const before = await token.mac("rotating", data);
       // Replace the key behind the token's back: same label, new object, new handle.
       const mod = loadModule(made.modulePath);
       const replace = async () => {
         destroySecret(mod, token.slotId, "rotating", true);
-        await token.generateMacKey("rotating");
+        await new TokenAdmin(token).generateMacKey("rotating");
       };
       await replace();
       assert.deepEqual(await token.mac("rotating", data), before, "the working copy: the old key");
@@ -85,7 +86,7 @@ Deno.test({
     const mod = loadModule(made.modulePath);
     try {
       await token.login(testTokenPin(made));
-      await token.generateMacKey("m");
+      await new TokenAdmin(token).generateMacKey("m");
       const key = (await token.key("k"))!;
       await token.sign(key, data);
       const told: Pkcs11Error[] = [];
@@ -141,7 +142,7 @@ Deno.test({
   sanitizeResources: false,
   fn: () =>
     withLoggedInToken({}, async (token, made) => {
-      await token.generateMacKey("audit-like");
+      await new TokenAdmin(token).generateMacKey("audit-like");
       const first = await token.mac("audit-like", data);
       // Destroy the session copy mac() signs with, as a module that lost it would.
       destroySecret(loadModule(made.modulePath), token.slotId, "audit-like", false);

@@ -1,6 +1,6 @@
 /**
  * Fuzzing of the file and DER parsers, in process: the policy file (lib/policy), OpenSSL's
- * index.txt (lib/ocsp/index_db.ts), the DER reader (lib/ocsp/der.ts) and the OCSP request parser
+ * index.txt (lib/ocsp/index_db.ts), the DER reader (lib/der/read.ts) and the OCSP request parser
  * (lib/ocsp/request.ts). POST /ocsp over the real public socket is fuzzed by public_fuzz.ts.
  * Inputs are valid files or encodings, then mutated, plus plain random bytes. The oracle: no
  * exception other than the parser's own error type; what parses round-trips (its grants / lines
@@ -40,7 +40,7 @@ import {
   sequence,
   TAG,
   tlv,
-} from "../../lib/ocsp/der.ts";
+} from "../../lib/der/mod.ts";
 import {
   CERT_ID_HASHES,
   encodeCertId,
@@ -289,7 +289,7 @@ function walk(r: DerReader): void {
 }
 
 const derFuzzer: ParserFuzzer = {
-  name: "DER reader (lib/ocsp/der.ts)",
+  name: "DER reader (lib/der/read.ts)",
   generate(rng) {
     // The shape of an OCSPRequest (RFC 6960 §4.1.1) or any tree.
     if (rng.chance(0.5)) {

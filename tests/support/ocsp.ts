@@ -28,11 +28,11 @@ import {
   TAG,
   tlv,
   x509Time,
-} from "../../lib/ocsp/der.ts";
+} from "../../lib/der/mod.ts";
 import type { KeyTypeName } from "../../lib/token/key_types.ts";
 import { COMPOSITE_MLDSA65_ED25519_LABEL } from "../../lib/token/key_types.ts";
 import { compositeMessage } from "../../lib/token/independent_verify.ts";
-import { pem } from "../../lib/token/der.ts";
+import { pem } from "../../lib/der/mod.ts";
 import { runCommand } from "./command.ts";
 import { concat } from "../../lib/bytes/mod.ts";
 

@@ -1,14 +1,14 @@
 /**
- * A strict, bounded DER reader and the writer helpers the OCSP responder and the CA tool build
- * with. The reader accepts only what DER allows: single-byte tags, definite lengths in their
- * shortest form, contents that end exactly where their parent does, a bounded nesting depth and a
- * bounded input size. It never builds a tree: a schema-driven parser walks the bytes in place
- * (a 173-byte OCSPRequest parses in about a microsecond, against hundreds for a general ASN.1
- * library), so anything an anonymous client sends is either accepted exactly or refused.
+ * A strict, bounded DER reader. It accepts only what DER allows: single-byte tags, definite lengths
+ * in their shortest form, contents that end exactly where their parent does, a bounded nesting
+ * depth and a bounded input size. It never builds a tree: a schema-driven parser walks the bytes in
+ * place, so anything an anonymous client sends is either accepted exactly or refused.
  *
  * @example
  * ```ts
- * import { DerReader, TAG, oid, sequence } from "./der.ts";
+ * import { DerReader } from "./read.ts";
+ * import { TAG } from "./tags.ts";
+ * import { oid, sequence } from "./write.ts";
  * const r = new DerReader(sequence(oid("1.3.101.112")));
  * const inner = r.enter(TAG.SEQUENCE);
  * inner.readOid(); // the OID's content bytes
@@ -16,38 +16,7 @@
  * r.finish();
  * ```
  */
-import { bytesEqual, concat } from "../bytes/mod.ts";
-import { bitString, nullValue, oid, sequence, tlv, unsignedInteger } from "../token/der.ts";
-
-export { bitString, bytesEqual, concat, nullValue, oid, sequence, tlv, unsignedInteger };
-
-/** Universal and common context tags (the whole identifier octet). Example: `TAG.SEQUENCE === 0x30`. */
-export const TAG = {
-  BOOLEAN: 0x01,
-  INTEGER: 0x02,
-  BIT_STRING: 0x03,
-  OCTET_STRING: 0x04,
-  NULL: 0x05,
-  OID: 0x06,
-  ENUMERATED: 0x0a,
-  UTF8_STRING: 0x0c,
-  PRINTABLE_STRING: 0x13,
-  IA5_STRING: 0x16,
-  UTC_TIME: 0x17,
-  GENERALIZED_TIME: 0x18,
-  SEQUENCE: 0x30,
-  SET: 0x31,
-} as const;
-
-/** Context-specific constructed tag [n] (EXPLICIT or constructed IMPLICIT). Example: `ctx(0) === 0xa0`. */
-export function ctx(n: number): number {
-  return 0xa0 | n;
-}
-
-/** Context-specific primitive tag [n] (IMPLICIT over a primitive). Example: `ctxPrimitive(2) === 0x82`. */
-export function ctxPrimitive(n: number): number {
-  return 0x80 | n;
-}
+import { TAG } from "./tags.ts";
 
 /** Nesting the reader follows before refusing (OCSP requests need 7, certificates about 10). */
 export const MAX_DEPTH = 16;
@@ -335,147 +304,20 @@ export function oidText(content: Uint8Array): string {
   return arcs.join(".");
 }
 
-/** Content bytes of an OID given as dotted text. Example: `oidContent("1.3.101.112")` → `2b 65 70`. */
-export function oidContent(dotted: string): Uint8Array {
-  return oid(dotted).subarray(2);
-}
-
-// ---- writer additions ----------------------------------------------------------------------
-
-/** Something to write: finished DER bytes, or a DerNode over parts. */
-export type DerPart = Uint8Array | DerNode;
-
 /**
- * An element to be written: a tag over parts, with its encoded size known up front, so a whole
- * structure is written into one buffer by `encodeDer` (the response path allocates once instead
- * of once per element).
- *
- * @example
- * ```ts
- * encodeDer(node(TAG.SEQUENCE, node(TAG.OCTET_STRING, Uint8Array.of(1)))); // 30 03 04 01 01
- * ```
+ * The content of a single DER OCTET STRING, or null when `der` is not exactly one. Example:
+ * `unwrapOctetString(Uint8Array.of(4, 1, 7))` → `[7]`.
  */
-export class DerNode {
-  /** Encoded size, header included. */
-  readonly length: number;
-  /** Size of the content. */
-  readonly contentLength: number;
-  /** Example: `new DerNode(TAG.SEQUENCE, [a, b])`. */
-  constructor(readonly tag: number, readonly parts: readonly DerPart[]) {
-    let n = 0;
-    for (const p of parts) n += p.length;
-    this.contentLength = n;
-    this.length = 1 + lengthOfLength(n) + n;
+export function unwrapOctetString(der: Uint8Array): Uint8Array | null {
+  if (der.length < 2 || der[0] !== 0x04) return null;
+  let len = der[1];
+  let at = 2;
+  if (len & 0x80) {
+    const n = len & 0x7f;
+    if (n === 0 || n > 3 || der.length < 2 + n) return null;
+    len = 0;
+    for (let i = 0; i < n; i++) len = len * 256 + der[2 + i];
+    at = 2 + n;
   }
-}
-
-/** A DerNode. Example: `node(TAG.SEQUENCE, oidDer, nullDer)`. */
-export function node(tag: number, ...parts: DerPart[]): DerNode {
-  return new DerNode(tag, parts);
-}
-
-/** The DER bytes of a part, written into one new buffer. Example: `encodeDer(node(0x30))` → `30 00`. */
-export function encodeDer(part: DerPart): Uint8Array {
-  if (part instanceof Uint8Array) return part;
-  const out = new Uint8Array(part.length);
-  writePart(out, 0, part);
-  return out;
-}
-
-function lengthOfLength(n: number): number {
-  return n < 0x80 ? 1 : n < 0x100 ? 2 : n < 0x10000 ? 3 : n < 0x1000000 ? 4 : 5;
-}
-
-function writePart(out: Uint8Array, at: number, part: DerPart): number {
-  if (part instanceof Uint8Array) {
-    out.set(part, at);
-    return at + part.length;
-  }
-  out[at++] = part.tag;
-  const n = part.contentLength;
-  const extra = lengthOfLength(n) - 1;
-  if (extra === 0) out[at++] = n;
-  else {
-    out[at++] = 0x80 | extra;
-    for (let i = extra - 1; i >= 0; i--) out[at++] = (n / 2 ** (8 * i)) & 0xff;
-  }
-  for (const p of part.parts) at = writePart(out, at, p);
-  return at;
-}
-
-/** OCTET STRING. Example: `octetString(Uint8Array.of(1))` → `04 01 01`. */
-export function octetString(content: Uint8Array): Uint8Array {
-  return tlv(TAG.OCTET_STRING, content);
-}
-
-/** [n] EXPLICIT wrapping of one encoding. Example: `explicit(0, integer)` → `a0 …`. */
-export function explicit(n: number, ...inner: Uint8Array[]): Uint8Array {
-  return tlv(ctx(n), concat(inner));
-}
-
-/** ENUMERATED with a small value. Example: `enumerated(1)` → `0a 01 01`. */
-export function enumerated(value: number): Uint8Array {
-  return tlv(TAG.ENUMERATED, smallIntegerContent(value));
-}
-
-/** INTEGER from a small non-negative number. Example: `integer(2)` → `02 01 02`. */
-export function integer(value: number): Uint8Array {
-  return tlv(TAG.INTEGER, smallIntegerContent(value));
-}
-
-function smallIntegerContent(value: number): Uint8Array {
-  if (!Number.isSafeInteger(value) || value < 0) {
-    throw new RangeError(`not a small integer: ${value}`);
-  }
-  const out: number[] = [];
-  for (let v = value; v > 0; v = Math.floor(v / 256)) out.unshift(v & 0xff);
-  if (out.length === 0 || out[0] & 0x80) out.unshift(0);
-  return Uint8Array.from(out);
-}
-
-/** BOOLEAN. Example: `boolean(true)` → `01 01 ff`. */
-export function boolean(value: boolean): Uint8Array {
-  return Uint8Array.of(TAG.BOOLEAN, 1, value ? 0xff : 0);
-}
-
-/**
- * GeneralizedTime YYYYMMDDHHMMSSZ, whole seconds (fractions dropped, as DER profiles want).
- * Example: `generalizedTime(0)` → `18 0f "19700101000000Z"`.
- */
-export function generalizedTime(ms: number): Uint8Array {
-  const second = Math.floor(ms / 1000);
-  if (second !== lastTime.second) {
-    lastTime = { second, der: tlv(TAG.GENERALIZED_TIME, ascii(timeDigits(ms, 4))) };
-  }
-  return lastTime.der.slice();
-}
-
-// Responses made in the same second share producedAt/thisUpdate: the digits are made once.
-let lastTime: { second: number; der: Uint8Array } = { second: NaN, der: new Uint8Array(0) };
-
-/**
- * The X.509 validity form: UTCTime through 2049, GeneralizedTime from 2050 (RFC 5280 §4.1.2.5).
- * Example: `x509Time(Date.UTC(2030, 0, 1))` → `17 0d "300101000000Z"`.
- */
-export function x509Time(ms: number): Uint8Array {
-  const year = new Date(ms).getUTCFullYear();
-  return year < 2050 && year >= 1950
-    ? tlv(TAG.UTC_TIME, ascii(timeDigits(ms, 2)))
-    : generalizedTime(ms);
-}
-
-function timeDigits(ms: number, yearDigits: 2 | 4): string {
-  const d = new Date(ms);
-  const year = d.getUTCFullYear();
-  if (year < 0 || year > 9999) throw new RangeError(`time outside years 0000–9999: ${ms}`);
-  const two = (n: number) => (n < 10 ? "0" : "") + n;
-  const y = String(year).padStart(4, "0");
-  return (yearDigits === 2 ? y.slice(2) : y) + two(d.getUTCMonth() + 1) + two(d.getUTCDate()) +
-    two(d.getUTCHours()) + two(d.getUTCMinutes()) + two(d.getUTCSeconds()) + "Z";
-}
-
-function ascii(s: string): Uint8Array {
-  const out = new Uint8Array(s.length);
-  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
-  return out;
+  return at + len === der.length ? der.subarray(at) : null;
 }

@@ -12,7 +12,7 @@ import {
   TAG,
   tlv,
   x509Time,
-} from "./der.ts";
+} from "./mod.ts";
 
 const refuse = (bytes: number[], read: (r: DerReader) => unknown, message: RegExp) =>
   assert.throws(() => {
