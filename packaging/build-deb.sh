@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make deb`: the one artifact an appliance image ships — build/svcd_<version>_amd64.deb with the
 # Deno runtime, the daemon bundled into one JavaScript file, the systemd unit with its sysusers and
-# tmpfiles, the maintainer scripts, the nginx example and the operations guide.
+# tmpfiles, the maintainer scripts, the nginx example and the documentation (README.md, docs/*.md).
 # (`deno compile` needs a denort base no registry here carries; see the design notes.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +32,10 @@ install -m 0644 packaging/svcd.service "$ROOT/usr/lib/systemd/system/svcd.servic
 install -m 0644 packaging/svcd.sysusers "$ROOT/usr/lib/sysusers.d/svcd.conf"
 install -m 0644 packaging/svcd.tmpfiles "$ROOT/usr/lib/tmpfiles.d/svcd.conf"
 install -m 0644 packaging/svcd.default "$ROOT/etc/default/svcd"
-install -m 0644 packaging/nginx-svcd.conf README.md docs/operations.md "$ROOT/usr/share/doc/svcd/"
+install -m 0644 packaging/nginx-svcd.conf README.md docs/*.md "$ROOT/usr/share/doc/svcd/"
+# README.md links docs/<page>.md as in a checkout; the pages sit beside it (where the unit's
+# Documentation= and the tools' help name operations.md), so docs/ is that same folder.
+ln -s . "$ROOT/usr/share/doc/svcd/docs"
 printf '# subject<TAB>key label, one grant per line; reload with: systemctl reload svcd\n' \
   >"$ROOT/etc/svcd/policy"
 chmod 0640 "$ROOT/etc/svcd/policy"

@@ -149,7 +149,7 @@ Deno.test({
       });
 
       await t.step(
-        "the guide: token init as svcd, a key, the client CA, a client, the policy",
+        "the guide: token init as svcd, a key, the client CA, a client, the policy, public side",
         async () => {
           const init = await runDocScript(doc, "token-init");
           assert.match(init.stdout, /not shown/);
@@ -163,6 +163,7 @@ Deno.test({
           await runDocScript(doc, "pki");
           await runDocScript(doc, "new-client");
           await runDocScript(doc, "policy");
+          await runDocScript(doc, "public");
         },
       );
 
@@ -283,6 +284,34 @@ Deno.test({
             "web-signing",
           ]], message);
           assert.equal(without.status, 403, "no client certificate: refused by nginx");
+        },
+      );
+
+      await t.step(
+        "the public listener through nginx: the CA certificate, and OCSP says good",
+        async () => {
+          const base = `http://127.0.0.1:${nginx!.publicPort}`;
+          const publicHost = "Host: ocsp.example.org";
+          const ca = await host("curl", ["-sS", "-H", publicHost, `${base}/certificates`]);
+          assert.equal(ca.code, 0, ca.text);
+          const caPem = await Deno.readTextFile("/var/lib/svcd/ca/ca.pem");
+          assert.equal(ca.stdout.trim(), caPem.trim());
+          const ocsp = await host("openssl", [
+            "ocsp",
+            "-issuer",
+            "/etc/svcd/tls/client-ca.pem",
+            "-cert",
+            "/etc/svcd/tls/client1.pem",
+            "-CAfile",
+            "/etc/svcd/tls/client-ca.pem",
+            "-url",
+            `${base}/ocsp`,
+            "-header",
+            "Host=ocsp.example.org",
+          ]);
+          assert.equal(ocsp.code, 0, ocsp.text);
+          assert.match(ocsp.stdout, /client1\.pem: good/);
+          assert.match(ocsp.text, /Response verify OK/);
         },
       );
 
