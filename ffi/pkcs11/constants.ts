@@ -227,6 +227,8 @@ export const CKM = {
   EC_EDWARDS_KEY_PAIR_GEN: 0x1055,
   EDDSA: 0x1057,
   AES_KEY_GEN: 0x1080,
+  /** PKCS#11 3.3 working draft: ML-DSA over a given μ (FIPS 204 Algorithm 7 line 6), 64 bytes in. */
+  ML_DSA_EXTERNAL_MU: 0x403c,
   COMPOSITE_MLDSA65_ED25519: CK_COMPOSITE_MLDSA65_ED25519,
 } as const;
 

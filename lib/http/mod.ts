@@ -22,7 +22,7 @@ export {
   removeUnixListenerPath,
   type UnixListenerSocket,
 } from "./socket.ts";
-export { problem, PROBLEM_TYPE } from "./problem.ts";
+export { problem, PROBLEM_TYPE, PROBLEM_URN, typedProblem } from "./problem.ts";
 export { allowOf, routeFor } from "./routes.ts";
 export { DEFAULT_MAX_HEADER_BYTES } from "./parse.ts";
 export type {

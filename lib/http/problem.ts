@@ -36,3 +36,27 @@ export function problem(
     body: JSON.stringify(doc) + "\n",
   };
 }
+
+/** Prefix of the `type` of svcd's own problems: `urn:svcd:problem:<slug>`. */
+export const PROBLEM_URN = "urn:svcd:problem:";
+
+/**
+ * An `application/problem+json` response of a problem type of svcd's own (`urn:svcd:problem:` and
+ * `slug`), with a title of its own (RFC 9457 §3.1.3: the same for every occurrence of the type)
+ * and the detail of this occurrence. The same arguments always give the same bytes.
+ * @example typedProblem(400, "digest-length", "Wrong digest length", "sha-256 is 32 bytes")
+ */
+export function typedProblem(
+  status: number,
+  slug: string,
+  title: string,
+  detail: string,
+  headers: Array<[string, string]> = [],
+): HttpResponse {
+  const doc = { type: `${PROBLEM_URN}${slug}`, title, status, detail };
+  return {
+    status,
+    headers: [["Content-Type", PROBLEM_TYPE], ...headers],
+    body: JSON.stringify(doc) + "\n",
+  };
+}

@@ -148,9 +148,10 @@ function serviceDeps(setup: RequestWorkerSetup, opened: Token): ServiceDeps {
   return {
     token: {
       key: (label) => opened.key(label),
-      sign: (key, message) => opened.sign(key as Parameters<Token["sign"]>[0], message),
-      verify: (key, message, signature) =>
-        opened.verify(key as Parameters<Token["verify"]>[0], message, signature),
+      sign: (key, message, digest) =>
+        opened.sign(key as Parameters<Token["sign"]>[0], message, digest),
+      verify: (key, message, signature, digest) =>
+        opened.verify(key as Parameters<Token["verify"]>[0], message, signature, digest),
       info: () => opened.info(),
       loggedIn: () => opened.loggedIn(),
       poolStats: () => opened.poolStats(),

@@ -16,6 +16,8 @@ import { isKeyProblem, isTokenDead, KeyUnusableError } from "../token/errors.ts"
 import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
 import { DAEMON_KEY_LABELS } from "../token/labels.ts";
 import { clientText } from "./log.ts";
+import type { DigestName } from "../token/digest_mode.ts";
+import { digestMechanism, digestRequest } from "./digest_request.ts";
 
 /** The signing key as the routes see it (a subset of lib/token's SigningKey). */
 export interface RouteKey {
@@ -24,14 +26,22 @@ export interface RouteKey {
   mechanism: string;
   publicKeyRaw: Uint8Array;
   publicKeySpki?: Uint8Array;
+  /** Digest names it takes in digest mode (X-SVC-Digest) with this module; may be empty. */
+  digests: readonly DigestName[];
 }
 
 /** What the routes need from the rest of the daemon; each part is a lib/ responsibility. */
 export interface ServiceDeps {
   token: {
     key(label: string): Promise<RouteKey | undefined>;
-    sign(key: RouteKey, message: Uint8Array): Promise<Uint8Array>;
-    verify(key: RouteKey, message: Uint8Array, signature: Uint8Array): Promise<boolean>;
+    /** With `digest`, `message` is that digest of the message (digest mode). */
+    sign(key: RouteKey, message: Uint8Array, digest?: DigestName): Promise<Uint8Array>;
+    verify(
+      key: RouteKey,
+      message: Uint8Array,
+      signature: Uint8Array,
+      digest?: DigestName,
+    ): Promise<boolean>;
     info(): Record<string, unknown>;
     loggedIn(): Promise<boolean>;
     poolStats(): { size: number; inUse: number; waiting: number; cap: number };
@@ -364,6 +374,9 @@ async function signRoute(
 ): Promise<HttpResponse> {
   const key = await authorisedKey(req, subject, deps);
   if (isResponse(key)) return key;
+  const asked = digestRequest(req.headers, key, req.body);
+  if ("status" in asked) return asked;
+  const { digest } = asked;
   if (!deps.audit.healthy) {
     return problem(
       503,
@@ -374,27 +387,34 @@ async function signRoute(
       ],
     );
   }
-  const signature = await deps.token.sign(key, req.body);
+  const signature = await deps.token.sign(key, req.body, digest);
+  const mechanism = digest ? digestMechanism(key.keyType, digest) : key.mechanism;
   try {
     await deps.audit.append("sign", subject, {
       key: key.label,
-      mechanism: key.mechanism,
-      message_sha256: sha256Hex(req.body),
+      mechanism,
+      ...(digest ? digestAuditFields(digest, req.body) : { message_sha256: sha256Hex(req.body) }),
       signature_sha256: sha256Hex(signature),
       request_id: req.id,
     });
   } catch (err) {
     throw new AuditBarrierError((err as Error).message);
   }
-  return {
-    status: 200,
-    headers: [
-      ["Content-Type", "application/octet-stream"],
-      ["X-SVC-Mechanism", key.mechanism],
-      ["X-SVC-Key-Type", key.keyType],
-    ],
-    body: signature,
-  };
+  const headers: [string, string][] = [
+    ["Content-Type", "application/octet-stream"],
+    ["X-SVC-Mechanism", mechanism],
+    ["X-SVC-Key-Type", key.keyType],
+  ];
+  if (digest) headers.push(["X-SVC-Digest", digest]);
+  return { status: 200, headers, body: signature };
+}
+
+/**
+ * A digest signature's audit fields: the mode, the digest's name and the digest as sent, so an
+ * auditor matches the line to the artifact by its hash.
+ */
+function digestAuditFields(digest: DigestName, value: Uint8Array): Record<string, string> {
+  return { mode: "digest", digest, digest_value: value.toHex() };
 }
 
 /** Largest signature any supported key type produces (ML-DSA-87: 4627 bytes) with headroom. */
@@ -411,7 +431,9 @@ async function verifyRoute(
   if (isResponse(key)) return key;
   const signature = req.body.subarray(0, length);
   const message = req.body.subarray(length);
-  const valid = await deps.token.verify(key, message, signature);
+  const asked = digestRequest(req.headers, key, message);
+  if ("status" in asked) return asked;
+  const valid = await deps.token.verify(key, message, signature, asked.digest);
   if (!valid) return problem(422, "Unprocessable Content", "The signature is not valid.");
   return { status: 200, headers: [["Content-Type", "text/plain"]], body: "valid\n" };
 }
@@ -507,6 +529,7 @@ async function tokenRoute(
       mechanism: key.mechanism,
       public_key: key.publicKeySpki ? key.publicKeySpki.toBase64() : null,
       public_key_raw: key.publicKeyRaw.toBase64(),
+      digests: key.digests,
     });
   }
   return json(200, { token: deps.token.info(), keys });

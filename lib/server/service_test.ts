@@ -20,6 +20,7 @@ function fakes(over: Partial<ServiceDeps> = {}) {
     keyType: "ed25519",
     mechanism: "CKM_EDDSA",
     publicKeyRaw: new Uint8Array(32),
+    digests: [],
   };
   let auditHealthy = true;
   let refusals = 0;

@@ -9,6 +9,7 @@
  *
  * The Token owns one KeyCache; nothing else does.
  */
+import { type DigestName, offeredDigestNames } from "./digest_mode.ts";
 import {
   boolBytes,
   CKA,
@@ -40,6 +41,8 @@ export interface SigningKey extends PublicKey {
   keyType: KeyTypeName;
   /** The mechanism it signs with, by name, e.g. "CKM_ML_DSA". */
   mechanism: string;
+  /** The digest names it takes in digest mode with this module (./digest_mode.ts); may be empty. */
+  digests: DigestName[];
 }
 
 /** What signing and verifying with a key use, behind the SigningKey the caller holds. */
@@ -204,7 +207,10 @@ export class KeyCache {
   }
 
   /** The public key labelled `label` (not cached), or undefined when there is none. */
-  publicKeyOf(session: Handle, label: string): Omit<SigningKey, "mechanism"> | undefined {
+  publicKeyOf(
+    session: Handle,
+    label: string,
+  ): Omit<SigningKey, "mechanism" | "digests"> | undefined {
     const pubs = findObjects(this.#mod, session, [
       { type: CKA.CLASS, value: ulongBytes(CKO.PUBLIC_KEY) },
       { type: CKA.LABEL, value: utf8(label) },
@@ -319,6 +325,7 @@ export class KeyCache {
       label,
       keyType: spec.name,
       mechanism: ckmName(signing.mechanism),
+      digests: offeredDigestNames(spec, (t, m, f) => this.#offered.offersFor(t, m, f)),
       ...readPublicKey(this.#mod, session, pubs[0], spec, label),
     };
     const internals = {

@@ -29,6 +29,7 @@ import {
   SIZE,
 } from "../../ffi/pkcs11/mod.ts";
 import { readPinCredential } from "./credential.ts";
+import { type DigestName, digestSigning } from "./digest_mode.ts";
 import { isKeyProblem, isTokenDead, loginHint } from "./errors.ts";
 import { KeyCache, type KeyInternals, type SigningKey } from "./key_cache.ts";
 import type { KeyTypeName, SigningMechanism } from "./key_types.ts";
@@ -257,13 +258,18 @@ export class Token {
     return keys;
   }
 
-  /** Signs `message` with the key's mechanism; for CKM_ECDSA the digest is computed here. */
-  async sign(key: SigningKey, message: Uint8Array): Promise<Uint8Array> {
+  /**
+   * Signs `message` with the key's mechanism; for CKM_ECDSA the digest is computed here. With
+   * `digest`, `message` is that digest of the message (digest mode, ./digest_mode.ts; the name
+   * must be one of `key.digests`) and the signature is the one over the message.
+   */
+  async sign(key: SigningKey, message: Uint8Array, digest?: DigestName): Promise<Uint8Array> {
     const taken = this.#keys.acquire(key);
     // Straight into the pool when the key is live: no extra turn of the event loop per request.
     const k = taken instanceof Promise ? await taken : taken;
     try {
-      return await this.#signWith(key.label, k, prepareData(k.signing, message))
+      const [signing, data] = signingAndData(k, message, digest);
+      return await this.#signWith(key.label, k, data, signing)
         .catch((err) => this.#keys.forgetStaleKey(key, err));
     } finally {
       this.#keys.release(k);
@@ -271,8 +277,13 @@ export class Token {
   }
 
   /** One signature, on the calling thread (timed) or the pool, as the key's placement says. */
-  #signWith(label: string, k: KeyInternals, data: Uint8Array): Promise<Uint8Array> {
-    const choice = choiceOf(k.signing);
+  #signWith(
+    label: string,
+    k: KeyInternals,
+    data: Uint8Array,
+    signing: SigningMechanism,
+  ): Promise<Uint8Array> {
+    const choice = choiceOf(signing);
     const length = k.spec.signatureLength;
     if (!k.placement.inline) {
       return this.#pool.use((s) => signOnce(this.#mod, s, k.handle, choice, data, length));
@@ -287,15 +298,23 @@ export class Token {
     });
   }
 
-  /** Verifies in the module: false on CKR_SIGNATURE_INVALID or CKR_SIGNATURE_LEN_RANGE. */
-  async verify(key: SigningKey, message: Uint8Array, signature: Uint8Array): Promise<boolean> {
+  /**
+   * Verifies in the module: false on CKR_SIGNATURE_INVALID or CKR_SIGNATURE_LEN_RANGE. With
+   * `digest`, `message` is that digest of the message, as for {@link sign}.
+   */
+  async verify(
+    key: SigningKey,
+    message: Uint8Array,
+    signature: Uint8Array,
+    digest?: DigestName,
+  ): Promise<boolean> {
     const taken = this.#keys.acquire(key);
     // Straight into the pool when the key is live: no extra turn of the event loop per request.
     const k = taken instanceof Promise ? await taken : taken;
     try {
-      const data = prepareData(k.signing, message);
+      const [signing, data] = signingAndData(k, message, digest);
       return await this.#pool.use((s) =>
-        verifyOnce(this.#mod, s, k.publicHandle, choiceOf(k.signing), data, signature)
+        verifyOnce(this.#mod, s, k.publicHandle, choiceOf(signing), data, signature)
       ).catch((err) => this.#keys.forgetStaleKey(key, err));
     } finally {
       this.#keys.release(k);
@@ -421,7 +440,7 @@ export class Token {
    * The public key of a key pair by label, without a login when the public object is public.
    * Example: `(await token.publicKey("svc-audit-sign"))?.publicKeySpki`.
    */
-  publicKey(label: string): Promise<Omit<SigningKey, "mechanism"> | undefined> {
+  publicKey(label: string): Promise<Omit<SigningKey, "mechanism" | "digests"> | undefined> {
     return this.#pool.use((s) => this.#keys.publicKeyOf(s, label));
   }
 
@@ -438,6 +457,21 @@ export class Token {
 /** The mechanism and a fresh parameter (its buffers live for one call) of a signing choice. */
 function choiceOf(signing: SigningMechanism): MechanismChoice {
   return { mechanism: signing.mechanism, parameter: signing.parameter?.() };
+}
+
+/**
+ * The signing choice and the data for C_Sign/C_Verify: the key's mechanism over the message, or in
+ * digest mode the digest's mechanism over the digest as sent.
+ */
+function signingAndData(
+  k: KeyInternals,
+  message: Uint8Array,
+  digest: DigestName | undefined,
+): [SigningMechanism, Uint8Array] {
+  if (digest === undefined) return [k.signing, prepareData(k.signing, message)];
+  const signing = digestSigning(k.spec, digest);
+  if (!signing) throw new RangeError(`${k.spec.name} keys take no ${digest} digest mode`);
+  return [signing, message];
 }
 
 function prepareData(signing: SigningMechanism, message: Uint8Array): Uint8Array {

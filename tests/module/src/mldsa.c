@@ -530,11 +530,21 @@ int mldsa_sign(const mldsa_params *p, const uint8_t *sk, const uint8_t *msg, siz
                const uint8_t *ctx, size_t ctxlen, const uint8_t rnd[MLDSA_RND_BYTES],
                uint8_t *sig) {
   if (ctxlen > MLDSA_MAX_CONTEXT) return -2;
+  uint8_t pre[2 + MLDSA_MAX_CONTEXT], mu[MLDSA_MU_BYTES];
+  size_t prelen = message_prefix(pre, ctx, ctxlen);
+  const uint8_t *tr = sk + 64;
+  int rc = shake256_pieces(mu, 64, tr, 64, pre, prelen, msg, msglen, NULL, 0);
+  if (rc == 0) rc = mldsa_sign_mu(p, sk, mu, rnd, sig);
+  OPENSSL_cleanse(mu, sizeof mu);
+  return rc;
+}
+
+int mldsa_sign_mu(const mldsa_params *p, const uint8_t *sk, const uint8_t mu[MLDSA_MU_BYTES],
+                  const uint8_t rnd[MLDSA_RND_BYTES], uint8_t *sig) {
   work *wk = work_new();
   if (wk == NULL) return -1;
-  uint8_t pre[2 + MLDSA_MAX_CONTEXT], mu[64], rhopp[64], ctilde[64];
-  size_t prelen = message_prefix(pre, ctx, ctxlen);
-  const uint8_t *rho = sk, *key = sk + 32, *tr = sk + 64;
+  uint8_t rhopp[64], ctilde[64];
+  const uint8_t *rho = sk, *key = sk + 32;
   sk_decode(p, sk, wk->s1, wk->s2, wk->t0);
   for (int j = 0; j < p->l; j++) poly_ntt(&wk->s1[j]);
   for (int i = 0; i < p->k; i++) {
@@ -542,7 +552,6 @@ int mldsa_sign(const mldsa_params *p, const uint8_t *sk, const uint8_t *msg, siz
     poly_ntt(&wk->t0[i]);
   }
   int rc = expand_a(p, rho, wk->A);
-  if (rc == 0) rc = shake256_pieces(mu, 64, tr, 64, pre, prelen, msg, msglen, NULL, 0);
   if (rc == 0) rc = shake256_pieces(rhopp, 64, key, 32, rnd, 32, mu, 64, NULL, 0);
   for (uint32_t kappa = 0; rc == 0; kappa += (uint32_t)p->l) {
     /* kappa is a 16-bit counter in the standard; reaching 2^16 would take ~10^4 rejections. */
@@ -556,7 +565,6 @@ int mldsa_sign(const mldsa_params *p, const uint8_t *sk, const uint8_t *msg, siz
   }
   if (rc == 0) sig_encode(p, sig, ctilde, wk->z, wk->h);
   OPENSSL_cleanse(rhopp, sizeof rhopp);
-  OPENSSL_cleanse(mu, sizeof mu);
   work_free(wk);
   return rc;
 }
@@ -565,10 +573,19 @@ int mldsa_verify(const mldsa_params *p, const uint8_t *pk, size_t pklen, const u
                  size_t msglen, const uint8_t *ctx, size_t ctxlen, const uint8_t *sig,
                  size_t siglen) {
   if (pklen != p->pk_bytes || siglen != p->sig_bytes || ctxlen > MLDSA_MAX_CONTEXT) return 0;
+  uint8_t pre[2 + MLDSA_MAX_CONTEXT], tr[64], mu[MLDSA_MU_BYTES];
+  size_t prelen = message_prefix(pre, ctx, ctxlen);
+  if (shake256_pieces(tr, 64, pk, pklen, NULL, 0, NULL, 0, NULL, 0) != 0) return -1;
+  if (shake256_pieces(mu, 64, tr, 64, pre, prelen, msg, msglen, NULL, 0) != 0) return -1;
+  return mldsa_verify_mu(p, pk, pklen, mu, sig, siglen);
+}
+
+int mldsa_verify_mu(const mldsa_params *p, const uint8_t *pk, size_t pklen,
+                    const uint8_t mu[MLDSA_MU_BYTES], const uint8_t *sig, size_t siglen) {
+  if (pklen != p->pk_bytes || siglen != p->sig_bytes) return 0;
   work *wk = work_new();
   if (wk == NULL) return -1;
-  uint8_t pre[2 + MLDSA_MAX_CONTEXT], tr[64], mu[64], ctilde2[64];
-  size_t prelen = message_prefix(pre, ctx, ctxlen);
+  uint8_t ctilde2[64];
   int result = 0;
   pk_decode(p, pk, wk->t1);
   if (sig_decode(p, sig, wk->z, wk->h) != 0) goto out;
@@ -576,8 +593,6 @@ int mldsa_verify(const mldsa_params *p, const uint8_t *pk, size_t pklen, const u
     if (poly_norm(&wk->z[j]) >= p->gamma1 - p->beta) goto out;
   result = -1;
   if (expand_a(p, pk, wk->A) != 0) goto out;
-  if (shake256_pieces(tr, 64, pk, pklen, NULL, 0, NULL, 0, NULL, 0) != 0) goto out;
-  if (shake256_pieces(mu, 64, tr, 64, pre, prelen, msg, msglen, NULL, 0) != 0) goto out;
   if (sample_in_ball(&wk->c, sig, p->ctilde_bytes, p->tau) != 0) goto out;
   poly_ntt(&wk->c);
   for (int j = 0; j < p->l; j++) poly_ntt(&wk->z[j]);

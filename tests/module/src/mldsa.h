@@ -7,6 +7,7 @@
 
 #define MLDSA_SEED_BYTES 32
 #define MLDSA_RND_BYTES 32
+#define MLDSA_MU_BYTES 64
 #define MLDSA_MAX_CONTEXT 255
 #define MLDSA_MAX_PK_BYTES 2592
 #define MLDSA_MAX_SK_BYTES 4896
@@ -33,9 +34,18 @@ int mldsa_keygen(const mldsa_params *p, const uint8_t seed[MLDSA_SEED_BYTES], ui
 int mldsa_sign(const mldsa_params *p, const uint8_t *sk, const uint8_t *msg, size_t msglen,
                const uint8_t *ctx, size_t ctxlen, const uint8_t rnd[MLDSA_RND_BYTES], uint8_t *sig);
 
+/* Algorithm 7 from line 7 on, given mu (line 6: SHAKE256(tr || M', 64), made by the caller): the
+ * signature over the message mu was computed from. Returns 0, or -1 on a libcrypto failure. */
+int mldsa_sign_mu(const mldsa_params *p, const uint8_t *sk, const uint8_t mu[MLDSA_MU_BYTES],
+                  const uint8_t rnd[MLDSA_RND_BYTES], uint8_t *sig);
+
 /* ML-DSA.Verify: 1 valid, 0 invalid (wrong lengths included), -1 on a libcrypto failure. */
 int mldsa_verify(const mldsa_params *p, const uint8_t *pk, size_t pklen, const uint8_t *msg,
                  size_t msglen, const uint8_t *ctx, size_t ctxlen, const uint8_t *sig,
                  size_t siglen);
+
+/* Algorithm 8 given mu instead of the message: 1 valid, 0 invalid, -1 on a libcrypto failure. */
+int mldsa_verify_mu(const mldsa_params *p, const uint8_t *pk, size_t pklen,
+                    const uint8_t mu[MLDSA_MU_BYTES], const uint8_t *sig, size_t siglen);
 
 #endif

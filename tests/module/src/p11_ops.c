@@ -404,7 +404,8 @@ EXPORT CK_RV C_DigestFinal(CK_SESSION_HANDLE hSession, CK_BYTE *pDigest, CK_ULON
 static CK_RV mech_fits_key(CK_MECHANISM_TYPE m, CK_KEY_TYPE kt) {
   CK_KEY_TYPE want;
   switch (m) {
-    case CKM_ML_DSA: want = CKK_ML_DSA; break;
+    case CKM_ML_DSA:
+    case CKM_ML_DSA_EXTERNAL_MU: want = CKK_ML_DSA; break;
     case CKM_COMPOSITE_MLDSA65_ED25519: want = CKK_COMPOSITE_MLDSA65_ED25519; break;
     case CKM_EDDSA: want = CKK_EC_EDWARDS; break;
     case CKM_ECDSA:
@@ -416,16 +417,20 @@ static CK_RV mech_fits_key(CK_MECHANISM_TYPE m, CK_KEY_TYPE kt) {
 }
 
 /* CKM_ML_DSA and the composite take an optional CK_SIGN_ADDITIONAL_CONTEXT; CKM_EDDSA an optional
- * CK_EDDSA_PARAMS for pure Ed25519 only; the others no parameter. */
+ * CK_EDDSA_PARAMS for pure Ed25519 only; the others no parameter. CKM_ML_DSA_EXTERNAL_MU takes the
+ * same parameter for its hedge only: mu already holds the context, so a context is refused. */
 static CK_RV parse_params(const CK_MECHANISM *m, op_t *op) {
   op->deterministic = 0;
   op->ctxlen = 0;
-  if (m->mechanism == CKM_ML_DSA || m->mechanism == CKM_COMPOSITE_MLDSA65_ED25519) {
+  if (m->mechanism == CKM_ML_DSA || m->mechanism == CKM_COMPOSITE_MLDSA65_ED25519 ||
+      m->mechanism == CKM_ML_DSA_EXTERNAL_MU) {
     if (m->pParameter == NULL) return m->ulParameterLen == 0 ? CKR_OK : CKR_MECHANISM_PARAM_INVALID;
     if (m->ulParameterLen != sizeof(CK_SIGN_ADDITIONAL_CONTEXT)) return CKR_MECHANISM_PARAM_INVALID;
     const CK_SIGN_ADDITIONAL_CONTEXT *p = m->pParameter;
     if (p->hedgeVariant > CKH_DETERMINISTIC_REQUIRED) return CKR_MECHANISM_PARAM_INVALID;
     if (p->ulContextLen > 255 || (p->pContext == NULL && p->ulContextLen > 0))
+      return CKR_MECHANISM_PARAM_INVALID;
+    if (m->mechanism == CKM_ML_DSA_EXTERNAL_MU && p->ulContextLen > 0)
       return CKR_MECHANISM_PARAM_INVALID;
     op->deterministic = p->hedgeVariant == CKH_DETERMINISTIC_REQUIRED;
     op->ctxlen = p->ulContextLen;
@@ -442,7 +447,8 @@ static CK_RV parse_params(const CK_MECHANISM *m, op_t *op) {
 
 static size_t signature_bytes(const op_t *op) {
   switch (op->mech) {
-    case CKM_ML_DSA: return mldsa_params_by_level(op->level)->sig_bytes;
+    case CKM_ML_DSA:
+    case CKM_ML_DSA_EXTERNAL_MU: return mldsa_params_by_level(op->level)->sig_bytes;
     case CKM_COMPOSITE_MLDSA65_ED25519: return COMPOSITE_SIG_BYTES;
     case CKM_EDDSA: return ED25519_SIG_BYTES;
     case CKM_SHA256_HMAC: return 32;
@@ -511,6 +517,12 @@ static CK_RV do_sign(const op_t *op, const uint8_t *data, size_t len, uint8_t *o
       r = mldsa_sign(mldsa_params_by_level(op->level), op->key + MLDSA_SEED_BYTES, data, len,
                      op->ctx, op->ctxlen, rnd, out);
       break;
+    case CKM_ML_DSA_EXTERNAL_MU:
+      if (len != MLDSA_MU_BYTES) return CKR_DATA_LEN_RANGE;
+      if (!op->deterministic && random_bytes(rnd, 32) != 0) return CKR_FUNCTION_FAILED;
+      r = mldsa_sign_mu(mldsa_params_by_level(op->level), op->key + MLDSA_SEED_BYTES, data, rnd,
+                        out);
+      break;
     case CKM_COMPOSITE_MLDSA65_ED25519:
       if (!op->deterministic && random_bytes(rnd, 32) != 0) return CKR_FUNCTION_FAILED;
       r = composite_sign(op->key, op->key + COMPOSITE_SECRET_BYTES, data, len, op->ctx, op->ctxlen,
@@ -542,6 +554,10 @@ static CK_RV do_verify(const op_t *op, const uint8_t *data, size_t len, const ui
       r = mldsa_verify(mldsa_params_by_level(op->level), op->key, op->keylen, data, len, op->ctx,
                        op->ctxlen, sig, siglen);
       break;
+    case CKM_ML_DSA_EXTERNAL_MU:
+      if (len != MLDSA_MU_BYTES) return CKR_DATA_LEN_RANGE;
+      r = mldsa_verify_mu(mldsa_params_by_level(op->level), op->key, op->keylen, data, sig, siglen);
+      break;
     case CKM_COMPOSITE_MLDSA65_ED25519:
       r = composite_verify(op->key, op->keylen, data, len, op->ctx, op->ctxlen, sig, siglen);
       break;
@@ -567,6 +583,8 @@ static CK_RV do_verify(const op_t *op, const uint8_t *data, size_t len, const ui
 
 static CK_RV op_append(op_t *op, const CK_BYTE *part, CK_ULONG len) {
   if (part == NULL && len > 0) return CKR_ARGUMENTS_BAD;
+  /* CKM_ML_DSA_EXTERNAL_MU is single-part: its input is mu, not a message to stream. */
+  if (op->mech == CKM_ML_DSA_EXTERNAL_MU) return CKR_FUNCTION_NOT_SUPPORTED;
   if (op->datalen + len > OP_DATA_MAX) return CKR_DATA_LEN_RANGE;
   if (op->datalen + len > op->datacap) {
     size_t cap = op->datacap ? op->datacap : 4096;

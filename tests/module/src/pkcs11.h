@@ -270,6 +270,7 @@ typedef struct {
 /* Mechanisms. */
 #define CKM_ML_DSA_KEY_PAIR_GEN 0x1CUL
 #define CKM_ML_DSA 0x1DUL
+#define CKM_ML_DSA_EXTERNAL_MU 0x403CUL /* PKCS#11 3.3 working draft: ML-DSA over a given mu */
 #define CKM_SHA256 0x250UL
 #define CKM_SHA256_HMAC 0x251UL
 #define CKM_SHA384 0x260UL

@@ -28,6 +28,7 @@ CK_RV C_GetInfo(CK_INFO *);
 CK_RV C_GetFunctionList(CK_FUNCTION_LIST_3_2 **);
 CK_RV C_GetSlotList(CK_BBOOL, CK_SLOT_ID *, CK_ULONG *);
 CK_RV C_GetTokenInfo(CK_SLOT_ID, CK_TOKEN_INFO *);
+CK_RV C_GetMechanismInfo(CK_SLOT_ID, CK_MECHANISM_TYPE, CK_MECHANISM_INFO *);
 CK_RV C_InitToken(CK_SLOT_ID, CK_UTF8CHAR *, CK_ULONG, CK_UTF8CHAR *);
 CK_RV C_InitPIN(CK_SESSION_HANDLE, CK_UTF8CHAR *, CK_ULONG);
 CK_RV C_OpenSession(CK_SLOT_ID, CK_FLAGS, CK_VOID_PTR, CK_VOID_PTR, CK_SESSION_HANDLE *);
@@ -590,6 +591,100 @@ static void test_mldsa_keys(void) {
   remove_token_dir();
 }
 
+/* mu of FIPS 204 Algorithm 7 line 6 with an empty context, made here with libcrypto alone (not the
+ * module's core): SHAKE256(SHAKE256(pk, 64) || 0x00 || 0x00 || msg, 64). */
+static void external_mu(const uint8_t *pk, size_t pklen, const char *msg, uint8_t mu[64]) {
+  uint8_t tr[64];
+  const uint8_t prefix[2] = {0, 0};
+  EVP_MD_CTX *c = EVP_MD_CTX_new();
+  int ok = c != NULL && EVP_DigestInit_ex(c, EVP_shake256(), NULL) &&
+           EVP_DigestUpdate(c, pk, pklen) && EVP_DigestFinalXOF(c, tr, 64) &&
+           EVP_DigestInit_ex(c, EVP_shake256(), NULL) && EVP_DigestUpdate(c, tr, 64) &&
+           EVP_DigestUpdate(c, prefix, 2) && EVP_DigestUpdate(c, msg, strlen(msg)) &&
+           EVP_DigestFinalXOF(c, mu, 64);
+  EVP_MD_CTX_free(c);
+  EXPECT(ok);
+}
+
+/* CKM_ML_DSA_EXTERNAL_MU (0x403c): signing mu gives the pure ML-DSA signature over the message mu
+ * was made from — deterministic, byte for byte the module's CKM_ML_DSA signature with an empty
+ * context; single-part, 64-byte input, no context parameter. */
+static void test_external_mu(void) {
+  current = "ML-DSA external mu";
+  fresh_token_dir(NULL);
+  setup_token();
+  CK_SESSION_HANDLE h = open_rw();
+  EXPECT_RV(P11(C_Login)(h, CKU_USER, USER_PIN, LEN(USER_PIN)), CKR_OK);
+  CK_MECHANISM_INFO info = {0, 0, 0};
+  EXPECT_RV(P11(C_GetMechanismInfo)(0, CKM_ML_DSA_EXTERNAL_MU, &info), CKR_OK);
+  EXPECT((info.flags & (CKF_SIGN | CKF_VERIFY)) == (CKF_SIGN | CKF_VERIFY));
+  const char *msg = "the message whose mu is signed";
+  for (CK_ULONG set = 1; set <= 3; set++) {
+    CK_MECHANISM gen = {CKM_ML_DSA_KEY_PAIR_GEN, NULL, 0};
+    CK_ATTRIBUTE pub_t[] = {attr(CKA_PARAMETER_SET, &set, sizeof set)};
+    CK_OBJECT_HANDLE pub, priv;
+    EXPECT_RV(P11(C_GenerateKeyPair)(h, &gen, pub_t, 1, NULL, 0, &pub, &priv), CKR_OK);
+    uint8_t pk[MLDSA_MAX_PK_BYTES];
+    CK_ATTRIBUTE q[] = {attr(CKA_VALUE, pk, sizeof pk)};
+    EXPECT_RV(P11(C_GetAttributeValue)(h, pub, q, 1), CKR_OK);
+    uint8_t mu[64];
+    external_mu(pk, q[0].ulValueLen, msg, mu);
+
+    CK_SIGN_ADDITIONAL_CONTEXT det = {CKH_DETERMINISTIC_REQUIRED, NULL, 0};
+    CK_MECHANISM by_mu = {CKM_ML_DSA_EXTERNAL_MU, &det, sizeof det};
+    CK_MECHANISM by_msg = {CKM_ML_DSA, &det, sizeof det};
+    uint8_t s_mu[MLDSA_MAX_SIG_BYTES], s_msg[MLDSA_MAX_SIG_BYTES];
+    CK_ULONG l_mu = sizeof s_mu, l_msg = sizeof s_msg;
+    EXPECT_RV(P11(C_SignInit)(h, &by_mu, priv), CKR_OK);
+    EXPECT_RV(P11(C_Sign)(h, mu, 64, s_mu, &l_mu), CKR_OK);
+    EXPECT_RV(P11(C_SignInit)(h, &by_msg, priv), CKR_OK);
+    EXPECT_RV(P11(C_Sign)(h, (CK_BYTE *)msg, strlen(msg), s_msg, &l_msg), CKR_OK);
+    EXPECT(l_mu == l_msg && memcmp(s_mu, s_msg, l_mu) == 0);
+    /* The message form verifies it, and so does the mu form. */
+    CK_MECHANISM plain = {CKM_ML_DSA, NULL, 0};
+    EXPECT_RV(P11(C_VerifyInit)(h, &plain, pub), CKR_OK);
+    EXPECT_RV(P11(C_Verify)(h, (CK_BYTE *)msg, strlen(msg), s_mu, l_mu), CKR_OK);
+    CK_MECHANISM mu_plain = {CKM_ML_DSA_EXTERNAL_MU, NULL, 0};
+    EXPECT_RV(P11(C_VerifyInit)(h, &mu_plain, pub), CKR_OK);
+    EXPECT_RV(P11(C_Verify)(h, mu, 64, s_mu, l_mu), CKR_OK);
+    /* Hedged (no parameter): another signature, valid over the message. */
+    uint8_t s_h[MLDSA_MAX_SIG_BYTES];
+    CK_ULONG l_h = sizeof s_h;
+    EXPECT_RV(P11(C_SignInit)(h, &mu_plain, priv), CKR_OK);
+    EXPECT_RV(P11(C_Sign)(h, mu, 64, s_h, &l_h), CKR_OK);
+    EXPECT(l_h == l_mu && memcmp(s_h, s_mu, l_h) != 0);
+    EXPECT_RV(P11(C_VerifyInit)(h, &plain, pub), CKR_OK);
+    EXPECT_RV(P11(C_Verify)(h, (CK_BYTE *)msg, strlen(msg), s_h, l_h), CKR_OK);
+    /* A changed mu or signature does not verify. */
+    mu[0] ^= 1;
+    EXPECT_RV(P11(C_VerifyInit)(h, &mu_plain, pub), CKR_OK);
+    EXPECT_RV(P11(C_Verify)(h, mu, 64, s_mu, l_mu), CKR_SIGNATURE_INVALID);
+    /* mu is exactly 64 bytes, in one part; a context belongs in mu, not in the parameter. */
+    l_h = sizeof s_h;
+    EXPECT_RV(P11(C_SignInit)(h, &by_mu, priv), CKR_OK);
+    EXPECT_RV(P11(C_Sign)(h, mu, 63, s_h, &l_h), CKR_DATA_LEN_RANGE);
+    EXPECT_RV(P11(C_VerifyInit)(h, &mu_plain, pub), CKR_OK);
+    EXPECT_RV(P11(C_Verify)(h, mu, 65, s_mu, l_mu), CKR_DATA_LEN_RANGE);
+    EXPECT_RV(P11(C_SignInit)(h, &by_mu, priv), CKR_OK);
+    EXPECT_RV(P11(C_SignUpdate)(h, mu, 32), CKR_FUNCTION_NOT_SUPPORTED);
+    EXPECT_RV(P11(C_SignFinal)(h, s_h, &l_h), CKR_OPERATION_NOT_INITIALIZED);
+    uint8_t ctx[1] = {1};
+    CK_SIGN_ADDITIONAL_CONTEXT with_ctx = {CKH_DETERMINISTIC_REQUIRED, ctx, 1};
+    CK_MECHANISM bad = {CKM_ML_DSA_EXTERNAL_MU, &with_ctx, sizeof with_ctx};
+    EXPECT_RV(P11(C_SignInit)(h, &bad, priv), CKR_MECHANISM_PARAM_INVALID);
+  }
+  /* Only ML-DSA keys take it. */
+  CK_MECHANISM ed_gen = {CKM_EC_EDWARDS_KEY_PAIR_GEN, NULL, 0};
+  static const uint8_t ed_oid[] = {0x06, 0x03, 0x2b, 0x65, 0x70};
+  CK_ATTRIBUTE ed_t[] = {attr(CKA_EC_PARAMS, (void *)ed_oid, sizeof ed_oid)};
+  CK_OBJECT_HANDLE epub, epriv;
+  EXPECT_RV(P11(C_GenerateKeyPair)(h, &ed_gen, ed_t, 1, NULL, 0, &epub, &epriv), CKR_OK);
+  CK_MECHANISM mu_plain = {CKM_ML_DSA_EXTERNAL_MU, NULL, 0};
+  EXPECT_RV(P11(C_SignInit)(h, &mu_plain, epriv), CKR_KEY_TYPE_INCONSISTENT);
+  EXPECT_RV(P11(C_Finalize)(NULL), CKR_OK);
+  remove_token_dir();
+}
+
 /* Token objects persist encrypted; private ones need a login to be seen or used. */
 static void test_persistence(void) {
   current = "persistence";
@@ -773,6 +868,7 @@ int main(int argc, char **argv) {
   test_fork();
   test_concurrent_calls();
   test_mldsa_keys();
+  test_external_mu();
   test_persistence();
   test_faults();
   if (failures) {
