@@ -6,7 +6,7 @@
  * new Worker(new URL("./thread-call-worker.ts", import.meta.url), { type: "module" });
  * ```
  */
-import { MainCaller } from "../lib/server/thread_calls.ts";
+import { MainCaller } from "../lib/server/threads/protocol.ts";
 
 // deno-lint-ignore no-explicit-any
 const scope = self as any;

@@ -10,7 +10,7 @@
  * node_modules/.bin/deno run -A bench/thread-call.ts [--calls 20000] [--rounds 3]
  * ```
  */
-import { answerCall, type CallMessage, callSlot } from "../lib/server/thread_calls.ts";
+import { answerCall, type CallMessage, callSlot } from "../lib/server/threads/protocol.ts";
 import { cpuSeconds } from "./proc_cpu.ts";
 
 function flag(name: string, fallback: number): number {

@@ -5,13 +5,13 @@
  * status the daemon must answer; `policy/*`: policy files), and the policy, index.txt, DER and OCSP request parsers fed fixed-seed inputs.
  */
 import assert from "node:assert/strict";
-import { parseRawResponse } from "../../lib/http/testing.ts";
+import { parseRawResponse } from "../support/raw_http.ts";
 import { judge, runCampaign, sendCase, startFuzzTarget } from "./http_fuzz.ts";
 import { fuzzParsers, PARSER_FUZZERS } from "./parsers.ts";
 import { runPublicCampaign } from "./public_fuzz.ts";
 
 const SEED = 20261122;
-const REGRESSIONS = new URL("./regressions/", import.meta.url).pathname;
+const REGRESSIONS = new URL("./regressions", import.meta.url).pathname;
 
 Deno.test({
   name:

@@ -1,0 +1,526 @@
+/**
+ * The routes of the authenticated socket (spec §4.1): identity, refusal budget, concurrency cap and
+ * policy are decided here, in that order, before any PKCS#11 call; then the token signs or verifies
+ * and, for a signature, the audit line is made durable before the answer is released.
+ *
+ * @example
+ * ```ts ignore
+ * const handler = authenticatedHandler(deps);
+ * const listener = Listener.open({ path, proxyUid, workers, handler });
+ * ```
+ */
+import { createHash } from "node:crypto";
+import type { Admission, HttpRequest, HttpResponse, RequestHead } from "../../http/mod.ts";
+import { allowOf, problem, routeFor } from "../../http/mod.ts";
+import { isKeyProblem, isTokenDead, KeyUnusableError } from "../../token/errors.ts";
+import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
+import { DAEMON_KEY_LABELS } from "../../token/labels.ts";
+import { clientText } from "../daemon/log.ts";
+
+/** The signing key as the routes see it (a subset of lib/token's SigningKey). */
+export interface RouteKey {
+  label: string;
+  keyType: string;
+  mechanism: string;
+  publicKeyRaw: Uint8Array;
+  publicKeySpki?: Uint8Array;
+}
+
+/** What the routes need from the rest of the daemon; each part is a lib/ responsibility. */
+export interface ServiceDeps {
+  token: {
+    key(label: string): Promise<RouteKey | undefined>;
+    sign(key: RouteKey, message: Uint8Array): Promise<Uint8Array>;
+    verify(key: RouteKey, message: Uint8Array, signature: Uint8Array): Promise<boolean>;
+    info(): Record<string, unknown>;
+    loggedIn(): Promise<boolean>;
+    poolStats(): { size: number; inUse: number; waiting: number; cap: number };
+    /**
+     * Drops keys whose token object is gone; their labels (checked at each /health). Asynchronous
+     * where other isolates hold copies of their own (request threads: every one checks).
+     */
+    dropRemovedKeys?(): string[] | Promise<string[]>;
+  };
+  policy(): {
+    allows(subject: string, label: string): boolean;
+    labelsFor(subject: string): string[];
+  };
+  audit: {
+    append(event: string, actor: string, fields?: Record<string, unknown>): Promise<number>;
+    readonly healthy: boolean;
+    readonly lastError: string | undefined;
+    stats?(): { lines: number; syncs: number };
+  };
+  budget: {
+    check(identity: string): { limited: false } | { limited: true; retryAfterSeconds: number };
+    recordRefusal(identity: string): { count: number; crossed: boolean; delaySeconds: number };
+    limitedCount(): number;
+  };
+  cap: { tryAcquire(identity: string): (() => void) | undefined };
+  /**
+   * `budget.check` then `cap.tryAcquire` in one step, for a budget and cap that live in another
+   * isolate (one round trip instead of two: lib/server/thread_calls.ts). Absent: the two calls.
+   */
+  admit?(identity: string): Admittance;
+  /**
+   * The same answer without blocking, for the handler (the `100 Continue` check must answer at
+   * once and uses `admit`): a request thread asks the main isolate and serves other requests until
+   * the answer comes. Absent: `admit`.
+   */
+  admitLater?(identity: string): Promise<Admittance>;
+  /**
+   * As `admit`, for the `100 Continue` check, which gives its slot back at once: whether one is
+   * free, taking none (request threads: no slot held while its release travels to the main isolate).
+   */
+  peek?(identity: string): Admittance;
+  /**
+   * Base URL of the public side behind the proxy, named in the Link header of the 404 for its
+   * routes; undefined: `http://` and the request's Host (the shipped nginx example serves the
+   * public routes on port 80 of the same name).
+   */
+  publicUrl?: string;
+  log(message: string): void;
+  startedAt: number;
+}
+
+/**
+ * What the budget and the cap say of an identity's next request: limited by the budget, over the
+ * cap (no release), or admitted with the release of its cap slot.
+ */
+export type Admittance =
+  | { limited: true; retryAfterSeconds: number }
+  | { limited: false; release: (() => void) | undefined };
+
+const te = new TextEncoder();
+
+/**
+ * The one answer for a key that is not granted, does not exist, or a subject the policy does not
+ * know (spec §5 rule 8): a constant, so the three cannot differ by a byte.
+ */
+export const FORBIDDEN: Readonly<HttpResponse> = Object.freeze(problem(
+  403,
+  "Forbidden",
+  "The key is not available to this client.",
+));
+
+type Route = (req: HttpRequest, subject: string, deps: ServiceDeps) => Promise<HttpResponse>;
+
+/** Routes of the authenticated socket: method → path → function. */
+const ROUTES: Record<string, Record<string, Route>> = {
+  "/sign": { POST: signRoute },
+  "/verify": { POST: verifyRoute },
+  "/health": { GET: healthRoute },
+  "/token": { GET: tokenRoute },
+};
+
+/** Routes whose key grant is known from the head: checked before `100 Continue`. */
+const GRANT_CHECKED: ReadonlySet<Route> = new Set([signRoute, verifyRoute]);
+
+/** Paths served only by the public listener (spec §4.1: 404 with a Link header, any method). */
+const PUBLIC_ONLY = new Set(["/certificates", "/ocsp"]);
+
+/**
+ * Builds the handler of the authenticated listener.
+ *
+ * @example
+ * ```ts ignore
+ * const res = await authenticatedHandler(deps)(request);
+ * ```
+ */
+export function authenticatedHandler(
+  deps: ServiceDeps,
+): (req: HttpRequest) => Promise<HttpResponse> {
+  return (req) => handle(req, deps);
+}
+
+/**
+ * Builds the pre-body check of the authenticated listener: for a request that asked for
+ * `100 Continue`, the answer it would get from its head alone (route, method, identity, refusal
+ * budget, concurrency, and for /sign and /verify the key's grant), or undefined to let the body
+ * come. The handler checks all of it again with the body.
+ *
+ * @example
+ * ```ts ignore
+ * const admit = authenticatedAdmission(deps);
+ * admit(head); // { status: 403, … } → answered at once, the body is never read
+ * ```
+ */
+export function authenticatedAdmission(deps: ServiceDeps): Admission {
+  return (head) => {
+    const admitted = preflight(head, deps, deps.peek);
+    if ("response" in admitted) return admitted.response;
+    admitted.release();
+    if (!GRANT_CHECKED.has(admitted.route)) return undefined;
+    const label = grantedLabel(head, admitted.subject, deps);
+    if (typeof label === "string") return undefined;
+    void countRefusal(admitted.subject, deps);
+    return label;
+  };
+}
+
+/** A request's answer when it is refused before its route runs, or its route, identity and slot. */
+type Preflight = { response: HttpResponse } | {
+  route: Route;
+  subject: string;
+  release: () => void;
+};
+
+/** What every route needs before it runs: a route, an identity, budget and a concurrency slot. */
+function preflight(
+  head: RequestHead,
+  deps: ServiceDeps,
+  ask: ServiceDeps["admit"] = deps.admit,
+): Preflight {
+  const routed = routeAndIdentity(head, deps);
+  if ("response" in routed) return routed;
+  return admitted(routed, ask?.(routed.subject) ?? admit(routed.subject, deps));
+}
+
+/** {@link preflight} for the handler: the admission may be answered later (`admitLater`). */
+async function preflightLater(head: RequestHead, deps: ServiceDeps): Promise<Preflight> {
+  if (!deps.admitLater) return preflight(head, deps);
+  const routed = routeAndIdentity(head, deps);
+  if ("response" in routed) return routed;
+  return admitted(routed, await deps.admitLater(routed.subject));
+}
+
+/** The route and the identity of a request, or the answer when it has none. */
+function routeAndIdentity(
+  head: RequestHead,
+  deps: ServiceDeps,
+): { response: HttpResponse } | { route: Route; subject: string } {
+  const refuse = (response: HttpResponse) => ({ response });
+  if (PUBLIC_ONLY.has(head.path)) return refuse(publicOnly(head, deps));
+  const methods = ROUTES[head.path];
+  if (!methods) return refuse(problem(404, "Not Found", `No route ${head.path} on this socket.`));
+  const route = routeFor(methods, head.method);
+  if (!route) {
+    return refuse(
+      problem(405, "Method Not Allowed", `${head.path} accepts ${allowOf(methods)}.`, [
+        ["Allow", allowOf(methods)],
+      ]),
+    );
+  }
+  const identity = clientIdentity(head.headers);
+  if (!identity.ok) return refuse(identityRefusal(identity.reason));
+  return { route, subject: identity.subject };
+}
+
+/** The 429 of the refusal budget or of the concurrency cap, or the request with its cap slot. */
+function admitted(routed: { route: Route; subject: string }, answer: Admittance): Preflight {
+  if (answer.limited) {
+    return {
+      response: problem(429, "Too Many Requests", "Too many refused requests from this client.", [
+        ["Retry-After", String(answer.retryAfterSeconds)],
+      ]),
+    };
+  }
+  if (!answer.release) {
+    return {
+      response: problem(
+        429,
+        "Too Many Requests",
+        "Too many concurrent requests from this client.",
+        [["Retry-After", "1"]],
+      ),
+    };
+  }
+  return { ...routed, release: answer.release };
+}
+
+/** The refusal budget first (a limited identity takes no cap slot), then the concurrency cap. */
+function admit(subject: string, deps: ServiceDeps): Admittance {
+  const limit = deps.budget.check(subject);
+  if (limit.limited) return limit;
+  return { limited: false, release: deps.cap.tryAcquire(subject) };
+}
+
+async function handle(req: HttpRequest, deps: ServiceDeps): Promise<HttpResponse> {
+  const checked = await preflightLater(req, deps);
+  if ("response" in checked) return checked.response;
+  const { route, subject, release } = checked;
+  try {
+    const res = await route(req, subject, deps);
+    if (res.status === 403 || res.status === 400) await countRefusal(subject, deps);
+    return res;
+  } catch (err) {
+    return failure(err, req, deps);
+  } finally {
+    release();
+  }
+}
+
+/**
+ * The 404 for a public route (spec §4.1), with a Link a client behind the proxy can follow: the
+ * public side's URL (--public-url), else http:// and the request's Host when it is a plain host
+ * name, else the path alone.
+ */
+function publicOnly(head: RequestHead, deps: ServiceDeps): HttpResponse {
+  const host = singleHeader(head.headers, "host")?.replace(/:\d{1,5}$/, "");
+  const base = deps.publicUrl ?? (host && PLAIN_HOST.test(host) ? `http://${host}` : "");
+  return problem(404, "Not Found", "This route is served by the public listener.", [
+    ["Link", `<${base}${head.path}>; rel="alternate"; title="public listener"`],
+  ]);
+}
+
+/** A DNS name or IPv4 address, nothing a header or a URL could be bent with. */
+const PLAIN_HOST = /^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$/;
+
+function identityRefusal(reason: "missing" | "empty" | "duplicate"): HttpResponse {
+  const detail = reason === "duplicate"
+    ? "More than one X-SVC-Client-Subject header arrived; the proxy must replace the client's header, not add to it."
+    : "No client identity: the proxy must set X-SVC-Client-Subject.";
+  return problem(400, "Bad Request", detail);
+}
+
+async function countRefusal(subject: string, deps: ServiceDeps): Promise<void> {
+  const { crossed, count, delaySeconds } = deps.budget.recordRefusal(subject);
+  if (!crossed) return;
+  try {
+    await deps.audit.append("identity_limited", subject, { count, delay_seconds: delaySeconds });
+  } catch (err) {
+    deps.log(`audit: identity_limited line not written: ${(err as Error).message}`);
+  }
+}
+
+/** An error a route did not answer itself; a dead token is the token's to report (Token.onDead). */
+function failure(err: unknown, req: HttpRequest, deps: ServiceDeps): HttpResponse {
+  // The key was deleted from the token between the grant check and the signature: as if absent.
+  if (err instanceof KeyUnusableError && err.reason === "gone") return FORBIDDEN;
+  if (isTokenDead(err)) {
+    return problem(503, "Service Unavailable", "The token is unusable; the daemon is restarting.", [
+      ["Retry-After", "5"],
+    ]);
+  }
+  if (err instanceof AuditBarrierError) {
+    return problem(
+      503,
+      "Service Unavailable",
+      "The audit log cannot be written; no signature was released.",
+      [
+        ["Retry-After", "5"],
+      ],
+    );
+  }
+  deps.log(
+    `request ${req.id} ${clientText(req.method)} ${clientText(req.path)} failed: ${
+      (err as Error).message
+    }`,
+  );
+  return problem(500, "Internal Server Error", `Request ${req.id} failed; see the daemon's log.`);
+}
+
+/** The audit write of a signature failed: the signature is withheld. */
+class AuditBarrierError extends Error {
+  override name = "AuditBarrierError";
+}
+
+/** The request's key label if the policy grants it to the subject; else 400 or the constant 403. */
+function grantedLabel(
+  head: RequestHead,
+  subject: string,
+  deps: ServiceDeps,
+): string | HttpResponse {
+  const label = singleHeader(head.headers, "x-svc-key");
+  if (label === null) return problem(400, "Bad Request", "More than one X-SVC-Key header.");
+  if (label === undefined || label === "") {
+    return problem(400, "Bad Request", "The X-SVC-Key header names the key and is required.");
+  }
+  // The policy decides before any PKCS#11 call: an unknown subject or an ungranted label never
+  // reaches the token, and a granted label that names no key gets the same bytes. The daemon's own
+  // keys are never a client's, whatever the policy in force says.
+  if (DAEMON_KEY_LABELS.has(label) || !deps.policy().allows(subject, label)) return FORBIDDEN;
+  return label;
+}
+
+/** Key label of a request, and the key, if the subject may use it; else 400 or the constant 403. */
+async function authorisedKey(
+  req: HttpRequest,
+  subject: string,
+  deps: ServiceDeps,
+): Promise<RouteKey | HttpResponse> {
+  const label = grantedLabel(req, subject, deps);
+  if (typeof label !== "string") return label;
+  return await keyByHeaderLabel(label, deps) ?? FORBIDDEN;
+}
+
+/**
+ * Header values and policy entries are latin1 strings (one char per byte, compared byte for byte);
+ * the token's labels are UTF-8 (CKA_LABEL). A label whose bytes are not UTF-8 names no key.
+ */
+async function keyByHeaderLabel(label: string, deps: ServiceDeps): Promise<RouteKey | undefined> {
+  const utf8 = utf8FromLatin1(label);
+  return utf8 === undefined ? undefined : await deps.token.key(utf8);
+}
+
+function isResponse(x: RouteKey | HttpResponse): x is HttpResponse {
+  return (x as HttpResponse).status !== undefined;
+}
+
+async function signRoute(
+  req: HttpRequest,
+  subject: string,
+  deps: ServiceDeps,
+): Promise<HttpResponse> {
+  const key = await authorisedKey(req, subject, deps);
+  if (isResponse(key)) return key;
+  if (!deps.audit.healthy) {
+    return problem(
+      503,
+      "Service Unavailable",
+      "The audit log cannot be written; signing is stopped.",
+      [
+        ["Retry-After", "5"],
+      ],
+    );
+  }
+  const signature = await deps.token.sign(key, req.body);
+  try {
+    await deps.audit.append("sign", subject, {
+      key: key.label,
+      mechanism: key.mechanism,
+      message_sha256: sha256Hex(req.body),
+      signature_sha256: sha256Hex(signature),
+      request_id: req.id,
+    });
+  } catch (err) {
+    throw new AuditBarrierError((err as Error).message);
+  }
+  return {
+    status: 200,
+    headers: [
+      ["Content-Type", "application/octet-stream"],
+      ["X-SVC-Mechanism", key.mechanism],
+      ["X-SVC-Key-Type", key.keyType],
+    ],
+    body: signature,
+  };
+}
+
+/** Largest signature any supported key type produces (ML-DSA-87: 4627 bytes) with headroom. */
+const MAX_SIGNATURE_BYTES = 16384;
+
+async function verifyRoute(
+  req: HttpRequest,
+  subject: string,
+  deps: ServiceDeps,
+): Promise<HttpResponse> {
+  const length = signatureLength(req);
+  if (typeof length !== "number") return length;
+  const key = await authorisedKey(req, subject, deps);
+  if (isResponse(key)) return key;
+  const signature = req.body.subarray(0, length);
+  const message = req.body.subarray(length);
+  const valid = await deps.token.verify(key, message, signature);
+  if (!valid) return problem(422, "Unprocessable Content", "The signature is not valid.");
+  return { status: 200, headers: [["Content-Type", "text/plain"]], body: "valid\n" };
+}
+
+function signatureLength(req: HttpRequest): number | HttpResponse {
+  const raw = singleHeader(req.headers, "x-svc-signature-length");
+  const bad = (why: string) => problem(400, "Bad Request", `X-SVC-Signature-Length ${why}.`);
+  if (raw === null) return bad("appears more than once");
+  if (raw === undefined) return bad("is required: the decimal byte length of the signature");
+  if (!/^[0-9]{1,6}$/.test(raw)) return bad("must be a decimal byte count");
+  const n = Number(raw);
+  if (n === 0 || n > MAX_SIGNATURE_BYTES) return bad(`must be from 1 to ${MAX_SIGNATURE_BYTES}`);
+  if (n > req.body.length) return bad("is larger than the body");
+  return n;
+}
+
+async function healthRoute(
+  _req: HttpRequest,
+  subject: string,
+  deps: ServiceDeps,
+): Promise<HttpResponse> {
+  if (!knownToPolicy(subject, deps)) return FORBIDDEN;
+  const dropped = await deps.token.dropRemovedKeys?.() ?? [];
+  if (dropped.length > 0) {
+    deps.log(`keys: ${dropped.join(", ")} no longer on the token: no longer used`);
+  }
+  const token = await tokenHealth(deps);
+  const ok = token.logged_in === true && deps.audit.healthy;
+  return json(ok ? 200 : 503, {
+    status: ok ? "ok" : "unavailable",
+    token,
+    pool: deps.token.poolStats(),
+    audit: {
+      writable: deps.audit.healthy,
+      error: deps.audit.lastError ?? null,
+      ...(deps.audit.stats?.() ?? {}),
+    },
+    limited_identities: deps.budget.limitedCount(),
+    uptime_seconds: Math.floor((Date.now() - deps.startedAt) / 1000),
+  });
+}
+
+/**
+ * Live token state: C_GetTokenInfo and a pooled session's login state. When
+ * every session is lent out the session check is skipped rather than queued behind the signers
+ * (/health must answer under load): those busy sessions would themselves report a lost login.
+ */
+async function tokenHealth(deps: ServiceDeps): Promise<Record<string, unknown>> {
+  try {
+    const info = deps.token.info();
+    const pool = deps.token.poolStats();
+    if (pool.size > 0 && pool.inUse >= pool.cap) {
+      return {
+        present: true,
+        logged_in: true,
+        label: info.label,
+        session_check: "skipped: all busy",
+      };
+    }
+    return { present: true, logged_in: await deps.token.loggedIn(), label: info.label };
+  } catch (err) {
+    return { present: false, logged_in: false, error: (err as Error).message };
+  }
+}
+
+/** /health and /token answer only subjects the policy knows; others get the one 403. */
+function knownToPolicy(subject: string, deps: ServiceDeps): boolean {
+  return deps.policy().labelsFor(subject).length > 0;
+}
+
+async function tokenRoute(
+  _req: HttpRequest,
+  subject: string,
+  deps: ServiceDeps,
+): Promise<HttpResponse> {
+  if (!knownToPolicy(subject, deps)) return FORBIDDEN;
+  const keys = [];
+  for (const label of deps.policy().labelsFor(subject)) {
+    if (DAEMON_KEY_LABELS.has(label)) continue;
+    let key: RouteKey | undefined;
+    try {
+      key = await keyByHeaderLabel(label, deps);
+    } catch (err) {
+      // One unusable key (a type or mechanism the module does not offer) does not hide the others.
+      if (!isKeyProblem(err)) throw err;
+      keys.push({ label: utf8FromLatin1(label) ?? label, error: err.message });
+      continue;
+    }
+    if (!key) continue;
+    keys.push({
+      label: key.label,
+      key_type: key.keyType,
+      mechanism: key.mechanism,
+      public_key: key.publicKeySpki ? key.publicKeySpki.toBase64() : null,
+      public_key_raw: key.publicKeyRaw.toBase64(),
+    });
+  }
+  return json(200, { token: deps.token.info(), keys });
+}
+
+function json(status: number, value: unknown): HttpResponse {
+  return {
+    status,
+    headers: [["Content-Type", "application/json"]],
+    body: te.encode(JSON.stringify(value) + "\n"),
+  };
+}
+
+// node:crypto hashes synchronously in ~2 µs; Web Crypto's digest is a ~18 µs thread-pool round trip.
+function sha256Hex(bytes: Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
