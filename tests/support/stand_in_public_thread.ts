@@ -1,25 +1,17 @@
 /**
- * Test stand-in for ./public_worker.ts: answers "start" as the real Worker does, then behaves as
- * `setup.ocspLabel` says — "crash-after-start" throws an uncaught error once it reported listening,
- * "fail-start" reports a start-up failure, "fail-slot-1" too but only in the Worker of slot 1,
- * "silent-close" never answers "close"; any other answers "close" with "closed".
- *
- * @example
- * ```ts ignore
- * await PublicListener.start({ ...setup, ocspLabel: "crash-after-start" }, 1, hooks, STAND_IN);
- * ```
+ * Test stand-in for lib/server/threads/public_thread.ts: answers "start" as the real thread does,
+ * then behaves as `setup.ocspLabel` says — "crash-after-start" throws an uncaught error once it
+ * reported listening, "fail-start" reports a start-up failure, "fail-slot-1" too but only in the
+ * thread of slot 1, "silent-close" never answers "close"; any other answers "close" with "closed".
  */
-import type {
-  PublicWorkerMessage,
-  PublicWorkerReport,
-} from "../../lib/server/threads/public_threads.ts";
+import type { PublicThreadMessage, PublicThreadReport } from "../../lib/server/threads/protocol.ts";
 
 // deno-lint-ignore no-explicit-any
 const scope = self as any;
-const report = (r: PublicWorkerReport) => scope.postMessage(r);
+const report = (r: PublicThreadReport) => scope.postMessage(r);
 let mode = "";
 
-scope.onmessage = (e: MessageEvent<PublicWorkerMessage>) => {
+scope.onmessage = (e: MessageEvent<PublicThreadMessage>) => {
   const message = e.data;
   if (message.kind === "start") {
     mode = message.setup.ocspLabel;

@@ -1,21 +1,21 @@
 /**
- * The routes of the authenticated socket (spec §4.1): identity, refusal budget, concurrency cap and
- * policy are decided here, in that order, before any PKCS#11 call; then the token signs or verifies
- * and, for a signature, the audit line is made durable before the answer is released.
- *
- * @example
- * ```ts ignore
- * const handler = authenticatedHandler(deps);
- * const listener = Listener.open({ path, proxyUid, workers, handler });
- * ```
+ * The routes of the authenticated socket: identity, refusal budget, concurrency cap and policy are
+ * decided here, in that order, before any PKCS#11 call; then the token signs or verifies and, for a
+ * signature, the audit line is made durable before the answer is released.
  */
 import { createHash } from "node:crypto";
-import type { Admission, HttpRequest, HttpResponse, RequestHead } from "../../http/mod.ts";
+import type {
+  Admission as ContinueCheck,
+  HttpRequest,
+  HttpResponse,
+  RequestHead,
+} from "../../http/mod.ts";
 import { allowOf, problem, routeFor } from "../../http/mod.ts";
 import { isKeyProblem, isTokenDead, KeyUnusableError } from "../../token/errors.ts";
 import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
 import { DAEMON_KEY_LABELS } from "../../token/labels.ts";
-import { clientText } from "../daemon/log.ts";
+import { clientText } from "../log.ts";
+import type { Admission, AdmissionAnswer } from "./admission.ts";
 
 /** The signing key as the routes see it (a subset of lib/token's SigningKey). */
 export interface RouteKey {
@@ -26,8 +26,13 @@ export interface RouteKey {
   publicKeySpki?: Uint8Array;
 }
 
-/** What the routes need from the rest of the daemon; each part is a lib/ responsibility. */
-export interface ServiceDeps {
+/**
+ * What the authenticated routes need from the rest of the daemon; each part is a lib/
+ * responsibility. With `--threads 0` they are the daemon's own (../daemon/daemon.ts); in a request
+ * thread, the thread's token and policy and the main isolate's budget, cap and audit log
+ * (../threads/request_thread.ts).
+ */
+export interface AuthenticatedDeps {
   token: {
     key(label: string): Promise<RouteKey | undefined>;
     sign(key: RouteKey, message: Uint8Array): Promise<Uint8Array>;
@@ -49,30 +54,15 @@ export interface ServiceDeps {
     append(event: string, actor: string, fields?: Record<string, unknown>): Promise<number>;
     readonly healthy: boolean;
     readonly lastError: string | undefined;
-    stats?(): { lines: number; syncs: number };
+    stats?(): { lines: number; syncs: number; maxGroup: number; seals: number };
   };
+  /** The refusal budget's bookkeeping; its check is part of {@link admission}. */
   budget: {
-    check(identity: string): { limited: false } | { limited: true; retryAfterSeconds: number };
     recordRefusal(identity: string): { count: number; crossed: boolean; delaySeconds: number };
     limitedCount(): number;
   };
-  cap: { tryAcquire(identity: string): (() => void) | undefined };
-  /**
-   * `budget.check` then `cap.tryAcquire` in one step, for a budget and cap that live in another
-   * isolate (one round trip instead of two: lib/server/thread_calls.ts). Absent: the two calls.
-   */
-  admit?(identity: string): Admittance;
-  /**
-   * The same answer without blocking, for the handler (the `100 Continue` check must answer at
-   * once and uses `admit`): a request thread asks the main isolate and serves other requests until
-   * the answer comes. Absent: `admit`.
-   */
-  admitLater?(identity: string): Promise<Admittance>;
-  /**
-   * As `admit`, for the `100 Continue` check, which gives its slot back at once: whether one is
-   * free, taking none (request threads: no slot held while its release travels to the main isolate).
-   */
-  peek?(identity: string): Admittance;
+  /** The refusal budget's check and the concurrency cap's slot (./admission.ts). */
+  admission: Admission;
   /**
    * Base URL of the public side behind the proxy, named in the Link header of the 404 for its
    * routes; undefined: `http://` and the request's Host (the shipped nginx example serves the
@@ -82,14 +72,6 @@ export interface ServiceDeps {
   log(message: string): void;
   startedAt: number;
 }
-
-/**
- * What the budget and the cap say of an identity's next request: limited by the budget, over the
- * cap (no release), or admitted with the release of its cap slot.
- */
-export type Admittance =
-  | { limited: true; retryAfterSeconds: number }
-  | { limited: false; release: (() => void) | undefined };
 
 const te = new TextEncoder();
 
@@ -103,7 +85,7 @@ export const FORBIDDEN: Readonly<HttpResponse> = Object.freeze(problem(
   "The key is not available to this client.",
 ));
 
-type Route = (req: HttpRequest, subject: string, deps: ServiceDeps) => Promise<HttpResponse>;
+type Route = (req: HttpRequest, subject: string, deps: AuthenticatedDeps) => Promise<HttpResponse>;
 
 /** Routes of the authenticated socket: method → path → function. */
 const ROUTES: Record<string, Record<string, Route>> = {
@@ -116,78 +98,40 @@ const ROUTES: Record<string, Record<string, Route>> = {
 /** Routes whose key grant is known from the head: checked before `100 Continue`. */
 const GRANT_CHECKED: ReadonlySet<Route> = new Set([signRoute, verifyRoute]);
 
-/** Paths served only by the public listener (spec §4.1: 404 with a Link header, any method). */
+/** Paths served only by the public listener: 404 with a Link header to it, any method. */
 const PUBLIC_ONLY = new Set(["/certificates", "/ocsp"]);
 
-/**
- * Builds the handler of the authenticated listener.
- *
- * @example
- * ```ts ignore
- * const res = await authenticatedHandler(deps)(request);
- * ```
- */
+/** Builds the handler of the authenticated listener: a request with its body, to its answer. */
 export function authenticatedHandler(
-  deps: ServiceDeps,
+  deps: AuthenticatedDeps,
 ): (req: HttpRequest) => Promise<HttpResponse> {
   return (req) => handle(req, deps);
 }
 
 /**
- * Builds the pre-body check of the authenticated listener: for a request that asked for
- * `100 Continue`, the answer it would get from its head alone (route, method, identity, refusal
- * budget, concurrency, and for /sign and /verify the key's grant), or undefined to let the body
- * come. The handler checks all of it again with the body.
- *
- * @example
- * ```ts ignore
- * const admit = authenticatedAdmission(deps);
- * admit(head); // { status: 403, … } → answered at once, the body is never read
- * ```
+ * Builds the `100 Continue` check of the authenticated listener: for a request that asked for it,
+ * the answer it would get from its head alone (route, method, identity, refusal budget,
+ * concurrency, and for /sign and /verify the key's grant), or undefined to let the body come. The
+ * handler checks all of it again with the body.
  */
-export function authenticatedAdmission(deps: ServiceDeps): Admission {
+export function authenticatedContinueCheck(deps: AuthenticatedDeps): ContinueCheck {
   return (head) => {
-    const admitted = preflight(head, deps, deps.peek);
-    if ("response" in admitted) return admitted.response;
-    admitted.release();
-    if (!GRANT_CHECKED.has(admitted.route)) return undefined;
-    const label = grantedLabel(head, admitted.subject, deps);
+    const routed = routeAndIdentity(head, deps);
+    if ("response" in routed) return routed.response;
+    const answer = deps.admission.peek(routed.subject);
+    if (answer.kind !== "admitted") return tooMany(answer);
+    if (!GRANT_CHECKED.has(routed.route)) return undefined;
+    const label = grantedLabel(head, routed.subject, deps);
     if (typeof label === "string") return undefined;
-    void countRefusal(admitted.subject, deps);
+    void countRefusal(routed.subject, deps);
     return label;
   };
-}
-
-/** A request's answer when it is refused before its route runs, or its route, identity and slot. */
-type Preflight = { response: HttpResponse } | {
-  route: Route;
-  subject: string;
-  release: () => void;
-};
-
-/** What every route needs before it runs: a route, an identity, budget and a concurrency slot. */
-function preflight(
-  head: RequestHead,
-  deps: ServiceDeps,
-  ask: ServiceDeps["admit"] = deps.admit,
-): Preflight {
-  const routed = routeAndIdentity(head, deps);
-  if ("response" in routed) return routed;
-  return admitted(routed, ask?.(routed.subject) ?? admit(routed.subject, deps));
-}
-
-/** {@link preflight} for the handler: the admission may be answered later (`admitLater`). */
-async function preflightLater(head: RequestHead, deps: ServiceDeps): Promise<Preflight> {
-  if (!deps.admitLater) return preflight(head, deps);
-  const routed = routeAndIdentity(head, deps);
-  if ("response" in routed) return routed;
-  return admitted(routed, await deps.admitLater(routed.subject));
 }
 
 /** The route and the identity of a request, or the answer when it has none. */
 function routeAndIdentity(
   head: RequestHead,
-  deps: ServiceDeps,
+  deps: AuthenticatedDeps,
 ): { response: HttpResponse } | { route: Route; subject: string } {
   const refuse = (response: HttpResponse) => ({ response });
   if (PUBLIC_ONLY.has(head.path)) return refuse(publicOnly(head, deps));
@@ -206,39 +150,25 @@ function routeAndIdentity(
   return { route, subject: identity.subject };
 }
 
-/** The 429 of the refusal budget or of the concurrency cap, or the request with its cap slot. */
-function admitted(routed: { route: Route; subject: string }, answer: Admittance): Preflight {
-  if (answer.limited) {
-    return {
-      response: problem(429, "Too Many Requests", "Too many refused requests from this client.", [
-        ["Retry-After", String(answer.retryAfterSeconds)],
-      ]),
-    };
+/** The 429 of the refusal budget or of the concurrency cap. */
+function tooMany(answer: Exclude<AdmissionAnswer, { kind: "admitted" }>): HttpResponse {
+  if (answer.kind === "limited") {
+    return problem(429, "Too Many Requests", "Too many refused requests from this client.", [
+      ["Retry-After", String(answer.retryAfterSeconds)],
+    ]);
   }
-  if (!answer.release) {
-    return {
-      response: problem(
-        429,
-        "Too Many Requests",
-        "Too many concurrent requests from this client.",
-        [["Retry-After", "1"]],
-      ),
-    };
-  }
-  return { ...routed, release: answer.release };
+  return problem(429, "Too Many Requests", "Too many concurrent requests from this client.", [
+    ["Retry-After", "1"],
+  ]);
 }
 
-/** The refusal budget first (a limited identity takes no cap slot), then the concurrency cap. */
-function admit(subject: string, deps: ServiceDeps): Admittance {
-  const limit = deps.budget.check(subject);
-  if (limit.limited) return limit;
-  return { limited: false, release: deps.cap.tryAcquire(subject) };
-}
-
-async function handle(req: HttpRequest, deps: ServiceDeps): Promise<HttpResponse> {
-  const checked = await preflightLater(req, deps);
-  if ("response" in checked) return checked.response;
-  const { route, subject, release } = checked;
+/** Route, identity and admission first, then the route; the slot is held until the answer. */
+async function handle(req: HttpRequest, deps: AuthenticatedDeps): Promise<HttpResponse> {
+  const routed = routeAndIdentity(req, deps);
+  if ("response" in routed) return routed.response;
+  const { route, subject } = routed;
+  const admitted = await deps.admission.admit(subject);
+  if (admitted.kind !== "admitted") return tooMany(admitted);
   try {
     const res = await route(req, subject, deps);
     if (res.status === 403 || res.status === 400) await countRefusal(subject, deps);
@@ -246,7 +176,7 @@ async function handle(req: HttpRequest, deps: ServiceDeps): Promise<HttpResponse
   } catch (err) {
     return failure(err, req, deps);
   } finally {
-    release();
+    admitted.release();
   }
 }
 
@@ -255,7 +185,7 @@ async function handle(req: HttpRequest, deps: ServiceDeps): Promise<HttpResponse
  * public side's URL (--public-url), else http:// and the request's Host when it is a plain host
  * name, else the path alone.
  */
-function publicOnly(head: RequestHead, deps: ServiceDeps): HttpResponse {
+function publicOnly(head: RequestHead, deps: AuthenticatedDeps): HttpResponse {
   const host = singleHeader(head.headers, "host")?.replace(/:\d{1,5}$/, "");
   const base = deps.publicUrl ?? (host && PLAIN_HOST.test(host) ? `http://${host}` : "");
   return problem(404, "Not Found", "This route is served by the public listener.", [
@@ -273,7 +203,7 @@ function identityRefusal(reason: "missing" | "empty" | "duplicate"): HttpRespons
   return problem(400, "Bad Request", detail);
 }
 
-async function countRefusal(subject: string, deps: ServiceDeps): Promise<void> {
+async function countRefusal(subject: string, deps: AuthenticatedDeps): Promise<void> {
   const { crossed, count, delaySeconds } = deps.budget.recordRefusal(subject);
   if (!crossed) return;
   try {
@@ -284,7 +214,7 @@ async function countRefusal(subject: string, deps: ServiceDeps): Promise<void> {
 }
 
 /** An error a route did not answer itself; a dead token is the token's to report (Token.onDead). */
-function failure(err: unknown, req: HttpRequest, deps: ServiceDeps): HttpResponse {
+function failure(err: unknown, req: HttpRequest, deps: AuthenticatedDeps): HttpResponse {
   // The key was deleted from the token between the grant check and the signature: as if absent.
   if (err instanceof KeyUnusableError && err.reason === "gone") return FORBIDDEN;
   if (isTokenDead(err)) {
@@ -319,7 +249,7 @@ class AuditBarrierError extends Error {
 function grantedLabel(
   head: RequestHead,
   subject: string,
-  deps: ServiceDeps,
+  deps: AuthenticatedDeps,
 ): string | HttpResponse {
   const label = singleHeader(head.headers, "x-svc-key");
   if (label === null) return problem(400, "Bad Request", "More than one X-SVC-Key header.");
@@ -337,7 +267,7 @@ function grantedLabel(
 async function authorisedKey(
   req: HttpRequest,
   subject: string,
-  deps: ServiceDeps,
+  deps: AuthenticatedDeps,
 ): Promise<RouteKey | HttpResponse> {
   const label = grantedLabel(req, subject, deps);
   if (typeof label !== "string") return label;
@@ -348,7 +278,10 @@ async function authorisedKey(
  * Header values and policy entries are latin1 strings (one char per byte, compared byte for byte);
  * the token's labels are UTF-8 (CKA_LABEL). A label whose bytes are not UTF-8 names no key.
  */
-async function keyByHeaderLabel(label: string, deps: ServiceDeps): Promise<RouteKey | undefined> {
+async function keyByHeaderLabel(
+  label: string,
+  deps: AuthenticatedDeps,
+): Promise<RouteKey | undefined> {
   const utf8 = utf8FromLatin1(label);
   return utf8 === undefined ? undefined : await deps.token.key(utf8);
 }
@@ -360,7 +293,7 @@ function isResponse(x: RouteKey | HttpResponse): x is HttpResponse {
 async function signRoute(
   req: HttpRequest,
   subject: string,
-  deps: ServiceDeps,
+  deps: AuthenticatedDeps,
 ): Promise<HttpResponse> {
   const key = await authorisedKey(req, subject, deps);
   if (isResponse(key)) return key;
@@ -403,7 +336,7 @@ const MAX_SIGNATURE_BYTES = 16384;
 async function verifyRoute(
   req: HttpRequest,
   subject: string,
-  deps: ServiceDeps,
+  deps: AuthenticatedDeps,
 ): Promise<HttpResponse> {
   const length = signatureLength(req);
   if (typeof length !== "number") return length;
@@ -431,7 +364,7 @@ function signatureLength(req: HttpRequest): number | HttpResponse {
 async function healthRoute(
   _req: HttpRequest,
   subject: string,
-  deps: ServiceDeps,
+  deps: AuthenticatedDeps,
 ): Promise<HttpResponse> {
   if (!knownToPolicy(subject, deps)) return FORBIDDEN;
   const dropped = await deps.token.dropRemovedKeys?.() ?? [];
@@ -459,7 +392,7 @@ async function healthRoute(
  * every session is lent out the session check is skipped rather than queued behind the signers
  * (/health must answer under load): those busy sessions would themselves report a lost login.
  */
-async function tokenHealth(deps: ServiceDeps): Promise<Record<string, unknown>> {
+async function tokenHealth(deps: AuthenticatedDeps): Promise<Record<string, unknown>> {
   try {
     const info = deps.token.info();
     const pool = deps.token.poolStats();
@@ -478,14 +411,14 @@ async function tokenHealth(deps: ServiceDeps): Promise<Record<string, unknown>> 
 }
 
 /** /health and /token answer only subjects the policy knows; others get the one 403. */
-function knownToPolicy(subject: string, deps: ServiceDeps): boolean {
+function knownToPolicy(subject: string, deps: AuthenticatedDeps): boolean {
   return deps.policy().labelsFor(subject).length > 0;
 }
 
 async function tokenRoute(
   _req: HttpRequest,
   subject: string,
-  deps: ServiceDeps,
+  deps: AuthenticatedDeps,
 ): Promise<HttpResponse> {
   if (!knownToPolicy(subject, deps)) return FORBIDDEN;
   const keys = [];

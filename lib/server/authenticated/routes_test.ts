@@ -3,17 +3,18 @@ import type { HttpRequest } from "../../http/mod.ts";
 import { CKR, Pkcs11Error } from "../../../ffi/pkcs11/mod.ts";
 import { KeyUnusableError, MechanismUnavailableError } from "../../token/errors.ts";
 import {
-  authenticatedAdmission,
+  authenticatedContinueCheck,
+  type AuthenticatedDeps,
   authenticatedHandler,
   FORBIDDEN,
   type RouteKey,
-  type ServiceDeps,
 } from "./routes.ts";
+import { admissionInThisThread } from "./admission.ts";
 
 const deviceRemoved = () => new Pkcs11Error("C_Sign", CKR.DEVICE_REMOVED);
 
 /** Fakes that record every call, so the order of decisions can be asserted. */
-function fakes(over: Partial<ServiceDeps> = {}) {
+function fakes(over: Partial<AuthenticatedDeps> = {}) {
   const calls: string[] = [];
   const key: RouteKey = {
     label: "k",
@@ -23,7 +24,22 @@ function fakes(over: Partial<ServiceDeps> = {}) {
   };
   let auditHealthy = true;
   let refusals = 0;
-  const deps: ServiceDeps = {
+  const budget = {
+    check: (id: string): { limited: false } | { limited: true; retryAfterSeconds: number } => {
+      calls.push(`budget.check ${id}`);
+      return id === "CN=limited" ? { limited: true, retryAfterSeconds: 42 } : { limited: false };
+    },
+    recordRefusal: (_id: string) => {
+      refusals++;
+      return { count: refusals, crossed: refusals === 3, delaySeconds: 8 };
+    },
+    limitedCount: () => 0,
+  };
+  /** The concurrency cap; a test replaces `tryAcquire` to fill it. */
+  const cap: { tryAcquire(id: string): (() => void) | undefined } = {
+    tryAcquire: () => () => {},
+  };
+  const deps: AuthenticatedDeps = {
     token: {
       key: (label) => {
         calls.push(`token.key ${label}`);
@@ -60,24 +76,15 @@ function fakes(over: Partial<ServiceDeps> = {}) {
       },
       lastError: undefined,
     },
-    budget: {
-      check: (id) => {
-        calls.push(`budget.check ${id}`);
-        return id === "CN=limited" ? { limited: true, retryAfterSeconds: 42 } : { limited: false };
-      },
-      recordRefusal: () => {
-        refusals++;
-        return { count: refusals, crossed: refusals === 3, delaySeconds: 8 };
-      },
-      limitedCount: () => 0,
-    },
-    cap: { tryAcquire: () => () => {} },
+    budget,
+    admission: admissionInThisThread({ budget, cap: { tryAcquire: (id) => cap.tryAcquire(id) } }),
     log: () => {},
     startedAt: Date.now(),
     ...over,
   };
   return {
     deps,
+    cap,
     calls,
     breakAudit: () => auditHealthy = false,
     failAudit: () => auditHealthy = false,
@@ -103,7 +110,7 @@ function req(
 
 const A: [string, string] = ["X-SVC-Client-Subject", "CN=a"];
 
-Deno.test("service: an unknown subject or ungranted key never reaches the token (policy first)", async () => {
+Deno.test("authenticated routes: an unknown subject or ungranted key never reaches the token (policy first)", async () => {
   const { deps, calls } = fakes();
   const h = authenticatedHandler(deps);
   const r1 = await h(
@@ -115,13 +122,13 @@ Deno.test("service: an unknown subject or ungranted key never reaches the token 
   assert.ok(!calls.some((c) => c.startsWith("token.")), calls.join());
 });
 
-Deno.test("service: a granted label with no key gets the same 403 bytes", async () => {
+Deno.test("authenticated routes: a granted label with no key gets the same 403 bytes", async () => {
   const { deps } = fakes();
   const r = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "ghost"]], "m"));
   assert.equal(r, FORBIDDEN);
 });
 
-Deno.test("service: the refusal budget is checked before the policy, the token and the audit", async () => {
+Deno.test("authenticated routes: the refusal budget is checked before the policy, the token and the audit", async () => {
   const { deps, calls } = fakes();
   const r = await authenticatedHandler(deps)(
     req("/sign", [["X-SVC-Client-Subject", "CN=limited"], ["X-SVC-Key", "k"]], "m"),
@@ -131,9 +138,10 @@ Deno.test("service: the refusal budget is checked before the policy, the token a
   assert.deepEqual(calls, ["budget.check CN=limited"]);
 });
 
-Deno.test("service: the concurrency cap answers 429 Retry-After 1 and is not a refusal", async () => {
+Deno.test("authenticated routes: the concurrency cap answers 429 Retry-After 1 and is not a refusal", async () => {
   let recorded = 0;
-  const { deps } = fakes({ cap: { tryAcquire: () => undefined } });
+  const { deps, cap } = fakes();
+  cap.tryAcquire = () => undefined;
   deps.budget.recordRefusal = () => (recorded++, { count: 1, crossed: false, delaySeconds: 0 });
   const r = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "k"]], "m"));
   assert.equal(r.status, 429);
@@ -141,7 +149,7 @@ Deno.test("service: the concurrency cap answers 429 Retry-After 1 and is not a r
   assert.equal(recorded, 0);
 });
 
-Deno.test("service: the answer waits until the sign line is durable", async () => {
+Deno.test("authenticated routes: the answer waits until the sign line is durable", async () => {
   const { deps, calls } = fakes();
   let durable!: () => void;
   deps.audit.append = (event, actor) => {
@@ -159,7 +167,7 @@ Deno.test("service: the answer waits until the sign line is durable", async () =
   assert.deepEqual(calls.slice(-2), ["token.sign", "audit sign CN=a"]);
 });
 
-Deno.test("service: /health under a fully busy pool answers without queueing behind signers", async () => {
+Deno.test("authenticated routes: /health under a fully busy pool answers without queueing behind signers", async () => {
   const { deps, calls } = fakes();
   deps.token.poolStats = () => ({ size: 4, inUse: 4, waiting: 9, cap: 4 });
   const r = await authenticatedHandler(deps)(req("/health", [A], "", "GET"));
@@ -167,7 +175,7 @@ Deno.test("service: /health under a fully busy pool answers without queueing beh
   assert.ok(!calls.includes("token.loggedIn"));
 });
 
-Deno.test("service: /token lists the usable keys when one granted key is unusable", async () => {
+Deno.test("authenticated routes: /token lists the usable keys when one granted key is unusable", async () => {
   const { deps } = fakes();
   const key = deps.token.key;
   deps.token.key = (label) =>
@@ -181,7 +189,7 @@ Deno.test("service: /token lists the usable keys when one granted key is unusabl
   assert.match(body.keys[1].error, /mechanism not offered/);
 });
 
-Deno.test("service: a failed audit write withholds the signature (503)", async () => {
+Deno.test("authenticated routes: a failed audit write withholds the signature (503)", async () => {
   const { deps, failAudit } = fakes();
   const appendOk = deps.audit.append;
   deps.audit.append = (e, a, f) => {
@@ -195,14 +203,14 @@ Deno.test("service: a failed audit write withholds the signature (503)", async (
   assert.equal(next.status, 503, "signing stays stopped while the log is not writable");
 });
 
-Deno.test("service: crossing the budget writes one identity_limited line", async () => {
+Deno.test("authenticated routes: crossing the budget writes one identity_limited line", async () => {
   const { deps, calls } = fakes();
   const h = authenticatedHandler(deps);
   for (let i = 0; i < 6; i++) await h(req("/sign", [A, ["X-SVC-Key", "nope"]], "m"));
   assert.deepEqual(calls.filter((c) => c.startsWith("audit")), ["audit identity_limited CN=a"]);
 });
 
-Deno.test("service: a key deleted from the token between the grant and the signature: the same 403", async () => {
+Deno.test("authenticated routes: a key deleted from the token between the grant and the signature: the same 403", async () => {
   const { deps } = fakes();
   deps.token.sign = () =>
     Promise.reject(new KeyUnusableError("k", "gone", "no longer on the token"));
@@ -210,7 +218,7 @@ Deno.test("service: a key deleted from the token between the grant and the signa
   assert.equal(r, FORBIDDEN);
 });
 
-Deno.test("service: a dead token answers 503 (the token itself tells the daemon to stop)", async () => {
+Deno.test("authenticated routes: a dead token answers 503 (the token itself tells the daemon to stop)", async () => {
   const { deps } = fakes();
   deps.token.sign = () => Promise.reject(deviceRemoved());
   const r = await authenticatedHandler(deps)(req("/sign", [A, ["X-SVC-Key", "k"]], "m"));
@@ -218,7 +226,7 @@ Deno.test("service: a dead token answers 503 (the token itself tells the daemon 
   assert.match(String(r.body), /token is unusable/);
 });
 
-Deno.test("service: /token lists an unusable key with why; any other failure is a 500, not a key entry", async () => {
+Deno.test("authenticated routes: /token lists an unusable key with why; any other failure is a 500, not a key entry", async () => {
   const { deps } = fakes();
   deps.token.key = (label) =>
     label === "ghost"
@@ -234,7 +242,7 @@ Deno.test("service: /token lists an unusable key with why; any other failure is 
   assert.equal(failed.status, 500);
 });
 
-Deno.test("service: /verify splits signature and message by the length header", async () => {
+Deno.test("authenticated routes: /verify splits signature and message by the length header", async () => {
   const { deps } = fakes();
   const h = authenticatedHandler(deps);
   const ok = await h(
@@ -254,7 +262,7 @@ Deno.test("service: /verify splits signature and message by the length header", 
   assert.equal(twice.status, 400);
 });
 
-Deno.test("service: /health and /token answer only subjects the policy knows", async () => {
+Deno.test("authenticated routes: /health and /token answer only subjects the policy knows", async () => {
   const { deps, calls } = fakes();
   const h = authenticatedHandler(deps);
   const stranger: [string, string] = ["X-SVC-Client-Subject", "CN=stranger"];
@@ -264,21 +272,21 @@ Deno.test("service: /health and /token answer only subjects the policy knows", a
   assert.equal((await h(req("/health", [A], "", "GET"))).status, 200);
 });
 
-Deno.test("service: /health asks the token live; a dead token answers 503", async () => {
+Deno.test("authenticated routes: /health asks the token live; a dead token answers 503", async () => {
   const { deps } = fakes();
   deps.token.loggedIn = () => Promise.reject(deviceRemoved());
   const r = await authenticatedHandler(deps)(req("/health", [A], "", "GET"));
   assert.equal(r.status, 503);
 });
 
-Deno.test("service: /health is 503 when the session is no longer logged in", async () => {
+Deno.test("authenticated routes: /health is 503 when the session is no longer logged in", async () => {
   const { deps } = fakes();
   deps.token.loggedIn = () => Promise.resolve(false);
   const r = await authenticatedHandler(deps)(req("/health", [A], "", "GET"));
   assert.equal(r.status, 503);
 });
 
-Deno.test("service: the audit keys are never signed, verified or listed with, whatever the policy grants", async () => {
+Deno.test("authenticated routes: the audit keys are never signed, verified or listed with, whatever the policy grants", async () => {
   const { deps, calls } = fakes();
   const audit = ["svc-audit", "svc-audit-sign"];
   deps.policy = () => ({ allows: () => true, labelsFor: () => ["k", ...audit] });
@@ -296,24 +304,22 @@ Deno.test("service: the audit keys are never signed, verified or listed with, wh
   assert.deepEqual(calls.filter((c) => c.startsWith("token.")), ["token.key k"]);
 });
 
-Deno.test("service: before 100 Continue, the head alone is refused for route, identity, grant, budget and cap", () => {
-  const { deps, calls } = fakes();
+Deno.test("authenticated routes: before 100 Continue, the head alone is refused for route, identity, grant, budget and cap", () => {
+  const { deps, cap, calls } = fakes();
   let capFull = false;
   let held = 0;
-  deps.cap = {
-    tryAcquire: () => {
-      if (capFull) return undefined;
-      held++;
-      return () => held--;
-    },
+  cap.tryAcquire = () => {
+    if (capFull) return undefined;
+    held++;
+    return () => held--;
   };
   let refusals = 0;
   const record = deps.budget.recordRefusal;
   deps.budget.recordRefusal = (id) => (refusals++, record(id));
-  const admit = authenticatedAdmission(deps);
+  const continueCheck = authenticatedContinueCheck(deps);
   const head = (path: string, headers: Array<[string, string]>, method = "POST") => {
     const { body: _body, id: _id, ...rest } = req(path, headers, "", method);
-    return admit(rest)?.status;
+    return continueCheck(rest)?.status;
   };
   const K: [string, string] = ["X-SVC-Key", "k"];
   assert.equal(head("/nowhere", [A, K]), 404);
@@ -334,7 +340,7 @@ Deno.test("service: before 100 Continue, the head alone is refused for route, id
   assert.ok(!calls.some((c) => c.startsWith("token.")), "the token is never asked before the body");
 });
 
-Deno.test("service: HEAD is GET without the body (the listener drops it); 405s name GET, HEAD", async () => {
+Deno.test("authenticated routes: HEAD is GET without the body (the listener drops it); 405s name GET, HEAD", async () => {
   const { deps } = fakes();
   const h = authenticatedHandler(deps);
   const get = await h(req("/health", [A], "", "GET"));
@@ -350,8 +356,8 @@ Deno.test("service: HEAD is GET without the body (the listener drops it); 405s n
   assert.deepEqual(headSign.headers?.find(([n]) => n === "Allow"), ["Allow", "POST"]);
 });
 
-Deno.test("service: the public routes' 404 links to --public-url, else to http:// and a plain Host", async () => {
-  const link = async (over: Partial<ServiceDeps>, host: string, path: string) => {
+Deno.test("authenticated routes: the public routes' 404 links to --public-url, else to http:// and a plain Host", async () => {
+  const link = async (over: Partial<AuthenticatedDeps>, host: string, path: string) => {
     const { deps } = fakes(over);
     const r = await authenticatedHandler(deps)(req(path, [["Host", host], A], "", "GET"));
     assert.equal(r.status, 404);

@@ -11,29 +11,22 @@ import { Listener } from "../../http/mod.ts";
 import { PolicyFile } from "../../policy/mod.ts";
 import { ConcurrencyCap, RefusalBudget } from "../../throttle/mod.ts";
 import { isTokenDead, Token } from "../../token/mod.ts";
-import type { WorkerTokenOptions } from "../threads/thread_group.ts";
+import type { AuditHealth, PublicThreadSetup, ThreadTokenOptions } from "../threads/protocol.ts";
 import { auditKeysFromToken, AuditLog, type AuditOptions } from "../../audit/mod.ts";
 import { type PublicConfig, type ServeConfig, servedBy, type TokenConfig } from "./config.ts";
 import { StartupError, startupFindings } from "./checks.ts";
 
 export { checkFileLimit, StartupError } from "./checks.ts";
-import { DaemonLog, listenerEventText, pooledMessage } from "./log.ts";
+import { DaemonLog, listenerEventText, pooledMessage } from "../log.ts";
 import {
-  authenticatedAdmission,
+  authenticatedContinueCheck,
+  type AuthenticatedDeps,
   authenticatedHandler,
-  type ServiceDeps,
 } from "../authenticated/routes.ts";
+import { admissionInThisThread } from "../authenticated/admission.ts";
 import { ServiceNotifier } from "./notify.ts";
-import {
-  PublicListener,
-  PublicListenerError,
-  type PublicWorkerSetup,
-} from "../threads/public_threads.ts";
-import {
-  type AuditHealth,
-  RequestThreads,
-  RequestThreadsError,
-} from "../threads/request_threads.ts";
+import { PublicThreads, PublicThreadsError } from "../threads/public_threads.ts";
+import { RequestThreads, RequestThreadsError } from "../threads/request_threads.ts";
 
 /** Exit code when a listener's Worker (public or request thread) failed at run time (EX_SOFTWARE). */
 export const EXIT_LISTENER_FAILED = 70;
@@ -262,13 +255,13 @@ interface Running {
 interface AuthenticatedSide {
   /** Resolves when the listener stopped by itself (the single-thread reactor ended). */
   served: Promise<void>;
-  /** True when every session of the side was closed (see {@link PublicListener.close}). */
+  /** True when every session of the side was closed (see {@link PublicThreads.close}). */
   close(graceMs: number): Promise<boolean>;
 }
 
 /**
  * Listens until a stop is requested, then serves the connections already made and closes; true
- * when the module must be left to the process exit (see {@link PublicListener.close}).
+ * when the module must be left to the process exit (see {@link PublicThreads.close}).
  */
 async function serve(
   config: ServeConfig,
@@ -281,7 +274,7 @@ async function serve(
   const side = config.threads === 0
     ? serveInThisThread(config, running, cap, startedAt)
     : await serveInThreads(config, running, cap, startedAt, stop, opened);
-  let publicListener: PublicListener | undefined;
+  let publicListener: PublicThreads | undefined;
   let workerClosed: boolean | undefined;
   let sideClosed: boolean | undefined;
   try {
@@ -322,12 +315,12 @@ function serveInThisThread(
   cap: ConcurrencyCap,
   startedAt: number,
 ): AuthenticatedSide {
-  const service: ServiceDeps = {
+  const deps: AuthenticatedDeps = {
     token: running.token,
     policy: () => running.policy.current,
     audit: running.audit,
     budget: running.budget,
-    cap,
+    admission: admissionInThisThread({ budget: running.budget, cap }),
     publicUrl: config.publicUrl,
     log: (message) => log(message, "request"),
     startedAt,
@@ -335,8 +328,8 @@ function serveInThisThread(
   const listener = Listener.open({
     ...config.listener,
     log: (event) => log(listenerEventText(event), event.kind),
-    handler: authenticatedHandler(service),
-    admit: authenticatedAdmission(service),
+    handler: authenticatedHandler(deps),
+    admit: authenticatedContinueCheck(deps),
   });
   const served = listener.serve();
   return { served, close: (grace) => listener.close(grace).then(() => true) };
@@ -373,7 +366,7 @@ async function serveInThreads(
       config.threads,
       { budget: running.budget, cap, audit: running.audit },
       {
-        log,
+        log: (message) => log(message, "request"),
         onListenerEvent: (event) => log(listenerEventText(event), event.kind),
         onTokenDead: (err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`),
         onFailure: (err) => stop.request(EXIT_LISTENER_FAILED, err.message),
@@ -400,9 +393,9 @@ async function startPublicListener(
   config: ServeConfig,
   pub: PublicConfig,
   stop: StopRequest,
-): Promise<PublicListener> {
+): Promise<PublicThreads> {
   try {
-    const started = await PublicListener.start(publicSetup(config, pub), pub.threads, {
+    const started = await PublicThreads.start(publicSetup(config, pub), pub.threads, {
       log: (message) => log(message, "public"),
       onListenerEvent: (event) => log(`public ${listenerEventText(event)}`, `public_${event.kind}`),
       onTokenDead: (err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`),
@@ -411,19 +404,19 @@ async function startPublicListener(
     log(`public listener on ${pub.socket} (certificates, OCSP; ${pub.threads} threads)`);
     return started;
   } catch (err) {
-    if (err instanceof PublicListenerError) throw new StartupError(err.message);
+    if (err instanceof PublicThreadsError) throw new StartupError(err.message);
     throw err;
   }
 }
 
 /** How a Worker isolate opens the module the main isolate logged in to (its own sessions). */
-function workerTokenOptions(config: ServeConfig): WorkerTokenOptions {
+function workerTokenOptions(config: ServeConfig): ThreadTokenOptions {
   const { modulePath, tokenLabel, maxSessions, inlineSignLimitUs } = config.token;
   return { modulePath, tokenLabel, maxSessions, inlineSignLimitUs };
 }
 
 /** What the public listener's Worker is given: its own copy of the listener and token settings. */
-function publicSetup(config: ServeConfig, pub: PublicConfig): Omit<PublicWorkerSetup, "shared"> {
+function publicSetup(config: ServeConfig, pub: PublicConfig): Omit<PublicThreadSetup, "shared"> {
   return {
     socket: pub.socket,
     queueDepth: config.listener.queueDepth,

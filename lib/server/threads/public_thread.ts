@@ -1,29 +1,18 @@
 /**
- * The public listener's Worker (spec §8 rule 2): its own isolate, event loop, acceptor, queue,
- * deadlines and PKCS#11 sessions, so anonymous traffic cannot starve the authenticated side. It
- * opens the module the main isolate already initialised and logged in (login state is per process,
- * spec §3), finds the OCSP key, and serves GET /certificates and POST /ocsp until told to close.
- *
- * Messages are the {@link PublicWorkerMessage} and {@link PublicWorkerReport} of
- * ./public_listener.ts, which is the only code that talks to this file.
- *
- * @example
- * ```ts ignore
- * new Worker(new URL("./public_thread.ts", import.meta.url), { type: "module" });
- * ```
+ * The module each public thread runs: its own isolate, event loop, acceptor, queue, deadlines and
+ * PKCS#11 sessions, so anonymous traffic cannot starve the authenticated side. It opens the module
+ * the main isolate already initialised and logged in (login state belongs to the process), finds
+ * the OCSP key, and serves GET /certificates and POST /ocsp until told to close. Only
+ * ./public_threads.ts talks to it, in the messages of ./protocol.ts.
  */
 import { Listener } from "../../http/mod.ts";
 import { IndexFileSource, Responder } from "../../ocsp/mod.ts";
 import { Token } from "../../token/mod.ts";
-import { stopWorker } from "./worker_stop.ts";
+import { stopThread } from "./thread_group.ts";
 import { publicHandler } from "../public/routes.ts";
 import { setThreadNice, threadNice } from "./priority.ts";
 import { checkResponderKey, loadPublicFiles } from "../public/files.ts";
-import type {
-  PublicWorkerMessage,
-  PublicWorkerReport,
-  PublicWorkerSetup,
-} from "./public_threads.ts";
+import type { PublicThreadMessage, PublicThreadReport, PublicThreadSetup } from "./protocol.ts";
 
 // deno-lint-ignore no-explicit-any
 const scope = self as any;
@@ -31,11 +20,11 @@ let listener: Listener | undefined;
 let serving: Promise<void> | undefined;
 let token: Token | undefined;
 
-function report(message: PublicWorkerReport): void {
+function report(message: PublicThreadReport): void {
   scope.postMessage(message);
 }
 
-scope.onmessage = async (e: MessageEvent<PublicWorkerMessage>) => {
+scope.onmessage = async (e: MessageEvent<PublicThreadMessage>) => {
   const message = e.data;
   if (message.kind === "start") {
     try {
@@ -51,7 +40,7 @@ scope.onmessage = async (e: MessageEvent<PublicWorkerMessage>) => {
   }
 };
 
-async function start(setup: PublicWorkerSetup): Promise<void> {
+async function start(setup: PublicThreadSetup): Promise<void> {
   // Only ever lower the priority: a unit already niced above --public-nice keeps its value
   // (raising the priority again would need CAP_SYS_NICE).
   if (setup.nice > threadNice()) setThreadNice(setup.nice);
@@ -94,7 +83,7 @@ async function start(setup: PublicWorkerSetup): Promise<void> {
 }
 
 async function stop(graceMs: number): Promise<void> {
-  await stopWorker({ listener, serving, token }, graceMs);
+  await stopThread({ listener, serving, token }, graceMs);
   listener = undefined;
   token = undefined;
 }

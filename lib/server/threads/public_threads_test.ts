@@ -1,15 +1,12 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../../tests/support/temp_dir.ts";
-import {
-  PublicListener,
-  PublicListenerError,
-  type PublicListenerHooks,
-  type PublicWorkerSetup,
-} from "./public_threads.ts";
+import { PublicThreads, PublicThreadsError } from "./public_threads.ts";
+import type { PublicThreadSetup } from "./protocol.ts";
+import type { ThreadHooks } from "./thread_group.ts";
 
 const STAND_IN = new URL("../../../tests/support/stand_in_public_thread.ts", import.meta.url);
 
-function setup(mode: string): Omit<PublicWorkerSetup, "shared"> {
+function setup(mode: string): Omit<PublicThreadSetup, "shared"> {
   return {
     socket: `${moduleTempDir("svcd-public-")}/public.sock`,
     queueDepth: 1,
@@ -24,7 +21,7 @@ function setup(mode: string): Omit<PublicWorkerSetup, "shared"> {
   };
 }
 
-function hooks(): PublicListenerHooks & { failures: Error[]; failed: Promise<void> } {
+function hooks(): ThreadHooks & { failures: Error[]; failed: Promise<void> } {
   const failures: Error[] = [];
   let told!: () => void;
   const failed = new Promise<void>((resolve) => (told = resolve));
@@ -43,14 +40,14 @@ function hooks(): PublicListenerHooks & { failures: Error[]; failed: Promise<voi
 
 Deno.test("public listener: a start-up failure in the Worker rejects with its message", async () => {
   await assert.rejects(
-    PublicListener.start(setup("fail-start"), 1, hooks(), STAND_IN),
-    (e) => e instanceof PublicListenerError && /public listener: no such key/.test(e.message),
+    PublicThreads.start(setup("fail-start"), 1, hooks(), STAND_IN),
+    (e) => e instanceof PublicThreadsError && /public listener: no such key/.test(e.message),
   );
 });
 
 Deno.test("public listener: a Worker that dies after start is reported once; close resolves false at once", async () => {
   const h = hooks();
-  const pub = await PublicListener.start(setup("crash-after-start"), 1, h, STAND_IN);
+  const pub = await PublicThreads.start(setup("crash-after-start"), 1, h, STAND_IN);
   await h.failed;
   assert.equal(h.failures.length, 1);
   assert.match(h.failures[0].message, /public listener failed: .*boom/);
@@ -59,13 +56,13 @@ Deno.test("public listener: a Worker that dies after start is reported once; clo
 });
 
 Deno.test("public listener: a Worker that never answers close is ended after twice the grace", async () => {
-  const pub = await PublicListener.start(setup("silent-close"), 1, hooks(), STAND_IN);
+  const pub = await PublicThreads.start(setup("silent-close"), 1, hooks(), STAND_IN);
   assert.equal(await pub.close(1), false);
 });
 
 Deno.test("public listener: one socket for every Worker, removed after the last one closed", async () => {
   const s = setup("serve");
-  const pub = await PublicListener.start(s, 3, hooks(), STAND_IN);
+  const pub = await PublicThreads.start(s, 3, hooks(), STAND_IN);
   assert.ok(Deno.lstatSync(s.socket).isSocket);
   assert.equal(await pub.close(1000), true);
   assert.throws(() => Deno.lstatSync(s.socket), Deno.errors.NotFound);
@@ -74,8 +71,8 @@ Deno.test("public listener: one socket for every Worker, removed after the last 
 Deno.test("public listener: one Worker of several failing to start stops the others and removes the socket", async () => {
   const s = setup("fail-slot-1");
   await assert.rejects(
-    PublicListener.start(s, 3, hooks(), STAND_IN),
-    (e) => e instanceof PublicListenerError && /no such key/.test(e.message),
+    PublicThreads.start(s, 3, hooks(), STAND_IN),
+    (e) => e instanceof PublicThreadsError && /no such key/.test(e.message),
   );
   assert.throws(() => Deno.lstatSync(s.socket), Deno.errors.NotFound);
 });
@@ -84,8 +81,8 @@ Deno.test("public listener: a path that cannot be bound fails before any Worker 
   const s = setup("serve");
   Deno.writeTextFileSync(s.socket, "not a socket");
   await assert.rejects(
-    PublicListener.start(s, 2, hooks(), STAND_IN),
-    (e) => e instanceof PublicListenerError && e.message.includes(s.socket),
+    PublicThreads.start(s, 2, hooks(), STAND_IN),
+    (e) => e instanceof PublicThreadsError && e.message.includes(s.socket),
   );
   assert.equal(Deno.readTextFileSync(s.socket), "not a socket");
 });

@@ -1,35 +1,34 @@
 /**
- * One request Worker of the authenticated socket (`--threads N`): its own isolate, event loop,
- * acceptor share, deadlines, handlers and PKCS#11 sessions, running the same routes as the
- * single-thread daemon (./service.ts) over its own {@link ServiceDeps}. It opens the module the
- * main isolate already initialised and logged in (login state is per process, spec §3). What must
- * stay exact across threads stays in the main isolate (./request_threads.ts): the refusal budget
- * and the concurrency cap are asked synchronously (./thread_calls.ts), and a signature's audit
- * line is appended there — the answer is released only after the main isolate said it is durable.
- *
- * @example
- * ```ts ignore
- * new Worker(new URL("./request_thread.ts", import.meta.url), { type: "module" });
- * ```
+ * The module each request thread runs (`--threads N`): its own isolate, event loop, acceptor share,
+ * deadlines, handlers and PKCS#11 sessions, running the same authenticated routes as the main
+ * thread does with `--threads 0` (../authenticated/routes.ts) over its own
+ * {@link AuthenticatedDeps}. It opens the module the main isolate already initialised and logged
+ * in (login state belongs to the process). What must stay exact across threads stays in the main
+ * isolate (./request_threads.ts): admission goes there (a handler's "admit" is answered later, the
+ * `100 Continue` check's "peek" is a synchronous call), and a signature's audit line is appended
+ * there — the answer is released only after the main isolate said it is durable. Only
+ * ./request_threads.ts talks to it, in the messages of ./protocol.ts.
  */
 import { Listener } from "../../http/mod.ts";
 import { Policy } from "../../policy/mod.ts";
 import { Token } from "../../token/mod.ts";
-import { pooledMessage } from "../daemon/log.ts";
-import { stopWorker } from "./worker_stop.ts";
+import { pooledMessage } from "../log.ts";
+import { stopThread } from "./thread_group.ts";
+import type { Admission, AdmissionAnswer, Admittance } from "../authenticated/admission.ts";
 import {
-  type Admittance,
-  authenticatedAdmission,
+  authenticatedContinueCheck,
+  type AuthenticatedDeps,
   authenticatedHandler,
-  type ServiceDeps,
 } from "../authenticated/routes.ts";
-import { ADMIT_ACQUIRED, ADMIT_LIMITED, type CallMessage, MainCaller } from "./protocol.ts";
-import type {
-  AuditHealth,
-  RequestWorkerMessage,
-  RequestWorkerReport,
-  RequestWorkerSetup,
-} from "./request_threads.ts";
+import {
+  type AuditHealth,
+  type CallMessage,
+  MainCaller,
+  type MessageBatch,
+  type RequestThreadMessage,
+  type RequestThreadReport,
+  type RequestThreadSetup,
+} from "./protocol.ts";
 
 // deno-lint-ignore no-explicit-any
 const scope = self as any;
@@ -38,11 +37,11 @@ let serving: Promise<void> | undefined;
 let token: Token | undefined;
 let policy: Policy | undefined;
 let health: AuditHealth = { healthy: false, lastError: "not started" };
-/** /health checks of key copies waiting for the other Workers' checks. */
+/** /health checks of key copies waiting for the other threads' checks. */
 const dropChecks = new Map<number, (labels: string[]) => void>();
 let nextDropCheck = 1;
 /** Handlers' admissions sent to the main isolate, waiting for its answer. */
-const admissions = new Map<number, (values: number[]) => void>();
+const admissions = new Map<number, (answer: AdmissionAnswer) => void>();
 let nextAdmission = 1;
 /** Audit lines sent to the main isolate, waiting for "durable" or the error. */
 const audits = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
@@ -52,9 +51,9 @@ let nextAudit = 1;
  * Reports made in one turn of the event loop, posted together at its end: under load several
  * requests finish per turn, and each message costs the main isolate a wake-up and a decode.
  */
-let outbox: RequestWorkerReport[] = [];
+let outbox: RequestThreadReport[] = [];
 
-function report(message: RequestWorkerReport): void {
+function report(message: RequestThreadReport): void {
   outbox.push(message);
   if (outbox.length === 1) queueMicrotask(flushReports);
 }
@@ -72,13 +71,14 @@ function postCall(message: CallMessage): void {
   scope.postMessage(message);
 }
 
-scope.onmessage = async (e: MessageEvent<RequestWorkerMessage>) => {
+scope.onmessage = async (e: MessageEvent<RequestThreadMessage | MessageBatch>) => {
   const message = e.data;
-  if (message.kind !== "batch") return await handle(message);
-  for (const m of message.messages) await handle(m);
+  if (message.kind !== "batch") return await dispatch(message);
+  for (const m of message.messages) await dispatch(m);
 };
 
-async function handle(message: Exclude<RequestWorkerMessage, { kind: "batch" }>): Promise<void> {
+/** Acts on one message from the main isolate. */
+async function dispatch(message: RequestThreadMessage): Promise<void> {
   switch (message.kind) {
     case "start":
       try {
@@ -92,7 +92,7 @@ async function handle(message: Exclude<RequestWorkerMessage, { kind: "batch" }>)
     case "audited":
       return settleAudit(message.id, message.error);
     case "admitted":
-      admissions.get(message.id)?.(message.values);
+      admissions.get(message.id)?.(message.answer);
       admissions.delete(message.id);
       return;
     case "audit_health":
@@ -117,7 +117,7 @@ async function handle(message: Exclude<RequestWorkerMessage, { kind: "batch" }>)
   }
 }
 
-function start(setup: RequestWorkerSetup): void {
+function start(setup: RequestThreadSetup): void {
   policy = Policy.fromData(setup.policy);
   health = setup.audit;
   const opened = token = Token.open({
@@ -126,7 +126,7 @@ function start(setup: RequestWorkerSetup): void {
       report({ kind: "log", message: pooledMessage(label, setup.token.inlineSignLimitUs) }),
   });
   opened.onDead((err) => report({ kind: "token_dead", message: err.message }));
-  const deps = serviceDeps(setup, opened);
+  const deps = authenticatedDeps(setup, opened);
   listener = Listener.open({
     path: setup.shared.socket.path,
     shared: setup.shared,
@@ -135,16 +135,15 @@ function start(setup: RequestWorkerSetup): void {
     maxBodyBytes: setup.maxBodyBytes,
     workers: setup.workers,
     handler: authenticatedHandler(deps),
-    admit: authenticatedAdmission(deps),
+    admit: authenticatedContinueCheck(deps),
     log: (event) => report({ kind: "listener_event", event }),
   });
   serving = listener.serve();
 }
 
-/** The routes' view of the daemon from this Worker: local token and policy, the rest in main. */
-function serviceDeps(setup: RequestWorkerSetup, opened: Token): ServiceDeps {
+/** The routes' view of the daemon from this thread: its own token and policy, the rest in main. */
+function authenticatedDeps(setup: RequestThreadSetup, opened: Token): AuthenticatedDeps {
   const main = new MainCaller(setup.calls, postCall);
-  const release = (identity: string) => () => report({ kind: "release", identity });
   return {
     token: {
       key: (label) => opened.key(label),
@@ -165,34 +164,13 @@ function serviceDeps(setup: RequestWorkerSetup, opened: Token): ServiceDeps {
       get lastError() {
         return health.lastError;
       },
-      stats: () => {
-        const [lines, syncs, maxGroup, seals] = main.call("stats");
-        return { lines, syncs, maxGroup, seals };
-      },
+      stats: () => main.call("stats").audit ?? { lines: 0, syncs: 0, maxGroup: 0, seals: 0 },
     },
     budget: {
-      check: () => {
-        throw new Error("request threads admit through deps.admit");
-      },
-      recordRefusal: (identity) => {
-        const [count, crossed, delaySeconds] = main.call("refusal", identity);
-        return { count, crossed: crossed === 1, delaySeconds };
-      },
-      limitedCount: () => main.call("stats")[4],
+      recordRefusal: (identity) => main.call("refusal", identity),
+      limitedCount: () => main.call("stats").limitedCount,
     },
-    cap: {
-      tryAcquire: () => {
-        throw new Error("request threads admit through deps.admit");
-      },
-    },
-    admit: (identity) => admittance(main.call("admit", identity), release(identity)),
-    peek: (identity) => admittance(main.call("peek", identity), () => {}),
-    admitLater: (identity) =>
-      new Promise((resolve) => {
-        const id = nextAdmission++;
-        admissions.set(id, (values) => resolve(admittance(values, release(identity))));
-        report({ kind: "admit", id, identity });
-      }),
+    admission: admissionAcrossThreads(main),
     publicUrl: setup.publicUrl,
     log: (message) => report({ kind: "log", message }),
     startedAt: setup.startedAt,
@@ -200,7 +178,29 @@ function serviceDeps(setup: RequestWorkerSetup, opened: Token): ServiceDeps {
 }
 
 /**
- * /health: drops this Worker's copies of keys gone from the token, and has every other Worker do
+ * Admission in the main isolate's one budget and cap: a handler's admit is answered later (the
+ * thread serves other requests meanwhile), the `100 Continue` check's peek at once (it blocks).
+ */
+function admissionAcrossThreads(main: MainCaller): Admission {
+  return {
+    admit: (identity) =>
+      new Promise<Admittance>((resolve) => {
+        const id = nextAdmission++;
+        admissions.set(id, (answer) => resolve(withRelease(answer, identity)));
+        report({ kind: "admit", id, identity });
+      }),
+    peek: (identity) => main.call("peek", identity),
+  };
+}
+
+/** An admitted answer gets the release of its slot, which the main isolate holds for it. */
+function withRelease(answer: AdmissionAnswer, identity: string): Admittance {
+  if (answer.kind !== "admitted") return answer;
+  return { kind: "admitted", release: once(() => report({ kind: "release", identity })) };
+}
+
+/**
+ * /health: drops this thread's copies of keys gone from the token, and has every other thread do
  * the same before the answer; the labels dropped anywhere (each once).
  */
 function dropRemovedEverywhere(opened: Token): Promise<string[]> {
@@ -210,13 +210,6 @@ function dropRemovedEverywhere(opened: Token): Promise<string[]> {
     dropChecks.set(id, (all) => resolve([...new Set(all)]));
     report({ kind: "drop_removed_keys", id, labels });
   });
-}
-
-/** An admit answer's values (./thread_calls.ts) as the routes take them. */
-function admittance(values: ArrayLike<number>, release: () => void): Admittance {
-  const [kind, retryAfterSeconds] = [values[0], values[1]];
-  if (kind === ADMIT_LIMITED) return { limited: true, retryAfterSeconds };
-  return { limited: false, release: kind === ADMIT_ACQUIRED ? once(release) : undefined };
 }
 
 /** A release that frees its cap slot once, however often it is called (as ConcurrencyCap's). */
@@ -246,7 +239,7 @@ function settleAudit(id: number, error: string | undefined): void {
 }
 
 async function stop(graceMs: number): Promise<void> {
-  await stopWorker({ listener, serving, token }, graceMs);
+  await stopThread({ listener, serving, token }, graceMs);
   listener = undefined;
   token = undefined;
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { WorkerEnd, WorkerGroup } from "./thread_group.ts";
+import { ThreadEnd, ThreadGroup } from "./thread_group.ts";
 import type { SharedSocket } from "../../http/mod.ts";
 import { moduleTempDir } from "../../../tests/support/temp_dir.ts";
 
@@ -29,7 +29,7 @@ class TestError extends Error {}
 Deno.test("worker group: a stop removes the socket file before any member closes, then closes the socket", async () => {
   const path = `${moduleTempDir("svcd-group-")}/g.sock`;
   const log: string[] = [];
-  const group = await WorkerGroup.start(path, 2, member(path, log), TestError);
+  const group = await ThreadGroup.start(path, 2, member(path, log), TestError);
   assert.deepEqual(group.members.map((m) => m.slot), [0, 1]);
   assert.ok(exists(path));
   assert.equal(await group.close(100), true);
@@ -40,7 +40,7 @@ Deno.test("worker group: a stop removes the socket file before any member closes
 
 Deno.test("worker group: one member that did not close clean makes the close false", async () => {
   const path = `${moduleTempDir("svcd-group-")}/g.sock`;
-  const group = await WorkerGroup.start(path, 1, member(path, [], false), TestError);
+  const group = await ThreadGroup.start(path, 1, member(path, [], false), TestError);
   assert.equal(await group.close(100), false);
 });
 
@@ -49,7 +49,7 @@ Deno.test("worker group: a member failing to start closes the started ones and r
   const log: string[] = [];
   const start = member(path, log);
   await assert.rejects(
-    WorkerGroup.start(
+    ThreadGroup.start(
       path,
       3,
       (shared, i) => i === 1 ? Promise.reject(new TestError("no key")) : start(shared, i),
@@ -66,7 +66,7 @@ Deno.test("worker group: a path that is not a socket is refused with the given e
   Deno.writeTextFileSync(path, "x");
   let started = 0;
   await assert.rejects(
-    WorkerGroup.start(path, 2, (shared) => (started++, member(path, [])(shared, 0)), TestError),
+    ThreadGroup.start(path, 2, (shared) => (started++, member(path, [])(shared, 0)), TestError),
     (e) => e instanceof TestError && e.message.includes(path),
   );
   assert.equal(started, 0);
@@ -76,7 +76,7 @@ Deno.test("worker end: a Worker that already ended closes at once; one that neve
   const source = `data:application/javascript,${encodeURIComponent("self.onmessage = () => {};")}`;
   const silent = new Worker(source, { type: "module" });
   const ends: boolean[] = [];
-  const end = new WorkerEnd(silent, (clean) => ends.push(clean));
+  const end = new ThreadEnd(silent, (clean) => ends.push(clean));
   const t0 = performance.now();
   assert.equal(await end.close(1, () => silent.postMessage("close")), false);
   assert.ok(performance.now() - t0 >= 2, "waited for twice the grace");
@@ -85,7 +85,7 @@ Deno.test("worker end: a Worker that already ended closes at once; one that neve
   assert.deepEqual(ends, [false], "later ends are ignored");
 
   const gone = new Worker(source, { type: "module" });
-  const ended = new WorkerEnd(gone);
+  const ended = new ThreadEnd(gone);
   ended.ended(true);
   ended.ended(false); // the first end counts
   let asked = false;

@@ -16,7 +16,7 @@
  * log.line("request", `request ${id} ${clientText(path)} failed`);
  * ```
  */
-import type { ListenerEvent } from "../../http/types.ts";
+import type { ListenerEvent } from "../http/types.ts";
 
 /** Lines of one kind written per second before the rest are only counted. */
 export const DEFAULT_LINES_PER_SECOND = 10;
