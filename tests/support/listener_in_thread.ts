@@ -1,12 +1,6 @@
 /**
  * Test fixture: runs a Listener inside a Worker (as the public listener will) and answers with the
  * worker's own view of the request. Messages: {path} in → "listening" out; "close" in → "closed" out.
- *
- * @example
- * ```ts ignore
- * const w = new Worker(new URL("./listener_in_thread.ts", import.meta.url), { type: "module" });
- * w.postMessage({ path });
- * ```
  */
 import { Listener } from "../../lib/http/mod.ts";
 

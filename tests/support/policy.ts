@@ -1,11 +1,6 @@
 /**
  * Test helpers for policy files: a valid policy of an exact size, for the size limit and for
  * reloads of the largest file.
- *
- * @example
- * ```ts ignore
- * const text = policyOfSize(MAX_POLICY_BYTES, ["CN=bob\tk1"]);
- * ```
  */
 
 /**

@@ -1,6 +1,6 @@
 /**
  * The client identity of a request on the authenticated socket: exactly one X-SVC-Client-Subject
- * header, whatever the case of its name, written by the proxy (spec §5).
+ * header, whatever the case of its name, written by the proxy.
  *
  * @example
  * ```ts

@@ -77,7 +77,7 @@ const te = new TextEncoder();
 
 /**
  * The one answer for a key that is not granted, does not exist, or a subject the policy does not
- * know (spec §5 rule 8): a constant, so the three cannot differ by a byte.
+ * know: a constant, so the three cannot differ by a byte and a client cannot tell them apart.
  */
 export const FORBIDDEN: Readonly<HttpResponse> = Object.freeze(problem(
   403,
@@ -181,7 +181,7 @@ async function handle(req: HttpRequest, deps: AuthenticatedDeps): Promise<HttpRe
 }
 
 /**
- * The 404 for a public route (spec §4.1), with a Link a client behind the proxy can follow: the
+ * The 404 for a public route, with a Link a client behind the proxy can follow: the
  * public side's URL (--public-url), else http:// and the request's Host when it is a plain host
  * name, else the path alone.
  */
@@ -453,7 +453,7 @@ function json(status: number, value: unknown): HttpResponse {
   };
 }
 
-// node:crypto hashes synchronously in ~2 µs; Web Crypto's digest is a ~18 µs thread-pool round trip.
+// node:crypto hashes synchronously; Web Crypto's digest is a round trip to the thread pool.
 function sha256Hex(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex");
 }

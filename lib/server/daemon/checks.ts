@@ -3,12 +3,6 @@
  * wrong and what to do, fatal or a warning. `serve` refuses to start on a fatal one;
  * `--check-config` prints them all and exits non-zero if any is fatal. Neither ever logs in (a
  * failed login counts toward the five-failure lockout of the role).
- *
- * @example
- * ```ts ignore
- * const { policy, findings } = await startupFindings(config);
- * for (const f of findings) console.error(`${f.fatal ? "FATAL" : "warning"}: ${f.message}`);
- * ```
  */
 import { dirname } from "node:path";
 import {
@@ -47,13 +41,8 @@ export interface Finding {
 const FD_SLACK = 64;
 
 /**
- * Checks the numbers that must fit under RLIMIT_NOFILE (spec §8: the queue depth is checked at
- * start against the process limit on open files).
- *
- * @example
- * ```ts ignore
- * checkFileLimit(config, { soft: 4096, hard: 4096 }); // throws StartupError when too small
- * ```
+ * Checks the numbers that must fit under RLIMIT_NOFILE (the queue depth is checked at start
+ * against the process limit on open files, not found short under load).
  */
 export function checkFileLimit(config: ServeConfig, limit: { soft: number; hard: number }): void {
   const listeners = config.public?.socket ? 2 : 1;
@@ -95,11 +84,6 @@ class Findings {
  * Every check that needs neither a login nor the token: options, open-file limit, socket and its
  * folder (and whether the proxy can reach it), proxy uid, policy, audit and state folders,
  * credential. Returns the loaded policy when it loads.
- *
- * @example
- * ```ts ignore
- * const { findings } = await startupFindings(parseServeArgs(args));
- * ```
  */
 export async function startupFindings(
   config: ServeConfig,
@@ -129,11 +113,6 @@ export async function startupFindings(
 /**
  * The checks `--check-config` adds that open the module (never a login): the token is found by
  * its label, and every label the policy grants names a key on it.
- *
- * @example
- * ```ts ignore
- * findings.push(...tokenFindings(config, policy));
- * ```
  */
 export async function tokenFindings(
   config: ServeConfig,
@@ -175,11 +154,6 @@ function moduleAccessHint(modulePath: string): string {
 /**
  * An existing refusal state file is opened once, as `serve` would, so a corrupt one is found; a
  * file a running daemon holds is reported, not failed.
- *
- * @example
- * ```ts ignore
- * const finding = stateFileFinding(config);
- * ```
  */
 export function stateFileFinding(config: ServeConfig): Finding | undefined {
   const { stateDir } = config.throttle;
@@ -202,7 +176,7 @@ export function stateFileFinding(config: ServeConfig): Finding | undefined {
 /**
  * The public listener's files, before any login: its socket (as the authenticated one's), the CA
  * chain and the responder certificate. An unloadable revocation database is a warning, not fatal
- * (spec §4.2 rule 4: /ocsp answers tryLater until it loads).
+ * (/ocsp answers tryLater until it loads).
  */
 function checkPublicConfig(
   pub: PublicConfig,
@@ -391,8 +365,9 @@ function checkCredential(config: ServeConfig, f: Findings): void {
   const fsType = fileSystemType(path);
   if (fsType !== FS_MAGIC.RAMFS) {
     const where = fsType === FS_MAGIC.TMPFS ? "tmpfs (can be swapped)" : "a disk file system";
-    const message = `credential ${path} is weak: it is on ${where}, not on ramfs (spec §5 rule ` +
-      `9: protected memory); run svcd under systemd with LoadCredentialEncrypted=, or for a ` +
+    const message =
+      `credential ${path} is weak: it is on ${where}, not on ramfs (the PIN belongs in ` +
+      `memory that is never swapped); run svcd under systemd with LoadCredentialEncrypted=, or for a ` +
       `manual run decrypt it into a ramfs mount`;
     if (allowWeakCredential) f.warn(`${message} (allowed by --allow-weak-credential)`);
     else f.fatal(`${message}, or pass --allow-weak-credential to accept that`);

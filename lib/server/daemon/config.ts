@@ -40,7 +40,7 @@ export interface PolicyConfig {
 }
 
 /**
- * The public listener (spec §4.2): its socket and what GET /certificates and POST /ocsp serve from.
+ * The public listener: its socket and what GET /certificates and POST /ocsp serve from.
  * It shares queue depth, body and worker settings with nothing: see `publicListenerLimits`.
  */
 export interface PublicConfig {
@@ -104,17 +104,16 @@ export class ConfigError extends Error {
 }
 
 /**
- * Request threads by default: none. On the 2-core machine this was measured on (bench/compare.ts,
- * bench/BREAKDOWN.md), the main thread alone served /sign 1.5–2.1 × as fast as 2 request threads:
- * crossing isolates costs more CPU than the second core gives back.
+ * Request threads by default: none. On a small machine crossing isolates costs more CPU than the
+ * second core gives back (bench/compare.ts measures it; figures in bench/BREAKDOWN.md).
  */
 export const DEFAULT_THREADS = 0;
 
 /**
  * Signatures quicker than this (µs) are made on the thread that serves the request, not handed to
- * the thread pool: the hop costs more than a software token's ECDSA or Ed25519 signature (60–90
- * µs here) and less than an RSA or a remote HSM's (see lib/token/sign_placement.ts). 300, not
- * less: under load one ECDSA signature in 100 held the thread over 225 µs (p999 430 µs).
+ * the thread pool: the hop costs more than a software token's ECDSA or Ed25519 signature and less
+ * than an RSA or a remote HSM's (see lib/token/sign_placement.ts). The limit leaves room for the
+ * slow tail of a quick mechanism under load, so that tail does not move it to the pool.
  */
 export const DEFAULT_INLINE_SIGN_LIMIT_US = 300;
 
@@ -442,7 +441,7 @@ function publicUrl(given: OptionValues): string | undefined {
 
 /**
  * The public listener's part: undefined without --public-socket (and then none of its options may
- * be given); with it, the revocation database and the OCSP key are required (spec §4.2 rule 1).
+ * be given); with it, the revocation database and the OCSP key are required (POST /ocsp signs with that key).
  */
 function publicConfig(given: OptionValues): PublicConfig | undefined {
   const socket = given.maybeText("public-socket");
@@ -456,7 +455,7 @@ function publicConfig(given: OptionValues): PublicConfig | undefined {
   const required = (flag: "revocation-db" | "ocsp-label") => {
     const value = given.maybeText(flag);
     if (value === undefined || value === "") {
-      throw new ConfigError(flag, `--public-socket needs --${flag} (spec §4.2: POST /ocsp)`);
+      throw new ConfigError(flag, `--public-socket needs --${flag} (POST /ocsp answers from it)`);
     }
     return value;
   };

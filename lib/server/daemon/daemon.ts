@@ -1,11 +1,8 @@
 /**
  * The daemon's life: start-up checks in the order that fails cheapest and never wastes a login,
- * one login, the audit file of this module opening, the listener, signals, and the stop.
- *
- * @example
- * ```ts ignore
- * const code = await runDaemon(parseServeArgs(Deno.args));
- * ```
+ * one login, the audit file of this module opening, the listeners (the authenticated one in this
+ * thread or in request threads, the public one in public threads), signals, and the stop. The
+ * request path of both `--threads` settings is in ../README.md.
  */
 import { Listener } from "../../http/mod.ts";
 import { PolicyFile } from "../../policy/mod.ts";
@@ -45,7 +42,6 @@ const daemonLog = new DaemonLog();
 /**
  * Writes one line to the daemon's own log (stderr, read by journald), rate-limited per `kind` and
  * made safe by lib/server/log.ts; text from a client must already be quoted with `clientText`.
- * @example log("policy reloaded: 3 grants"); log(listenerEventText(event), event.kind)
  */
 export function log(message: string, kind = "daemon"): void {
   daemonLog.line(kind, message);
@@ -53,7 +49,6 @@ export function log(message: string, kind = "daemon"): void {
 
 /**
  * Writes the counts of suppressed lines still pending (before the process exits).
- * @example flushLog()
  */
 export function flushLog(): void {
   daemonLog.flush();
@@ -62,11 +57,6 @@ export function flushLog(): void {
 /**
  * Start-up checks shared by `serve` and `--check-config` (lib/server/checks.ts): warnings are
  * logged, fatal findings stop the start with every one of them. Returns the loaded policy.
- *
- * @example
- * ```ts ignore
- * const policy = await checkConfig(config);
- * ```
  */
 export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
   const { policy, findings } = await startupFindings(config);
@@ -109,8 +99,9 @@ type Audit =
   & Partial<Pick<AuditLog, "stats">>;
 
 /**
- * Replacements for parts of the daemon, for benchmarks that measure what a part costs (bench/serve.ts)
- * and tests that hold a start-up step open. The daemon itself always runs with the real ones.
+ * A seam: replacements for parts of the daemon, for benchmarks that measure what a part costs
+ * (bench/serve.ts) and for tests that hold a start-up step open
+ * (tests/support/daemon_held_audit.ts). main.ts never passes it: the daemon runs with the real ones.
  */
 export interface DaemonParts {
   openBudget?: (config: ServeConfig) => Budget;
@@ -129,12 +120,7 @@ function openBudget(config: ServeConfig): Budget {
  * Opens this login's audit file with the token's audit keys. A token that dies under an audit line
  * (a reload, a checkpoint, a retry) is reported by the token itself (Token.onDead). Each change of
  * the log's health is logged and given to `onHealthChange` (the request threads' copy of it).
- * `seams` is for benches only (bench/serve.ts): the daemon never passes it.
- *
- * @example
- * ```ts ignore
- * const audit = await openAuditLog(config, token, () => {});
- * ```
+ * `seams` is a seam for benches only (bench/serve.ts): the daemon never passes it.
  */
 export function openAuditLog(
   config: ServeConfig,
@@ -191,11 +177,6 @@ interface Opened {
 /**
  * Runs the daemon until SIGTERM/SIGINT (exit 0) or a dead token (exit {@link EXIT_TOKEN_DEAD}).
  * Whatever start-up step fails or is interrupted, what it opened before is closed again.
- *
- * @example
- * ```ts ignore
- * Deno.exit(await runDaemon(config));
- * ```
  */
 export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): Promise<number> {
   const stop = new StopRequest(ServiceNotifier.fromEnv(log));
@@ -421,7 +402,7 @@ function publicSetup(config: ServeConfig, pub: PublicConfig): Omit<PublicThreadS
     socket: pub.socket,
     queueDepth: config.listener.queueDepth,
     // lib/ocsp bounds what it parses (MAX_REQUEST_BYTES): a larger body up to --max-body is
-    // answered malformedRequest (spec §4.2 rule 3); past --max-body it is 413, never read.
+    // answered malformedRequest; past --max-body it is 413, never read.
     maxBodyBytes: config.listener.maxBodyBytes,
     workers: config.listener.workers,
     token: workerTokenOptions(config),
@@ -439,7 +420,7 @@ const TOKEN_DRAIN_MS = 5_000;
 
 /**
  * Closes what start-up opened, last first. The token is finalised only when no operation is running
- * in it (spec §7 rule 6: a session is used by one operation at a time); the audit log's last lines
+ * in it (a session serves one operation at a time); the audit log's last lines
  * still need it, so the log closes first.
  */
 async function release(opened: Opened): Promise<void> {

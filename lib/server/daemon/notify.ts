@@ -2,13 +2,6 @@
  * Readiness and stop notifications to the service manager (sd_notify protocol, Type=notify): one
  * datagram per state to the UNIX socket named by `$NOTIFY_SOCKET`. Without that variable (not run
  * by systemd, or Type=simple) every call does nothing.
- *
- * @example
- * ```ts ignore
- * const notify = ServiceNotifier.fromEnv();
- * notify.ready("listening on /run/svcd/auth.sock"); // READY=1: `systemctl start` returns
- * notify.stopping();                                 // STOPPING=1
- * ```
  */
 import { errno, libc, sendDatagram, SOCK, sockaddrUnRaw } from "../../../ffi/libc.ts";
 
@@ -31,27 +24,22 @@ export class ServiceNotifier {
 
   /**
    * The notifier of this process: `$NOTIFY_SOCKET`, if set.
-   *
-   * @example
-   * ```ts ignore
-   * ServiceNotifier.fromEnv(log).ready("up");
-   * ```
    */
   static fromEnv(log?: (message: string) => void): ServiceNotifier {
     return new ServiceNotifier(Deno.env.get("NOTIFY_SOCKET") || undefined, log);
   }
 
-  /** Whether a service manager listens (NOTIFY_SOCKET is set). @example if (n.enabled) … */
+  /** Whether a service manager listens (NOTIFY_SOCKET is set). */
   get enabled(): boolean {
     return this.socketPath !== undefined;
   }
 
-  /** READY=1 with a status line: the sockets accept now. @example n.ready("listening") */
+  /** READY=1 with a status line: the sockets accept now. */
   ready(status: string): void {
     this.#send(`READY=1\nSTATUS=${oneLine(status)}\nMAINPID=${Deno.pid}\n`);
   }
 
-  /** STOPPING=1 with a status line: the stop has begun. @example n.stopping("signal") */
+  /** STOPPING=1 with a status line: the stop has begun. */
   stopping(status: string): void {
     this.#send(`STOPPING=1\nSTATUS=${oneLine(status)}\n`);
   }

@@ -100,11 +100,6 @@ function checkValidity(cert: CertificateInfo, now: number, what: string, fix: st
 /**
  * The OCSP key must be the key of the certificate that names the responder: the delegated
  * responder's when there is one, else the CA's own (RFC 6960 §4.2.2.2).
- *
- * @example
- * ```ts ignore
- * checkResponderKey(files, await token.key("ocsp")); // throws PublicFileError on a mismatch
- * ```
  */
 export function checkResponderKey(
   files: PublicFiles,

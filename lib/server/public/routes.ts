@@ -1,14 +1,7 @@
 /**
- * The routes of the public socket (spec §4.2): CA certificates and OCSP, with no client identity, no
+ * The routes of the public socket: CA certificates and OCSP, with no client identity, no
  * policy and no refusal budget (§5 rule 11). Nothing here touches a signing key except through the
  * OCSP responder, and nothing is logged per request (§6).
- *
- * @example
- * ```ts ignore
- * import { publicHandler } from "./routes.ts";
- * const handler = publicHandler({ certificates: pemBytes, responder });
- * const res = await handler(request); // GET /certificates → 200 PEM chain
- * ```
  */
 import type { HttpRequest, HttpResponse } from "../../http/mod.ts";
 import { allowOf, problem, routeFor } from "../../http/mod.ts";
@@ -36,18 +29,13 @@ const ROUTES: Record<string, Record<string, Route>> = {
 
 /**
  * Builds the handler of the public listener.
- *
- * @example
- * ```ts ignore
- * const res = await publicHandler(deps)(request);
- * ```
  */
 export function publicHandler(deps: PublicDeps): (req: HttpRequest) => Promise<HttpResponse> {
   return (req) => handle(req, deps);
 }
 
 function handle(req: HttpRequest, deps: PublicDeps): Promise<HttpResponse> {
-  // /sign and /verify are not here: 404 like any unknown path (spec §4.2), no hint they exist.
+  // /sign and /verify are not here: 404 like any unknown path, no hint they exist.
   const methods = ROUTES[req.path];
   if (!methods) return Promise.resolve(notFound(req.path));
   const route = routeFor(methods, req.method);
@@ -73,7 +61,7 @@ function certificatesRoute(_req: HttpRequest, deps: PublicDeps): Promise<HttpRes
 }
 
 /**
- * Every OCSP answer is a 200 whose body carries the OCSP status (spec §4.2 rules 3–5), with no
+ * Every OCSP answer is a 200 whose body carries the OCSP status, with no
  * Cache-Control: freshness is the response's nextUpdate (rule 6). The request's Content-Type is not
  * checked: the body is parsed strictly either way, and an unparseable one is malformedRequest.
  */

@@ -3,7 +3,7 @@
  * thread id to that one thread, so a Worker isolate can lower its own priority without touching
  * the rest of the process: the public listener's Workers run at a higher nice value than the
  * authenticated side, so an anonymous flood takes the cores only when the signing side leaves
- * them idle (spec §8 rule 2).
+ * them idle.
  *
  * @example
  * ```ts
@@ -16,11 +16,6 @@ import { errno, libc, PRIO_PROCESS } from "../../../ffi/libc.ts";
 /**
  * Sets the calling thread's nice value (a thread may always raise it; lowering it needs
  * CAP_SYS_NICE). Throws with the errno when the kernel refuses.
- *
- * @example
- * ```ts ignore
- * setThreadNice(10); // in a Worker: this thread yields the cores to the others when they compete
- * ```
  */
 export function setThreadNice(nice: number): void {
   const c = libc();
