@@ -11,7 +11,7 @@ import { fuzzParsers, PARSER_FUZZERS } from "./parsers.ts";
 import { runPublicCampaign } from "./public_fuzz.ts";
 
 const SEED = 20261122;
-const REGRESSIONS = new URL("./regressions", import.meta.url).pathname;
+const REGRESSIONS = new URL("./regressions/", import.meta.url).pathname;
 
 Deno.test({
   name:
