@@ -10,7 +10,7 @@
  */
 import { runTokenCommand } from "./lib/token/cli.ts";
 import { runAuditCommand } from "./lib/audit/cli.ts";
-import { runServeCommand } from "./lib/server/cli.ts";
+import { runServeCommand } from "./lib/server/daemon/cli.ts";
 import pkg from "./package.json" with { type: "json" };
 
 interface Command {

@@ -14,7 +14,7 @@ import { makeTestToken } from "../tests/support/token.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import { request } from "../tests/support/http_client.ts";
 import { MAX_POLICY_BYTES, Policy } from "../lib/policy/mod.ts";
-import { policyOfSize } from "../lib/policy/testing.ts";
+import { policyOfSize } from "../tests/support/policy.ts";
 
 const RELOADS = Number(Deno.args[0] ?? 5);
 const SUBJECT = "CN=bench0,O=Bench";

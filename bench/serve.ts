@@ -9,8 +9,8 @@
  * deno run -A bench/serve.ts --audit-stand-in next-turn --proxy-uid 0 --socket /tmp/s.sock ...
  * ```
  */
-import { parseServeArgs } from "../lib/server/config.ts";
-import { type DaemonParts, openAuditLog, runDaemon } from "../lib/server/daemon.ts";
+import { parseServeArgs } from "../lib/server/daemon/config.ts";
+import { type DaemonParts, openAuditLog, runDaemon } from "../lib/server/daemon/daemon.ts";
 
 const NOT_LIMITED = { limited: false } as const;
 

@@ -6,13 +6,13 @@
  * new Worker(new URL("./thread-call-worker.ts", import.meta.url), { type: "module" });
  * ```
  */
-import { MainCaller } from "../lib/server/thread_calls.ts";
+import { MainCaller } from "../lib/server/threads/protocol.ts";
 
 // deno-lint-ignore no-explicit-any
 const scope = self as any;
 scope.onmessage = (e: MessageEvent<{ slot: SharedArrayBuffer; calls: number }>) => {
   const caller = new MainCaller(e.data.slot, (m) => scope.postMessage(m));
   const t = performance.now();
-  for (let i = 0; i < e.data.calls; i++) caller.call("admit", "CN=bench1,O=Bench");
+  for (let i = 0; i < e.data.calls; i++) caller.call("peek", "CN=bench1,O=Bench");
   scope.postMessage({ kind: "done", us: (performance.now() - t) * 1000 / e.data.calls });
 };

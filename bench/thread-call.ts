@@ -1,16 +1,16 @@
 /**
- * Cost of one synchronous call from a request Worker to the main isolate (lib/server/thread_calls.ts:
+ * Cost of one synchronous call from a request Worker to the main isolate (lib/server/threads/protocol.ts:
  * the Worker posts the call and blocks on Atomics.wait; the main isolate's onmessage answers in the
  * shared slot and wakes it): µs per round trip seen by the Worker, and the main thread's CPU µs per
  * call from /proc. This is what `--threads` pays per request for the refusal-budget check and the
- * concurrency-cap slot (one "admit" call), besides the audit line's message and its answer.
+ * concurrency-cap check (one "peek" call, as for `100 Continue`), besides the audit line's message and its answer.
  *
  * @example
  * ```sh
  * node_modules/.bin/deno run -A bench/thread-call.ts [--calls 20000] [--rounds 3]
  * ```
  */
-import { answerCall, type CallMessage, callSlot } from "../lib/server/thread_calls.ts";
+import { answerCall, type CallMessage, callSlot } from "../lib/server/threads/protocol.ts";
 import { cpuSeconds } from "./proc_cpu.ts";
 
 function flag(name: string, fallback: number): number {
@@ -22,7 +22,7 @@ const calls = flag("calls", 20_000);
 const rounds = flag("rounds", 3);
 const WORKER = new URL("./thread-call-worker.ts", import.meta.url);
 
-/** One round: `calls` admit calls from a Worker, answered here as the daemon's main isolate does. */
+/** One round: `calls` peek calls from a Worker, answered here as the daemon's main isolate does. */
 async function round(): Promise<{ roundTripUs: number; mainUs: number }> {
   const slot = callSlot();
   const worker = new Worker(WORKER, { type: "module" });
@@ -30,7 +30,7 @@ async function round(): Promise<{ roundTripUs: number; mainUs: number }> {
   const before = await cpuSeconds(mainStat);
   const roundTripUs = await new Promise<number>((resolve) => {
     worker.onmessage = (e: MessageEvent<CallMessage | { kind: "done"; us: number }>) => {
-      if (e.data.kind === "call") answerCall(slot, [1, 0]);
+      if (e.data.kind === "call") answerCall(slot, "peek", { kind: "admitted" });
       else resolve(e.data.us);
     };
     worker.postMessage({ slot, calls });

@@ -13,10 +13,10 @@ svcd_permission_flags() {
 
 # bundle_svcd DIR: DIR/svcd.js, main.ts and its imports as one JavaScript file (npm code
 # inlined), DIR/svcd-public-worker.js, the public listener's Worker, which
-# lib/server/public_listener.ts looks for beside the bundle, and DIR/svcd-request-worker.js, the
-# authenticated listener's request thread (--threads), which lib/server/request_threads.ts looks for.
+# lib/server/threads/public_threads.ts looks for beside the bundle, and DIR/svcd-request-worker.js, the
+# authenticated listener's request thread (--threads), which lib/server/threads/request_threads.ts looks for.
 bundle_svcd() {
   "$DENO" bundle --quiet --platform deno -o "$1/svcd.js" main.ts
-  "$DENO" bundle --quiet --platform deno -o "$1/svcd-public-worker.js" lib/server/public_worker.ts
-  "$DENO" bundle --quiet --platform deno -o "$1/svcd-request-worker.js" lib/server/request_worker.ts
+  "$DENO" bundle --quiet --platform deno -o "$1/svcd-public-worker.js" lib/server/threads/public_thread.ts
+  "$DENO" bundle --quiet --platform deno -o "$1/svcd-request-worker.js" lib/server/threads/request_thread.ts
 }

@@ -1,7 +1,7 @@
 /**
  * The bundle the package and the binary ship (packaging/lib.sh `bundle_svcd`: svcd.js and the
  * listeners' Workers beside it) serves with request threads: `svcd.js serve --threads 2` finds
- * svcd-request-worker.js beside itself (lib/server/request_threads.ts `workerUrl()`), where no
+ * svcd-request-worker.js beside itself (lib/server/threads/thread_group.ts `threadModule()`), where no
  * source file is, and signs.
  */
 import assert from "node:assert/strict";

@@ -13,7 +13,7 @@ import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { type ClientResponse, request } from "./support/http_client.ts";
 import { daemonPublicKeys, verifyIndependently } from "./support/oracle.ts";
 import { makeTestToken, type TestToken } from "./support/token.ts";
-import { EXIT_TOKEN_DEAD } from "../lib/server/daemon.ts";
+import { EXIT_TOKEN_DEAD } from "../lib/server/daemon/daemon.ts";
 
 // One identity may hold workers − 1 requests at once (the concurrency cap): four identities share
 // the load.

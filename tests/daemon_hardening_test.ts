@@ -8,9 +8,9 @@ import { makeTestToken } from "./support/token.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { parseResponse, readAll, request } from "./support/http_client.ts";
 import { daemonPublicKeys, verifyIndependently } from "./support/oracle.ts";
-import { readAtMost } from "../lib/http/testing.ts";
+import { readAtMost } from "./support/raw_http.ts";
 import { MAX_POLICY_BYTES } from "../lib/policy/mod.ts";
-import { policyOfSize } from "../lib/policy/testing.ts";
+import { policyOfSize } from "./support/policy.ts";
 
 const ALICE = "CN=alice,O=Example";
 const te = new TextEncoder();

@@ -10,7 +10,7 @@ import { readAuditLines, runAuditVerify, sha256Hex } from "./support/audit.ts";
 import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { type ClientResponse, request } from "./support/http_client.ts";
 import { deleteKeyWithPkcs11Tool, makeTestToken } from "./support/token.ts";
-import { EXIT_TOKEN_DEAD } from "../lib/server/daemon.ts";
+import { EXIT_TOKEN_DEAD } from "../lib/server/daemon/daemon.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const MALLORY = "CN=mallory,O=Example,C=DE";

@@ -334,7 +334,7 @@ export class Listener {
 
   // ---- accepting -----------------------------------------------------------------------------
 
-  /** Accepts up to a batch; returns how many connections it took (admitted or refused). */
+  /** Accepts up to a batch; returns how many connections it took (accepted or refused). */
   #acceptSome(): number {
     const c = libc();
     let taken = 0;
@@ -347,7 +347,7 @@ export class Listener {
         if (e === ERRNO.EMFILE || e === ERRNO.ENFILE) this.#pauseAccept();
         return taken;
       }
-      this.#admit(fd);
+      this.#accept(fd);
     }
     return taken;
   }
@@ -374,7 +374,8 @@ export class Listener {
     else libc().epoll_ctl(this.#ep, EPOLL_CTL.DEL, fd, this.#ctlBuf);
   }
 
-  #admit(fd: number): void {
+  /** Accepts one connection: holds it and reads its request, or refuses it (peer uid, queue). */
+  #accept(fd: number): void {
     const held = this.#held() + (this.#opts.shared ? heldByOthers(this.#opts.shared) : 0);
     const verdict = acceptVerdict(peerCred(fd), this.#opts.proxyUid, held, this.#opts.queueDepth);
     if (verdict.kind !== "admit") return this.#refuse(fd, verdict, held);

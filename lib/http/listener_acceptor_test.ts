@@ -12,7 +12,7 @@ import {
   readToEnd,
   until,
   writeAll,
-} from "./testing.ts";
+} from "../../tests/support/raw_http.ts";
 
 async function withListener(
   opts: Partial<ListenerOptions> & { handler: Handler },
@@ -238,7 +238,7 @@ Deno.test("close() is bounded: a handler that never returns does not hold the pr
 Deno.test("a listener runs inside a Worker", async () => {
   const dir = moduleTempDir("svcd-worker-");
   const path = `${dir}/public.sock`;
-  const worker = new Worker(new URL("./testing_worker.ts", import.meta.url), {
+  const worker = new Worker(new URL("../../tests/support/listener_in_thread.ts", import.meta.url), {
     type: "module",
   });
   const next = () => new Promise<unknown>((r) => (worker.onmessage = (e) => r(e.data)));

@@ -17,7 +17,7 @@ import {
   readAtMost,
   readToEnd,
   writeAll,
-} from "./testing.ts";
+} from "../../tests/support/raw_http.ts";
 
 async function withEcho(
   fn: (path: string, seen: HttpRequest[], l: Listener) => Promise<void>,

@@ -2,7 +2,14 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { type HttpRequest, Listener, type ListenerOptions } from "./mod.ts";
-import { bytes, curlAsNobody, exchange, header, parseRawResponse, until } from "./testing.ts";
+import {
+  bytes,
+  curlAsNobody,
+  exchange,
+  header,
+  parseRawResponse,
+  until,
+} from "../../tests/support/raw_http.ts";
 
 type Opts = Partial<ListenerOptions>;
 
@@ -188,7 +195,13 @@ Deno.test("close answers every client that connected, under a stream of connects
   const dir = moduleTempDir("svcd-http-");
   const path = `${dir}/auth.sock`;
   const connector = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL("./testing_connector.ts", import.meta.url).pathname, path, "4"],
+    args: [
+      "run",
+      "-A",
+      new URL("../../tests/support/connector.ts", import.meta.url).pathname,
+      path,
+      "4",
+    ],
     stdin: "piped",
     stdout: "piped",
     stderr: "inherit",

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { HTTPParser as NodeHTTPParser, methods } from "node:_http_common";
 import { latin1 } from "../bytes/mod.ts";
 import { RequestReader } from "./parse.ts";
-import { bytes } from "./testing.ts";
+import { bytes } from "../../tests/support/raw_http.ts";
 
 // deno-lint-ignore no-explicit-any
 const HTTPParser = NodeHTTPParser as any;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { problem } from "./problem.ts";
 import { serializeResponse } from "./response.ts";
-import { header, parseRawResponse } from "./testing.ts";
+import { header, parseRawResponse } from "../../tests/support/raw_http.ts";
 
 Deno.test("a response carries Date, Content-Length and Connection: close after the handler's headers", () => {
   const res = parseRawResponse(

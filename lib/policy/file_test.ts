@@ -3,7 +3,7 @@ import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { MAX_POLICY_BYTES, PolicyFile } from "./file.ts";
 import { PolicyError } from "./policy.ts";
 import { parsePolicyText, parsePolicyTextSliced } from "./parse.ts";
-import { policyOfSize } from "./testing.ts";
+import { policyOfSize } from "../../tests/support/policy.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const BOB = "CN=bob,O=Example,C=DE";

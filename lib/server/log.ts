@@ -9,12 +9,6 @@
  * - Escaping: a line can never hold a control character (C0 including CR/LF, DEL, C1 U+0080–U+009F,
  *   U+2028/U+2029, a lone surrogate); text a client sent is passed through {@link clientText}, which
  *   also escapes `"`, `\` and every byte outside printable ASCII, so it cannot pose as our own words.
- *
- * @example
- * ```ts ignore
- * const log = new DaemonLog();
- * log.line("request", `request ${id} ${clientText(path)} failed`);
- * ```
  */
 import type { ListenerEvent } from "../http/types.ts";
 
@@ -109,7 +103,6 @@ export class DaemonLog {
 
   /**
    * Logs `message` under `kind`, or counts it when that kind already had its lines this second.
-   * @example log.line("daemon", "policy reloaded: 3 grants")
    */
   line(kind: string, message: string): void {
     const now = this.#now();
@@ -137,7 +130,6 @@ export class DaemonLog {
 
   /**
    * Writes the suppressed counts still pending (at stop, so none is lost).
-   * @example log.flush()
    */
   flush(): void {
     for (const [kind, w] of this.#windows) this.#summarise(kind, w);

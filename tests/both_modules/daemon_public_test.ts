@@ -20,7 +20,7 @@ import {
 } from "../support/ca.ts";
 import { type ClientResponse, rawExchange, request } from "../support/http_client.ts";
 import { verifyIndependently } from "../support/oracle.ts";
-import { curlAsNobody } from "../../lib/http/testing.ts";
+import { curlAsNobody } from "../support/raw_http.ts";
 import { latin1 } from "../../lib/bytes/mod.ts";
 import { readAuditLines } from "../support/audit.ts";
 import {

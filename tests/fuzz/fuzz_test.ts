@@ -5,7 +5,7 @@
  * status the daemon must answer; `policy/*`: policy files), and the policy, index.txt, DER and OCSP request parsers fed fixed-seed inputs.
  */
 import assert from "node:assert/strict";
-import { parseRawResponse } from "../../lib/http/testing.ts";
+import { parseRawResponse } from "../support/raw_http.ts";
 import { judge, runCampaign, sendCase, startFuzzTarget } from "./http_fuzz.ts";
 import { fuzzParsers, PARSER_FUZZERS } from "./parsers.ts";
 import { runPublicCampaign } from "./public_fuzz.ts";

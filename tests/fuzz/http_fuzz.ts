@@ -14,7 +14,7 @@
  * await target.stop();
  * ```
  */
-import { parseRawResponse } from "../../lib/http/testing.ts";
+import { parseRawResponse } from "../support/raw_http.ts";
 import { latin1 } from "../../lib/bytes/mod.ts";
 import { startDaemon, type TestDaemon } from "../support/daemon.ts";
 import { request } from "../support/http_client.ts";

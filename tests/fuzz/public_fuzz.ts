@@ -15,7 +15,7 @@
  * ```
  */
 import { createHash } from "node:crypto";
-import { parseRawResponse } from "../../lib/http/testing.ts";
+import { parseRawResponse } from "../support/raw_http.ts";
 import { concat } from "../../lib/bytes/mod.ts";
 import {
   certIdFor,

@@ -8,7 +8,7 @@
  * ```
  */
 
-import { exchange, parseRawResponse, readToEnd } from "../../lib/http/testing.ts";
+import { exchange, parseRawResponse, readToEnd } from "./raw_http.ts";
 
 /** A parsed answer. `headers` keeps arrival order, names lower-cased; `header()` looks one up. */
 export interface ClientResponse {

@@ -1,0 +1,73 @@
+/**
+ * `svcd serve` and `svcd --check-config`: parse the options, then run the daemon or only its
+ * start-up checks. Every failure prints what was wrong and what to do, and exits non-zero.
+ *
+ * @example
+ * ```ts
+ * Deno.exit(await runServeCommand(["--proxy-uid", "33"], { checkOnly: true }));
+ * ```
+ */
+import { ConfigError, parseServeArgs, type ServeConfig, servedBy, serveHelp } from "./config.ts";
+import { flushLog, runDaemon, StartupError } from "./daemon.ts";
+import { type Finding, startupFindings, stateFileFinding, tokenFindings } from "./checks.ts";
+import { CredentialError } from "../../token/mod.ts";
+import { MAX_POLICY_BYTES } from "../../policy/mod.ts";
+
+/** Runs `serve` (checkOnly false) or `--check-config` (checkOnly true); returns the exit code. */
+export async function runServeCommand(
+  args: string[],
+  opts: { checkOnly: boolean },
+): Promise<number> {
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(serveHelp());
+    return 0;
+  }
+  try {
+    const config = parseServeArgs(args);
+    if (!opts.checkOnly) return await runDaemon(config);
+    return await checkOnly(config);
+  } catch (err) {
+    if (
+      err instanceof ConfigError || err instanceof StartupError || err instanceof CredentialError
+    ) {
+      console.error(`svcd: ${err.message}`);
+      return err instanceof ConfigError ? 2 : 1;
+    }
+    console.error(`svcd: ${(err as Error).message}`);
+    return 1;
+  } finally {
+    flushLog();
+  }
+}
+
+/**
+ * `--check-config`: every finding, one line each with what to do; exit 1 if any is fatal. The
+ * token is opened (found by label, its keys compared with the policy) but never logged in to.
+ */
+async function checkOnly(config: ServeConfig): Promise<number> {
+  const { policy, findings } = await startupFindings(config);
+  const state = stateFileFinding(config);
+  if (state) findings.push(state);
+  findings.push(...await tokenFindings(config, policy));
+  for (const f of findings) console.error(findingLine(f));
+  const fatal = findings.filter((f) => f.fatal).length;
+  if (fatal > 0) {
+    console.error(`configuration NOT OK: ${fatal} fatal finding(s) above; no login attempted`);
+    return 1;
+  }
+  const { tokenLabel, modulePath } = config.token;
+  const size = policy
+    ? ` (${policy.current.size} grant(s), ${policy.fileBytes} of at most ${MAX_POLICY_BYTES} bytes)`
+    : "";
+  console.error(
+    `svcd: check: options, open-file limit, socket, policy${size}, folders, refusal state and ` +
+      `credential svc-pin are fine; token '${tokenLabel}' found through ${modulePath}; ` +
+      `authenticated socket served by ${servedBy(config)}; no login attempted`,
+  );
+  console.log("configuration OK");
+  return 0;
+}
+
+function findingLine(f: Finding): string {
+  return `svcd: check: ${f.fatal ? "FATAL" : "warning"}: ${f.message}`;
+}

@@ -1,0 +1,71 @@
+/**
+ * The routes of the public socket: CA certificates and OCSP, with no client identity, no
+ * policy and no refusal budget (§5 rule 11). Nothing here touches a signing key except through the
+ * OCSP responder, and nothing is logged per request (§6).
+ */
+import type { HttpRequest, HttpResponse } from "../../http/mod.ts";
+import { allowOf, problem, routeFor } from "../../http/mod.ts";
+
+/** What the public routes need: the PEM chain to publish and the one-method OCSP responder. */
+export interface PublicDeps {
+  /** The CA certificate chain, PEM, served as it is. */
+  certificates: Uint8Array;
+  responder: { answer(request: Uint8Array): Promise<Uint8Array> };
+}
+
+/** Media types of the public routes (RFC 8555 §9.1 for the chain, RFC 6960 Appendix A.1 for OCSP). */
+export const PUBLIC_MEDIA_TYPES = {
+  certificates: "application/pem-certificate-chain",
+  ocspResponse: "application/ocsp-response",
+} as const;
+
+type Route = (req: HttpRequest, deps: PublicDeps) => Promise<HttpResponse>;
+
+/** Method → route per path; a path here with another method gets 405 and Allow. */
+const ROUTES: Record<string, Record<string, Route>> = {
+  "/certificates": { GET: certificatesRoute },
+  "/ocsp": { POST: ocspRoute },
+};
+
+/**
+ * Builds the handler of the public listener.
+ */
+export function publicHandler(deps: PublicDeps): (req: HttpRequest) => Promise<HttpResponse> {
+  return (req) => handle(req, deps);
+}
+
+function handle(req: HttpRequest, deps: PublicDeps): Promise<HttpResponse> {
+  // /sign and /verify are not here: 404 like any unknown path, no hint they exist.
+  const methods = ROUTES[req.path];
+  if (!methods) return Promise.resolve(notFound(req.path));
+  const route = routeFor(methods, req.method);
+  if (!route) {
+    const allow = allowOf(methods);
+    return Promise.resolve(
+      problem(405, "Method Not Allowed", `${req.path} accepts ${allow}.`, [["Allow", allow]]),
+    );
+  }
+  return route(req, deps);
+}
+
+function notFound(path: string): HttpResponse {
+  return problem(404, "Not Found", `No route ${path} on the public socket.`);
+}
+
+function certificatesRoute(_req: HttpRequest, deps: PublicDeps): Promise<HttpResponse> {
+  return Promise.resolve({
+    status: 200,
+    headers: [["Content-Type", PUBLIC_MEDIA_TYPES.certificates]],
+    body: deps.certificates,
+  });
+}
+
+/**
+ * Every OCSP answer is a 200 whose body carries the OCSP status, with no
+ * Cache-Control: freshness is the response's nextUpdate (rule 6). The request's Content-Type is not
+ * checked: the body is parsed strictly either way, and an unparseable one is malformedRequest.
+ */
+async function ocspRoute(req: HttpRequest, deps: PublicDeps): Promise<HttpResponse> {
+  const body = await deps.responder.answer(req.body);
+  return { status: 200, headers: [["Content-Type", PUBLIC_MEDIA_TYPES.ocspResponse]], body };
+}

@@ -1,0 +1,89 @@
+/**
+ * The module each public thread runs: its own isolate, event loop, acceptor, queue, deadlines and
+ * PKCS#11 sessions, so anonymous traffic cannot starve the authenticated side. It opens the module
+ * the main isolate already initialised and logged in (login state belongs to the process), finds
+ * the OCSP key, and serves GET /certificates and POST /ocsp until told to close. Only
+ * ./public_threads.ts talks to it, in the messages of ./protocol.ts.
+ */
+import { Listener } from "../../http/mod.ts";
+import { IndexFileSource, Responder } from "../../ocsp/mod.ts";
+import { Token } from "../../token/mod.ts";
+import { stopThread } from "./thread_group.ts";
+import { publicHandler } from "../public/routes.ts";
+import { setThreadNice, threadNice } from "./priority.ts";
+import { checkResponderKey, loadPublicFiles } from "../public/files.ts";
+import type { PublicThreadMessage, PublicThreadReport, PublicThreadSetup } from "./protocol.ts";
+
+// deno-lint-ignore no-explicit-any
+const scope = self as any;
+let listener: Listener | undefined;
+let serving: Promise<void> | undefined;
+let token: Token | undefined;
+
+function report(message: PublicThreadReport): void {
+  scope.postMessage(message);
+}
+
+scope.onmessage = async (e: MessageEvent<PublicThreadMessage>) => {
+  const message = e.data;
+  if (message.kind === "start") {
+    try {
+      await start(message.setup);
+      report({ kind: "listening" });
+    } catch (err) {
+      await stop(0);
+      report({ kind: "failed", message: (err as Error).message });
+    }
+  } else if (message.kind === "close") {
+    await stop(message.graceMs);
+    report({ kind: "closed" });
+  }
+};
+
+async function start(setup: PublicThreadSetup): Promise<void> {
+  // Only ever lower the priority: a unit already niced above --public-nice keeps its value
+  // (raising the priority again would need CAP_SYS_NICE).
+  if (setup.nice > threadNice()) setThreadNice(setup.nice);
+  const files = loadPublicFiles(setup);
+  token = Token.open({ ...setup.token, inlineSignLimitUs: Infinity });
+  token.onDead((err) => report({ kind: "token_dead", message: err.message }));
+  const key = await token.key(setup.ocspLabel);
+  if (!key) {
+    throw new Error(
+      `--ocsp-label '${setup.ocspLabel}': no such key on the token; make it with 'svcd token keygen'`,
+    );
+  }
+  checkResponderKey(files, key);
+  const signingToken = token;
+  const source = new IndexFileSource(setup.revocationDb, {
+    onUnavailable: (why) => report({ kind: "log", message: `ocsp: answering tryLater: ${why}` }),
+  });
+  const responder = new Responder({
+    source,
+    issuer: files.issuer.der,
+    signer: { keyType: key.keyType, sign: (tbs) => signingToken.sign(key, tbs) },
+    responderCertificate: files.responder?.der,
+    validitySeconds: setup.validitySeconds,
+    // A dead token was already told through onDead; the answer is internalError either way.
+    onSignError: (err) =>
+      report({ kind: "log", message: `ocsp: signing failed: ${(err as Error).message}` }),
+  });
+  source.current(); // an unloadable database is said now (onUnavailable), not at the first query
+  listener = Listener.open({
+    path: setup.socket,
+    shared: setup.shared,
+    proxyUid: null,
+    queueDepth: setup.queueDepth,
+    maxBodyBytes: setup.maxBodyBytes,
+    workers: setup.workers,
+    handler: publicHandler({ certificates: files.certificatesPem, responder }),
+    log: (event) => report({ kind: "listener_event", event }),
+  });
+  serving = listener.serve();
+}
+
+async function stop(graceMs: number): Promise<void> {
+  await stopThread({ listener, serving, token }, graceMs);
+  listener = undefined;
+  token = undefined;
+}
