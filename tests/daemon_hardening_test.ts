@@ -1,5 +1,5 @@
 /**
- * Issue 13 over the real daemon: `100 Continue` only for a request the daemon would take (an
+ * Over the real daemon: `100 Continue` only for a request the daemon would take (an
  * ungranted key gets its 403 before the body is sent), `HEAD /health` is GET without a body, and a
  * reload of the largest policy file lets requests through while it is parsed.
  */

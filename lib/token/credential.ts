@@ -67,7 +67,9 @@ const MAX_CREDENTIAL_BYTES = 1024;
  * service manager. Throws CredentialError naming the file and what to do.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { Token } from "./token.ts";
+ * declare const token: Token;
  * const pin = await decryptPinCredential("/etc/svcd/svc-pin.cred");
  * await token.login(pin); // zeroizes it
  * ```

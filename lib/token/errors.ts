@@ -54,7 +54,9 @@ export type KeyUnusableReason =
  * Callers that list keys report it for that key and go on; any other error is not theirs to hide.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { Token } from "./token.ts";
+ * declare const token: Token;
  * try {
  *   await token.key("web");
  * } catch (err) {
@@ -74,8 +76,10 @@ export class KeyUnusableError extends Error {
  * key type whose mechanism the module does not offer.
  *
  * @example
- * ```ts ignore
- * const keys = [];
+ * ```ts
+ * import type { SigningKey, Token } from "./token.ts";
+ * declare const token: Token;
+ * const keys: (SigningKey | undefined)[] = [];
  * try {
  *   keys.push(await token.key("web"));
  * } catch (err) {

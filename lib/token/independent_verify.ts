@@ -4,8 +4,9 @@
  * id-MLDSA65-Ed25519-SHA512). Used by `svcd token selftest` and the tests as an oracle.
  *
  * @example
- * ```ts ignore
- * import { verifyIndependently } from "./independent_verify.ts";
+ * ```ts
+ * import type { SigningKey } from "./token.ts";
+ * declare const key: SigningKey, message: Uint8Array, signature: Uint8Array;
  * const { ok, verifier } = await verifyIndependently(key, message, signature);
  * ```
  */

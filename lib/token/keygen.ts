@@ -4,8 +4,12 @@
  * and the checks that the module offers the mechanism before anything is attempted.
  *
  * @example
- * ```ts ignore
- * import { generateSigningKeyPair, requireKeyGeneration } from "./keygen.ts";
+ * ```ts
+ * import type { Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
+ * import { KEY_TYPES } from "./key_types.ts";
+ * import type { MechanismCatalogue } from "./mechanisms.ts";
+ * import type { Handle } from "./session_ops.ts";
+ * declare const mod: Pkcs11Module, rwSession: Handle, offered: MechanismCatalogue;
  * requireKeyGeneration(offered, KEY_TYPES["ed25519"]);
  * await generateSigningKeyPair(mod, rwSession, KEY_TYPES["ed25519"], "web");
  * ```
@@ -44,11 +48,6 @@ const MAC_KEY_BYTES = 32;
 /**
  * Throws {@link MechanismUnavailableError} unless the module can generate keys of this type (at
  * its size), naming the types it can generate instead.
- *
- * @example
- * ```ts ignore
- * requireKeyGeneration(offered, KEY_TYPES["ml-dsa-65"]);
- * ```
  */
 export function requireKeyGeneration(offered: MechanismCatalogue, spec: KeyTypeSpec): void {
   if (offered.offersFor(spec, spec.keyGenMechanism, CKF_MECHANISM.GENERATE_KEY_PAIR)) return;
@@ -64,11 +63,6 @@ export function requireKeyGeneration(offered: MechanismCatalogue, spec: KeyTypeS
 /**
  * Generates a signing key pair `label` of type `spec` in a read-write session: the private key
  * sensitive, not extractable, signing only; both halves share a random CKA_ID.
- *
- * @example
- * ```ts ignore
- * await generateSigningKeyPair(mod, rwSession, KEY_TYPES["ec-p256"], "web");
- * ```
  */
 export async function generateSigningKeyPair(
   mod: Pkcs11Module,
@@ -107,11 +101,6 @@ export async function generateSigningKeyPair(
 
 /**
  * Throws {@link MechanismUnavailableError} unless the module can make and use the audit MAC key.
- *
- * @example
- * ```ts ignore
- * requireMacKeyGeneration(offered);
- * ```
  */
 export function requireMacKeyGeneration(offered: MechanismCatalogue): void {
   if (
@@ -126,11 +115,6 @@ export function requireMacKeyGeneration(offered: MechanismCatalogue): void {
 /**
  * Generates the sensitive, non-extractable 32-byte CKK_GENERIC_SECRET HMAC key `label`
  * (CKA_SIGN/CKA_VERIFY only) with CKM_GENERIC_SECRET_KEY_GEN.
- *
- * @example
- * ```ts ignore
- * generateMacSecret(mod, rwSession, "svc-audit");
- * ```
  */
 export function generateMacSecret(mod: Pkcs11Module, session: Handle, label: string): Handle {
   return generateKey(mod, session, { mechanism: CKM.GENERIC_SECRET_KEY_GEN }, [

@@ -13,7 +13,9 @@
  * Label of the HMAC-SHA256 secret that chains the audit log.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { Token } from "./token.ts";
+ * declare const token: Token, line: Uint8Array;
  * await token.mac(AUDIT_MAC_LABEL, line);
  * ```
  */
@@ -23,7 +25,9 @@ export const AUDIT_MAC_LABEL = "svc-audit";
  * Label of the Ed25519 key pair that signs audit checkpoints.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { Token } from "./token.ts";
+ * declare const token: Token;
  * const key = await token.key(AUDIT_SIGN_LABEL);
  * ```
  */

@@ -3,8 +3,9 @@
  * type can be generated and signed with here, and which of a key type's signing mechanisms to use.
  *
  * @example
- * ```ts ignore
- * import { MechanismCatalogue } from "./mechanisms.ts";
+ * ```ts
+ * import type { Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
+ * declare const mod: Pkcs11Module, slot: number;
  * const offered = new MechanismCatalogue(mod, slot);
  * offered.keyTypes(); // ["ec-p256", "ed25519", …]
  * ```
@@ -33,7 +34,9 @@ import {
  * The mechanisms of one slot, cached: a module's answer does not change while it is loaded.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { CKF_MECHANISM, CKM, type Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
+ * declare const mod: Pkcs11Module, slot: number;
  * const offered = new MechanismCatalogue(mod, slot);
  * if (!offered.offers(CKM.ML_DSA, CKF_MECHANISM.SIGN)) console.log("no ML-DSA here");
  * ```

@@ -4,8 +4,12 @@
  * growing at its current size and later callers wait for a session to be returned.
  *
  * @example
- * ```ts ignore
- * import { SessionPool } from "./pool.ts";
+ * ```ts
+ * import type { Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
+ * import { isTokenDead } from "./errors.ts";
+ * import { type Handle, type MechanismChoice, openSession, signOnce } from "./session_ops.ts";
+ * declare const mod: Pkcs11Module, slot: number, key: Handle, mechanism: MechanismChoice;
+ * declare const data: Uint8Array;
  * const pool = new SessionPool({
  *   open: () => ({ handle: openSession(mod, slot) }),
  *   close: (handle) => mod.fn.C_CloseSession(handle),
@@ -154,7 +158,6 @@ export class SessionPool {
   /**
    * Resolves true once no session is lent out, or false after `timeoutMs` — for a stop that must
    * not close sessions under a running operation.
-   * @example if (await pool.whenIdle(5000)) pool.close();
    */
   whenIdle(timeoutMs: number): Promise<boolean> {
     if (this.#all.size === this.#idle.length) return Promise.resolve(true);

@@ -3,8 +3,8 @@
  * PIN stored only in the svc-pin credential, and the audit keys created.
  *
  * @example
- * ```ts ignore
- * import { initToken } from "./provision.ts";
+ * ```ts
+ * declare const modulePath: string;
  * await initToken({ modulePath, tokenLabel: "svcd", credential: { plainDir: "/tmp/creds" } }, console.log);
  * ```
  */
@@ -84,7 +84,8 @@ export async function initToken(
  * plain DIR/svc-pin (0400) for tests and demos. Never overwrites one. Returns the path written.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const pin: Uint8Array;
  * await writePinCredential({ encryptedFile: "/etc/svcd/svc-pin.cred.new" }, pin);
  * ```
  */

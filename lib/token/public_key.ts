@@ -4,8 +4,10 @@
  * standard SubjectPublicKeyInfo, and the fingerprint `svcd token list` prints.
  *
  * @example
- * ```ts ignore
- * import { identifyKeyType, readPublicKey } from "./public_key.ts";
+ * ```ts
+ * import type { Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
+ * import type { Handle } from "./session_ops.ts";
+ * declare const mod: Pkcs11Module, session: Handle, handle: Handle;
  * const spec = identifyKeyType(mod, session, handle, "web");
  * const { publicKeyRaw, publicKeySpki } = readPublicKey(mod, session, handle, spec, "web");
  * ```
@@ -31,7 +33,10 @@ export interface PublicKey {
  * type svcd does not sign with.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
+ * import type { Handle } from "./session_ops.ts";
+ * declare const mod: Pkcs11Module, session: Handle, pub: Handle;
  * identifyKeyType(mod, session, pub, "web").name; // "ec-p256"
  * ```
  */
@@ -99,11 +104,6 @@ function bitLength(bytes: Uint8Array): number {
 /**
  * The public value of a key object of type `spec`, raw and as SPKI; throws
  * {@link KeyUnusableError} when it is missing or the wrong size.
- *
- * @example
- * ```ts ignore
- * const { publicKeySpki } = readPublicKey(mod, session, pub, KEY_TYPES["ed25519"], "web");
- * ```
  */
 export function readPublicKey(
   mod: Pkcs11Module,
@@ -166,7 +166,9 @@ function ecPointRaw(value: Uint8Array, spec: KeyTypeSpec, label: string): Uint8A
  * SHA-256 of the SPKI (or of the raw key where no SPKI exists), hex.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { SigningKey } from "./token.ts";
+ * declare const key: SigningKey;
  * console.log(`${key.label} ${fingerprint(key)}`);
  * ```
  */

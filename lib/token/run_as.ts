@@ -4,8 +4,10 @@
  * unreadable to the daemon. Root stays root only for what needs it (systemd-creds).
  *
  * @example
- * ```ts ignore
- * const keys = await asUser("svcd", async () => (await openToken()).listKeys());
+ * ```ts
+ * import { Token, type TokenOptions } from "./token.ts";
+ * declare const options: TokenOptions;
+ * const keys = await asUser("svcd", () => Token.open(options).listKeys());
  * ```
  */
 import { becomeUser, errno, getpwnam, libc, restoreRoot } from "../../ffi/libc.ts";
@@ -20,8 +22,10 @@ export class RunAsError extends Error {
  * back to root. Without a name, runs `work` as the caller.
  *
  * @example
- * ```ts ignore
- * await asUser("svcd", () => initialiseToken());
+ * ```ts
+ * import { initToken, type InitOptions } from "./provision.ts";
+ * declare const options: InitOptions;
+ * await asUser("svcd", () => initToken(options, console.log));
  * ```
  */
 export async function asUser<T>(name: string | undefined, work: () => Promise<T>): Promise<T> {
@@ -71,7 +75,10 @@ export function isRoot(): boolean {
  * For commands that write their own files as root but must do the token work as the daemon's user.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { type Common, openLoggedIn } from "./cli.ts";
+ * import type { SigningKey } from "./token.ts";
+ * declare const common: Common, pin: Uint8Array, key: SigningKey, tbs: Uint8Array;
  * const token = callsAsUser(await asUser("svcd", () => openLoggedIn(common, pin)), "svcd");
  * await token.sign(key, tbs); // C_Sign as svcd
  * ```

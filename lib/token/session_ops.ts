@@ -4,8 +4,9 @@
  * buffers they hand to the module for the whole call.
  *
  * @example
- * ```ts ignore
- * import { findObjects } from "./session_ops.ts";
+ * ```ts
+ * import { CKA, type Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
+ * declare const mod: Pkcs11Module, session: Handle;
  * const handles = findObjects(mod, session, [{ type: CKA.LABEL, value: utf8("svc-audit") }]);
  * ```
  */

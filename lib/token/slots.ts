@@ -3,8 +3,9 @@
  * slot number: ids change after C_InitToken).
  *
  * @example
- * ```ts ignore
- * import { findSlotByLabel } from "./slots.ts";
+ * ```ts
+ * import type { Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
+ * declare const mod: Pkcs11Module;
  * const slot = findSlotByLabel(mod, "svcd");
  * ```
  */
@@ -21,7 +22,9 @@ import {
  * Slot ids (C_GetSlotList).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
+ * declare const mod: Pkcs11Module;
  * listSlots(mod, true); // slots with a token present
  * ```
  */
@@ -46,11 +49,6 @@ export function listSlots(mod: Pkcs11Module, tokenPresent: boolean): number[] {
 /**
  * The slot of the one initialised token labelled `label`; the error names the labels found and
  * what to do.
- *
- * @example
- * ```ts ignore
- * const slot = findSlotByLabel(mod, "svcd");
- * ```
  */
 export function findSlotByLabel(mod: Pkcs11Module, label: string): number {
   const matches: number[] = [];

@@ -407,7 +407,6 @@ export class Token {
 
   /**
    * Resolves true once no pooled session is in use, false after `timeoutMs`.
-   * @example if (await token.whenIdle(5000)) token.close();
    */
   whenIdle(timeoutMs: number): Promise<boolean> {
     return this.#pool.whenIdle(timeoutMs);

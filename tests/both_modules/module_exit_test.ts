@@ -15,8 +15,8 @@ const CHILD = new URL("../support/sign_then_exit.ts", import.meta.url).pathname;
 Deno.test({
   name: "module: a process that signed on the runtime's threads exits 0, never aborts at exit",
   fn: async () => {
-    // Two lanes, as this machine has two cores, each with its own token: SoftHSM2 answers
-    // CKR_GENERAL_ERROR to a C_Login while another process logs in to the same token.
+    // Two lanes, enough to keep a two-core machine busy, each with its own token: SoftHSM2
+    // answers CKR_GENERAL_ERROR to a C_Login while another process logs in to the same token.
     const tokens = [await makeTestToken({ keys: { k: "ec-p256" } })];
     try {
       tokens.push(await makeTestToken({ keys: { k: "ec-p256" } }));

@@ -6,7 +6,8 @@
  * bytes on every run, whatever the concurrency.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const fixture: Fixture;
  * const c = generateCase(42, 7, fixture);
  * c.bytes; // what is written to the socket; c.writes: where the writes split it
  * ```
@@ -92,7 +93,8 @@ const EXTRA_HEADERS: Array<[string, string]> = [
  * Case `index` of `seed`: its own generator, so that cases are independent of each other.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const fx: Fixture;
  * const same = generateCase(1, 5, fx).bytes; // identical on every call
  * ```
  */

@@ -148,7 +148,9 @@ export interface Exchange {
  * closes, or the guard (a hang) fires.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { FuzzCase } from "./grammar.ts";
+ * declare const target: FuzzTarget, fuzzCase: FuzzCase;
  * const ex = await sendCase(target.daemon.socket, fuzzCase);
  * ```
  */
@@ -214,7 +216,9 @@ export interface Judgement {
  * key decide.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { Fixture, FuzzCase } from "./grammar.ts";
+ * declare const fixture: Fixture, fuzzCase: FuzzCase, exchange: Exchange;
  * const j = await judge(fixture, fuzzCase.bytes, exchange);
  * if (j.finding) console.log(j.finding);
  * ```
@@ -274,7 +278,9 @@ export async function judge(
  * The bytes after any interim (1xx) answers, e.g. `100 Continue`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { parseRawResponse } from "../../lib/http/testing.ts";
+ * declare const raw: Uint8Array;
  * parseRawResponse(finalAnswer(raw)).status;
  * ```
  */
@@ -409,7 +415,8 @@ export interface CampaignOptions {
  * the daemon's process (alive, RSS, fds) every few hundred cases.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const target: FuzzTarget;
  * const r = await runCampaign(target, { seed: 7, cases: 500 });
  * r.findings.length; // 0 when nothing was found
  * ```

@@ -9,7 +9,8 @@
  * `Allow: POST`; /sign and /verify 404; no 500.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { startFuzzTarget } from "./http_fuzz.ts";
  * const target = await startFuzzTarget({ publicListener: true });
  * const r = await runPublicCampaign(target, { seed: 1, cases: 500 });
  * ```
@@ -62,11 +63,6 @@ export interface PublicFixture {
 
 /**
  * Case `index` of `seed` for the public socket.
- *
- * @example
- * ```ts ignore
- * const c = publicCase(1, 0, fixture);
- * ```
  */
 export function publicCase(seed: number, index: number, pf: PublicFixture): FuzzCase {
   const rng = new Prng((seed * 0x2545f491 + index * 0x9e3779b1 + 0x1b873593) >>> 0);
@@ -94,8 +90,11 @@ export function publicCase(seed: number, index: number, pf: PublicFixture): Fuzz
  * Judges one answer of the public socket; a finding or undefined, and the outcome for the tally.
  *
  * @example
- * ```ts ignore
- * const j = await judgePublic(fixture, c.bytes, await sendCase(fixture.socket, c));
+ * ```ts
+ * import type { FuzzCase } from "./grammar.ts";
+ * import { sendCase } from "./http_fuzz.ts";
+ * declare const fixture: PublicFixture, c: FuzzCase;
+ * const j = await judgePublic(fixture, c.bytes, (await sendCase(fixture.socket, c)).raw);
  * ```
  */
 export async function judgePublic(
@@ -197,11 +196,6 @@ async function judgeOcsp(
 
 /**
  * Runs `cases` public-socket cases, `concurrency` at a time.
- *
- * @example
- * ```ts ignore
- * const r = await runPublicCampaign(target, { seed: 7, cases: 300 });
- * ```
  */
 export async function runPublicCampaign(
   t: FuzzTarget,

@@ -4,8 +4,7 @@
  * initialised, the user PIN set and the user logged in on one read-write session.
  *
  * @example
- * ```ts ignore
- * import { openSvcmod } from "./module/fixture.ts";
+ * ```ts
  * const t = await openSvcmod();
  * // t.mod.fn.C_SignInit(t.session, ...)
  * await t.close();

@@ -2,7 +2,9 @@
  * Reads the audit lines a test daemon wrote, oldest file first, as parsed JSON objects.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { TestDaemon } from "./daemon.ts";
+ * declare const daemon: TestDaemon;
  * const signs = (await readAuditLines(daemon.auditDir)).filter((l) => l.event === "sign");
  * ```
  */
@@ -41,7 +43,8 @@ export async function readAuditLines(dir: string): Promise<AuditLine[]> {
  * The same lines one at a time, read as a stream: a soak's log (a gigabyte) is never one string.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const dir: string, seen: Set<unknown>;
  * for await (const l of auditLines(dir)) if (l.event === "sign") seen.add(l.signature_sha256);
  * ```
  */
@@ -84,7 +87,11 @@ const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
  * Runs `svcd audit verify --dir DIR` against a test token (logging in through its credential).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import type { TestDaemon } from "./daemon.ts";
+ * import type { TestToken } from "./token.ts";
+ * declare const token: TestToken, daemon: TestDaemon;
  * const r = await runAuditVerify(token, daemon.auditDir);
  * assert.equal(r.code, 0, r.text);
  * ```
@@ -114,11 +121,6 @@ export function runAuditVerify(
 /**
  * The closing check after an audit outage: the log holds exactly the `served` signatures (SHA-256
  * hex, in order), says it resumed, and `svcd audit verify` passes over it.
- *
- * @example
- * ```ts ignore
- * await assertLoggedAfterOutage(token, auditDir, served);
- * ```
  */
 export async function assertLoggedAfterOutage(
   token: { env: Record<string, string>; modulePath: string; tokenLabel: string },

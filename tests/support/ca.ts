@@ -3,7 +3,9 @@
  * openssl command line, for the CA tool's tests.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { TestToken } from "./token.ts";
+ * declare const token: TestToken;
  * const ca = await makeTestCa(token, { keyLabel: "ca", keyType: "ec-p256" });
  * const csr = await opensslRequest(ca.dir, "alice", "/C=DE/O=Example/CN=alice");
  * const issued = await ca.issue(["--csr", csr.request, "--grant", "web"]);
@@ -37,11 +39,6 @@ export interface Issued {
 
 /**
  * Runs `svcd ca init` (with --key-type the key is generated, else the label must exist).
- *
- * @example
- * ```ts ignore
- * const ca = await makeTestCa(token, { keyLabel: "ca-ed", subject: "CN=Ed CA" });
- * ```
  */
 export async function makeTestCa(
   token: TestToken,
@@ -73,11 +70,6 @@ export async function makeTestCa(
 
 /**
  * Reads what `svcd ca issue` printed.
- *
- * @example
- * ```ts ignore
- * parseIssued(result.stdout).policyLines;
- * ```
  */
 export function parseIssued(stdout: string): Issued {
   const lines = stdout.split("\n");
@@ -103,7 +95,8 @@ export function parseIssued(stdout: string): Issued {
  * Runs openssl and asserts success; returns its output.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const ca: TestCa, cert: string;
  * await openssl(["verify", "-CAfile", ca.caPem, cert]);
  * ```
  */
@@ -115,11 +108,6 @@ export async function openssl(args: string[]): Promise<string> {
 
 /**
  * A client key and PKCS#10 request made by openssl (`-subj` takes the slash form, and -utf8).
- *
- * @example
- * ```ts ignore
- * const { key, request } = await opensslRequest(dir, "bob", "/CN=bob", "ed25519");
- * ```
  */
 export async function opensslRequest(
   dir: string,
@@ -154,7 +142,10 @@ export interface PublicListenerSetup {
  * `svcd serve` options for a public listener at `socket` answering OCSP for `ca` (its key `label`).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { startDaemon } from "./daemon.ts";
+ * import type { TestToken } from "./token.ts";
+ * declare const token: TestToken, policy: string, ca: TestCa, work: string;
  * const daemon = await startDaemon({ token, policy, args: publicListenerArgs(ca, `${work}/public.sock`) });
  * ```
  */
@@ -176,7 +167,10 @@ export function publicListenerArgs(ca: TestCa, socket: string, label = "ca"): st
  * options for a public listener at `workDir/public.sock` answering OCSP for that CA.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { startDaemon } from "./daemon.ts";
+ * import type { TestToken } from "./token.ts";
+ * declare const token: TestToken, policy: string, workDir: string;
  * const pub = await publicListenerSetup(token, workDir);
  * const daemon = await startDaemon({ token, policy, workDir, args: pub.args });
  * ```

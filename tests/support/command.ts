@@ -57,8 +57,10 @@ export function runDeno(
  * afterwards, whatever `fn` does. Root only.
  *
  * @example
- * ```ts ignore
- * await withTempUser("svcd-t", "svcd-runas-", async (user, dir) => { … user.name, user.uid … });
+ * ```ts
+ * await withTempUser("svcd-t", "svcd-runas-", async (user, dir) => {
+ *   await Deno.chown(dir, user.uid, null); // a folder the user may write in
+ * });
  * ```
  */
 export async function withTempUser(

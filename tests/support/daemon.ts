@@ -3,9 +3,17 @@
  * prints "listening on" to stderr), never by sleeping.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { request } from "./http_client.ts";
+ * import type { TestToken } from "./token.ts";
+ * declare const token: TestToken;
  * const d = await startDaemon({ token, policy: "CN=a\tk\n" });
- * const res = await request(d.socket, { method: "POST", path: "/sign", ... });
+ * const res = await request(d.socket, {
+ *   method: "POST",
+ *   path: "/sign",
+ *   headers: [["X-SVC-Client-Subject", "CN=a"], ["X-SVC-Key", "k"]],
+ *   body: "message",
+ * });
  * await d.stop();
  * ```
  */
@@ -59,11 +67,6 @@ export interface TestDaemon {
 /**
  * The options of `svcd serve` for a daemon whose files live in `workDir` (socket `auth.sock`,
  * `policy`, `audit/`, `state/`) on a test token.
- *
- * @example
- * ```ts ignore
- * const args = serveArgs(token, workDir, Deno.uid());
- * ```
  */
 export function serveArgs(
   token: Pick<DaemonToken, "modulePath" | "tokenLabel">,
@@ -93,11 +96,6 @@ export function serveArgs(
 
 /**
  * Spawns the daemon and resolves once it is listening; rejects with its log if it exits first.
- *
- * @example
- * ```ts ignore
- * const d = await startDaemon({ token, policy: "" });
- * ```
  */
 export async function startDaemon(opts: DaemonOptions): Promise<TestDaemon> {
   // Its files are still read after stop() (the audit log, the state): removed with the module.

@@ -3,7 +3,8 @@
  * send duplicate or malformed headers) and reads the answer to EOF (the daemon always closes).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const sock: string, body: Uint8Array;
  * const res = await request(sock, { method: "POST", path: "/sign", headers: [["X-SVC-Key", "k"]], body });
  * ```
  */
@@ -39,7 +40,8 @@ export async function request(socket: string, req: ClientRequest): Promise<Clien
  * The bytes of a request as `request()` sends them.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const conn: Deno.Conn;
  * await conn.write(encodeRequest({ method: "POST", path: "/sign", body: "m" }));
  * ```
  */
@@ -60,7 +62,8 @@ export function encodeRequest(req: ClientRequest): Uint8Array {
  * before any byte is an empty answer.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const sock: string;
  * const raw = await rawExchange(sock, new TextEncoder().encode("GET / HTTP/1.1\r\nHost: svcd\r\n\r\n"));
  * ```
  */
@@ -76,11 +79,6 @@ export async function rawExchange(socket: string, bytes: Uint8Array): Promise<Ui
 
 /**
  * Reads everything until EOF (a reset after data ends the answer the same way).
- *
- * @example
- * ```ts ignore
- * const raw = await readAll(conn);
- * ```
  */
 export const readAll: (conn: Deno.Conn) => Promise<Uint8Array> = readToEnd;
 
@@ -89,7 +87,8 @@ export const readAll: (conn: Deno.Conn) => Promise<Uint8Array> = readToEnd;
  * status 0.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const conn: Deno.Conn;
  * parseResponse(await readAll(conn)).status;
  * ```
  */

@@ -8,7 +8,8 @@
  * every container, loop devices often are).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const dir: string;
  * const disk = await LoopDisk.mount(dir);
  * disk.failWrites(); // fdatasync in dir now fails with EIO
  * disk.heal();

@@ -4,7 +4,8 @@
  * may write in). Each is unmounted and its mount point removed by `cleanup()`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const pin: string;
  * const ram = await mountFs("ramfs");
  * try { await Deno.copyFile(pin, `${ram.path}/svc-pin`); } finally { await ram.cleanup(); }
  * ```

@@ -3,7 +3,10 @@
  * tests: only paths and ports are changed, inside a minimal nginx.conf; workers run as www-data.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { TestDaemon } from "./daemon.ts";
+ * import type { Pki } from "./pki.ts";
+ * declare const dir: string, pki: Pki, daemon: TestDaemon, body: Uint8Array;
  * const nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
  * const res = await curlNginx(nginx, pki, pki.clients[0], "/sign", [["X-SVC-Key", "k"]], body);
  * await nginx.stop();
@@ -179,11 +182,6 @@ export interface CurlResult {
 /**
  * A request through nginx's authenticated server with curl, with a client certificate or none;
  * the server certificate is checked against `tls.caCert`, for `tls.host` (default localhost).
- *
- * @example
- * ```ts ignore
- * await curlNginx(nginx, pki, pki.clients[0], "/token", []);
- * ```
  */
 export async function curlNginx(
   nginx: Pick<TestNginx, "port">,

@@ -4,7 +4,11 @@
  * a thread (never by sleeping).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { startDaemon } from "./daemon.ts";
+ * import type { TestToken } from "./token.ts";
+ * declare const dir: string, token: TestToken, policy: string;
  * const n = listenNotify(`${dir}/notify.sock`);
  * const d = await startDaemon({ token: { ...token, env: { ...token.env, NOTIFY_SOCKET: n.path } }, policy });
  * assert.match(await n.next(), /READY=1/);

@@ -4,7 +4,9 @@
  * no ML-DSA), and signers over those keys that behave as a token does (raw signatures).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { type RevocationSource, Responder } from "../../lib/ocsp/mod.ts";
+ * declare const dir: string, source: RevocationSource;
  * const ca = await opensslCa(dir, "ec-p256");
  * const responder = new Responder({ source, issuer: ca.der, signer: ca.signer });
  * ```

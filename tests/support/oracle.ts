@@ -5,7 +5,9 @@
  * public key from the daemon's /token answer rather than a SigningKey.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
+ * declare const raw: Uint8Array, spki: Uint8Array, message: Uint8Array, signature: Uint8Array;
  * assert.ok(await verifyIndependently("ec-p256", { raw, spki }, message, signature));
  * ```
  */

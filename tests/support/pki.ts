@@ -3,7 +3,8 @@
  * certificate for localhost, client certificates, and a rogue CA the proxy does not trust.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const dir: string;
  * const pki = await makePki(dir, ["CN=alice,O=Example,C=DE"]);
  * pki.clients[0].cert; // path of alice's certificate
  * ```
@@ -149,11 +150,6 @@ async function writeCaConfig(dir: string, ca: { cert: string; key: string }): Pr
 /**
  * Revokes a client certificate in the CA's database and rewrites the CRL (`pki.crl`); the proxy
  * refuses the certificate once it reloads the CRL.
- *
- * @example
- * ```ts ignore
- * await revokeClient(pki, pki.clients[1].cert);
- * ```
  */
 export async function revokeClient(pki: Pki, cert: string): Promise<void> {
   await openssl(["ca", "-config", pki.caConfig, "-revoke", cert]);

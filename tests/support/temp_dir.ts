@@ -10,7 +10,6 @@
 
 /**
  * A new temporary folder, removed with everything in it when the test module ends.
- * @example const dir = moduleTempDir("svcd-daemon-");
  */
 export function moduleTempDir(prefix: string): string {
   const dir = Deno.makeTempDirSync({ prefix });

@@ -7,7 +7,8 @@
  * expanded in Exec lines as systemd does (`$VAR` splits into words, `${VAR}` stays one word).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const env: Record<string, string>;
  * const unit = await readUnit("/usr/lib/systemd/system/svcd.service");
  * const argv = unit.command("ExecStart", env);
  * ```
@@ -29,7 +30,8 @@ export interface ServiceUnit {
  * Reads a unit file (continuation lines joined, comments dropped).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const path: string;
  * (await readUnit(path)).value("User"); // "svcd"
  * ```
  */
@@ -104,7 +106,8 @@ function splitWords(line: string): string[] {
  * Group=, the user's groups and SupplementaryGroups=, a clean environment, and UMask=.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const unit: ServiceUnit, argv: string[], env: Record<string, string>;
  * const cmd = await asUnitWould(unit, argv, env);
  * new Deno.Command(cmd[0], { args: cmd.slice(1) });
  * ```
@@ -152,7 +155,8 @@ async function userGroups(user: string): Promise<string[]> {
  * variables systemd sets for them.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * declare const unit: ServiceUnit, env: Record<string, string>;
  * Object.assign(env, await makeUnitDirectories(unit));
  * ```
  */
