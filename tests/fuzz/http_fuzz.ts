@@ -279,7 +279,7 @@ export async function judge(
  *
  * @example
  * ```ts
- * import { parseRawResponse } from "../../lib/http/testing.ts";
+ * import { parseRawResponse } from "../support/raw_http.ts";
  * declare const raw: Uint8Array;
  * parseRawResponse(finalAnswer(raw)).status;
  * ```

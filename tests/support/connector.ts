@@ -7,7 +7,7 @@
  *
  * @example
  * ```sh
- * deno run -A lib/http/testing_connector.ts /tmp/x/auth.sock 4 < /dev/null
+ * deno run -A tests/support/connector.ts /tmp/x/auth.sock 4 < /dev/null
  * ```
  */
 import { setImmediate } from "node:timers";

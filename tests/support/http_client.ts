@@ -58,7 +58,7 @@ export function encodeRequest(req: ClientRequest): Uint8Array {
 }
 
 /**
- * Writes raw bytes and reads until the server closes (lib/http/testing.ts's exchange); a reset
+ * Writes raw bytes and reads until the server closes (./raw_http.ts's exchange); a reset
  * before any byte is an empty answer.
  *
  * @example
