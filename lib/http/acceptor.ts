@@ -1,5 +1,5 @@
 /**
- * Admission at accept time: who may hold a connection. A peer whose SO_PEERCRED cannot be read or
+ * Acceptance: who may hold a connection. A peer whose SO_PEERCRED cannot be read or
  * whose uid is not the proxy's is refused without a byte; past the queue depth a connection gets
  * one constant 503 and is closed.
  *
@@ -21,7 +21,7 @@ export const QUEUE_FULL_BYTES: Uint8Array = serializeResponse(
 
 /** What happens to an accepted connection. */
 export type AcceptVerdict =
-  | { kind: "admit"; peer: PeerCred }
+  | { kind: "accept"; peer: PeerCred }
   | { kind: "no_peer" }
   | { kind: "refused_uid"; peer: PeerCred }
   | { kind: "queue_full" };
@@ -32,7 +32,7 @@ export type AcceptVerdict =
  *
  * @example
  * ```ts
- * acceptVerdict({ pid: 1, uid: 33, gid: 33 }, 33, 0, 256).kind; // "admit"
+ * acceptVerdict({ pid: 1, uid: 33, gid: 33 }, 33, 0, 256).kind; // "accept"
  * ```
  */
 export function acceptVerdict(
@@ -44,5 +44,5 @@ export function acceptVerdict(
   if (peer === null) return { kind: "no_peer" };
   if (proxyUid !== null && peer.uid !== proxyUid) return { kind: "refused_uid", peer };
   if (held >= queueDepth) return { kind: "queue_full" };
-  return { kind: "admit", peer };
+  return { kind: "accept", peer };
 }

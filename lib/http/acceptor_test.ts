@@ -10,8 +10,8 @@ Deno.test("acceptor: unknown peer, other uid, full queue, admitted — in that o
     peer: { ...proxy, uid: 0 },
   });
   assert.equal(acceptVerdict(proxy, 33, 1, 1).kind, "queue_full");
-  assert.deepEqual(acceptVerdict(proxy, 33, 0, 1), { kind: "admit", peer: proxy });
-  assert.equal(acceptVerdict({ ...proxy, uid: 0 }, null, 0, 1).kind, "admit", "public socket");
+  assert.deepEqual(acceptVerdict(proxy, 33, 0, 1), { kind: "accept", peer: proxy });
+  assert.equal(acceptVerdict({ ...proxy, uid: 0 }, null, 0, 1).kind, "accept", "public socket");
   assert.match(
     new TextDecoder().decode(QUEUE_FULL_BYTES),
     /^HTTP\/1\.1 503 .*\r\nRetry-After: 1\r\n/s,

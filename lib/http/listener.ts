@@ -51,7 +51,7 @@ import {
   type UnixListenerSocket,
 } from "./socket.ts";
 import { heldByOthers, publishHeld, type SharedSocket } from "./shared_socket.ts";
-import type { Admission, Handler, HttpRequest, HttpResponse, ListenerEvent } from "./types.ts";
+import type { ContinueCheck, Handler, HttpRequest, HttpResponse, ListenerEvent } from "./types.ts";
 import { WorkQueue } from "./work_queue.ts";
 
 /** Options of one listener. */
@@ -77,7 +77,7 @@ export interface ListenerOptions {
    * (sent at once, the body not read); undefined sends `100 Continue`. Without it, every such
    * request gets `100 Continue`.
    */
-  admit?: Admission;
+  continueCheck?: ContinueCheck;
   log?: (event: ListenerEvent) => void;
   /**
    * Serve a socket opened elsewhere and shared with listeners in other isolates (each accepts from
@@ -138,8 +138,8 @@ const READER_POOL = 64;
  */
 export class Listener {
   #opts:
-    & Required<Omit<ListenerOptions, "log" | "admit" | "shared">>
-    & Pick<ListenerOptions, "log" | "admit" | "shared">;
+    & Required<Omit<ListenerOptions, "log" | "continueCheck" | "shared">>
+    & Pick<ListenerOptions, "log" | "continueCheck" | "shared">;
   #sock: UnixListenerSocket;
   #ep: number;
   #wake: number;
@@ -378,7 +378,7 @@ export class Listener {
   #accept(fd: number): void {
     const held = this.#held() + (this.#opts.shared ? heldByOthers(this.#opts.shared) : 0);
     const verdict = acceptVerdict(peerCred(fd), this.#opts.proxyUid, held, this.#opts.queueDepth);
-    if (verdict.kind !== "admit") return this.#refuse(fd, verdict, held);
+    if (verdict.kind !== "accept") return this.#refuse(fd, verdict, held);
     const peer = verdict.peer;
     const conn: Conn = {
       fd,
@@ -399,7 +399,7 @@ export class Listener {
     this.#readFrom(conn, 0);
   }
 
-  #refuse(fd: number, verdict: Exclude<AcceptVerdict, { kind: "admit" }>, held: number): void {
+  #refuse(fd: number, verdict: Exclude<AcceptVerdict, { kind: "accept" }>, held: number): void {
     if (verdict.kind === "no_peer") {
       this.#opts.log?.({
         kind: "refused_peer",
@@ -482,7 +482,11 @@ export class Listener {
    */
   #continueOrRefuse(conn: Conn, reader: RequestReader): boolean {
     const head = reader.head;
-    const refusal = this.#opts.admit?.({ ...head, path: pathOf(head.target), peer: conn.peer });
+    const refusal = this.#opts.continueCheck?.({
+      ...head,
+      path: pathOf(head.target),
+      peer: conn.peer,
+    });
     if (refusal) {
       conn.unread = true;
       this.#respond(conn, refusal, undefined, head.method === "HEAD");

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import {
-  type Admission,
+  type ContinueCheck,
   DEFAULT_MAX_HEADER_BYTES,
   type HttpRequest,
   Listener,
@@ -22,7 +22,7 @@ import {
 async function withEcho(
   fn: (path: string, seen: HttpRequest[], l: Listener) => Promise<void>,
   maxBodyBytes = 1024,
-  admit?: Admission,
+  continueCheck?: ContinueCheck,
 ): Promise<void> {
   const dir = moduleTempDir("svcd-strict-");
   const path = `${dir}/s.sock`;
@@ -32,7 +32,7 @@ async function withEcho(
     proxyUid: Deno.uid(),
     workers: 2,
     maxBodyBytes,
-    admit,
+    continueCheck,
     handler: (req) => {
       seen.push(req);
       return Promise.resolve({ status: 200, body: req.body });
@@ -221,7 +221,7 @@ Deno.test("a body of exactly the limit is served; Expect: 100-continue gets 100 
 
 Deno.test("Expect: 100-continue: a request the admission check refuses gets its final answer, no 100, no body read", async () => {
   const heads: string[] = [];
-  const admit: Admission = (head) => {
+  const continueCheck: ContinueCheck = (head) => {
     heads.push(`${head.method} ${head.path} ${head.headers.map(([n]) => n).join(",")}`);
     return head.path === "/no" ? problem(403, "Forbidden", "not for you") : undefined;
   };
@@ -260,7 +260,7 @@ Deno.test("Expect: 100-continue: a request the admission check refuses gets its 
       assert.equal(heads.length, 2);
     },
     1024,
-    admit,
+    continueCheck,
   );
 });
 

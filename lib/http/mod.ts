@@ -26,7 +26,7 @@ export { problem, PROBLEM_TYPE, PROBLEM_URN, typedProblem } from "./problem.ts";
 export { allowOf, routeFor } from "./routes.ts";
 export { DEFAULT_MAX_HEADER_BYTES } from "./parse.ts";
 export type {
-  Admission,
+  ContinueCheck,
   Handler,
   HttpRequest,
   HttpResponse,

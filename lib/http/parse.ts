@@ -120,7 +120,7 @@ export class RequestReader {
 
   /**
    * The request line and headers read so far (complete once `headersDone`).
-   * @example if (reader.wantsContinue) admit(reader.head)
+   * @example if (reader.wantsContinue) continueCheck(reader.head)
    */
   get head(): Omit<ParsedRequest, "body"> {
     return { method: this.#method, target: this.#url, headers: pairs(this.#flat) };

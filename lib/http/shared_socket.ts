@@ -3,7 +3,7 @@
  * the same file descriptor (the kernel hands every connection to exactly one accept), and the
  * queue depth bounds the connections all of them hold together. Each listener publishes how many
  * it holds in its own slot of a SharedArrayBuffer at every change; an admission adds the others'
- * slots to its own count. Two listeners admitting in the same instant can each miss the other's
+ * slots to its own count. Two listeners accepting in the same instant can each miss the other's
  * newest connection, so the bound can be passed by at most one connection per other listener.
  *
  * @example

@@ -37,7 +37,7 @@ export type RequestHead = Omit<HttpRequest, "body" | "id">;
  * Decides a request that asked for `100 Continue` from its head alone: a response is sent at once
  * (its body is never read, the connection closes); undefined lets the body come.
  */
-export type Admission = (head: RequestHead) => HttpResponse | undefined;
+export type ContinueCheck = (head: RequestHead) => HttpResponse | undefined;
 
 /** Serves one request. A rejection becomes a 500 problem; the listener keeps serving. */
 export type Handler = (req: HttpRequest) => Promise<HttpResponse>;

@@ -4,12 +4,7 @@
  * signature, the audit line is made durable before the answer is released.
  */
 import { createHash } from "node:crypto";
-import type {
-  Admission as ContinueCheck,
-  HttpRequest,
-  HttpResponse,
-  RequestHead,
-} from "../../http/mod.ts";
+import type { ContinueCheck, HttpRequest, HttpResponse, RequestHead } from "../../http/mod.ts";
 import { allowOf, problem, routeFor } from "../../http/mod.ts";
 import { isKeyProblem, isTokenDead, KeyUnusableError } from "../../token/errors.ts";
 import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";

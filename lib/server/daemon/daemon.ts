@@ -310,7 +310,7 @@ function serveInThisThread(
     ...config.listener,
     log: (event) => log(listenerEventText(event), event.kind),
     handler: authenticatedHandler(deps),
-    admit: authenticatedContinueCheck(deps),
+    continueCheck: authenticatedContinueCheck(deps),
   });
   const served = listener.serve();
   return { served, close: (grace) => listener.close(grace).then(() => true) };

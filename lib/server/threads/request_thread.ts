@@ -135,7 +135,7 @@ function start(setup: RequestThreadSetup): void {
     maxBodyBytes: setup.maxBodyBytes,
     workers: setup.workers,
     handler: authenticatedHandler(deps),
-    admit: authenticatedContinueCheck(deps),
+    continueCheck: authenticatedContinueCheck(deps),
     log: (event) => report({ kind: "listener_event", event }),
   });
   serving = listener.serve();
