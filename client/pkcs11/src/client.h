@@ -30,6 +30,7 @@ typedef struct {
   char label[33]; /* token label override; empty: the daemon's token label */
   long timeout_ms;
   unsigned long max_body;
+  unsigned key_types; /* bit (1 << key_type) per type the slot shows; 0: every type */
 } endpoint_config;
 
 typedef struct {

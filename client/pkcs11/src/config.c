@@ -66,6 +66,24 @@ static int set_number(long *dst, const char *value, long min, long max) {
   return 0;
 }
 
+static char *trim(char *s);
+
+/* "ec-p256, rsa-3072": the key types a slot shows (for tools that give up at a type they do not
+ * know, e.g. libp11 before 0.4.13 at Ed25519 and ML-DSA). */
+static int set_key_types(endpoint_config *ep, const char *value) {
+  char copy[256];
+  if (strlen(value) >= sizeof copy) return -1;
+  strcpy(copy, value);
+  ep->key_types = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+    key_type kt = key_type_from_name(trim(t));
+    if (kt == KT_UNKNOWN) return -1;
+    ep->key_types |= 1u << kt;
+  }
+  return ep->key_types != 0 ? 0 : -1;
+}
+
 /* One `name = value` line of a section. */
 static int set_field(endpoint_config *ep, const char *name, const char *value) {
   long n;
@@ -74,6 +92,7 @@ static int set_field(endpoint_config *ep, const char *name, const char *value) {
   if (strcmp(name, "cert") == 0) return set_path(ep->cert, sizeof ep->cert, value);
   if (strcmp(name, "key") == 0) return set_path(ep->key, sizeof ep->key, value);
   if (strcmp(name, "label") == 0) return set_path(ep->label, sizeof ep->label, value);
+  if (strcmp(name, "key_types") == 0) return set_key_types(ep, value);
   if (strcmp(name, "timeout") == 0) {
     if (set_number(&n, value, 1, 3600) != 0) return -1;
     ep->timeout_ms = n * 1000;
@@ -187,7 +206,8 @@ static CK_RV config_from_env(client_config *cfg, char *why, size_t n) {
   } vars[] = {{"SVCD_CACERT", "cacert"},
               {"SVCD_CLIENT_CERT", "cert"},
               {"SVCD_CLIENT_KEY", "key"},
-              {"SVCD_PKCS11_TIMEOUT", "timeout"}};
+              {"SVCD_PKCS11_TIMEOUT", "timeout"},
+              {"SVCD_PKCS11_KEY_TYPES", "key_types"}};
   if (set_url(ep, addr) != 0) {
     say(why, n, "SVCD_ADDR '%s' is not an http(s) address", addr);
     return CKR_GENERAL_ERROR;

@@ -205,6 +205,7 @@ static CK_RV slot_merge(slot_t *s, token_listing *fresh) {
   for (size_t i = 0; i < s->nkeys; i++) s->keys[i]->gone = 1;
   for (size_t j = 0; j < fresh->count; j++) {
     remote_key *k = fresh->keys[j];
+    if (s->cfg.key_types != 0 && !(s->cfg.key_types & (1u << k->type))) continue;
     fresh->keys[j] = NULL;
     size_t i = 0;
     while (i < s->nkeys && strcmp(s->keys[i]->label, k->label) != 0) i++;

@@ -212,6 +212,7 @@ EXPORT CK_RV C_GetAttributeValue(CK_SESSION_HANDLE hSession, CK_OBJECT_HANDLE hO
     scratch sc;
     attr_value v;
     if (!attr_get(k, is_private, a->type, &sc, &v)) {
+      debug_log("C_GetAttributeValue: '%s' has no attribute 0x%lx", k->label, a->type);
       a->ulValueLen = CK_UNAVAILABLE_INFORMATION;
       rv = CKR_ATTRIBUTE_TYPE_INVALID;
     } else if (v.sensitive) {
@@ -227,6 +228,8 @@ EXPORT CK_RV C_GetAttributeValue(CK_SESSION_HANDLE hSession, CK_OBJECT_HANDLE hO
       a->ulValueLen = v.len;
     }
   }
+  debug_log("C_GetAttributeValue: '%s' %s, %lu attribute(s) (first 0x%lx): 0x%lx", k->label,
+            is_private ? "private" : "public", ulCount, ulCount ? pTemplate[0].type : 0UL, rv);
   session_leave(s);
   return rv;
 }
@@ -264,6 +267,7 @@ EXPORT CK_RV C_FindObjectsInit(CK_SESSION_HANDLE hSession, CK_ATTRIBUTE *pTempla
         s->found[s->nfound++] = handle_of(s->slot, i, is_private);
   }
   pthread_mutex_unlock(&slot->lock);
+  debug_log("C_FindObjectsInit: %lu attribute(s), %zu object(s) match", ulCount, s->nfound);
   if (s->found == NULL)
     rv = CKR_HOST_MEMORY;
   else

@@ -29,6 +29,11 @@ static void test_config(void) {
   CHECK(cfg.ep[0].timeout_ms == 5000);
   CHECK(cfg.ep[1].max_body == 2048);
   CHECK(cfg.ep[1].timeout_ms == SVCP11_DEFAULT_TIMEOUT_MS);
+  CHECK(config_parse("[endpoint]\nurl = x\nkey_types = ec-p256 , rsa-3072\n", &cfg, why,
+                     sizeof why) == CKR_OK);
+  CHECK(cfg.ep[0].key_types == ((1u << KT_EC_P256) | (1u << KT_RSA_3072)));
+  CHECK(config_parse("[endpoint]\nurl = x\nkey_types = dsa\n", &cfg, why, sizeof why) ==
+        CKR_GENERAL_ERROR);
   CHECK(config_parse("url = x\n", &cfg, why, sizeof why) == CKR_GENERAL_ERROR);
   CHECK(config_parse("[endpoint]\nbogus = 1\n", &cfg, why, sizeof why) == CKR_GENERAL_ERROR);
   CHECK(strstr(why, "unknown setting 'bogus'") != NULL);
