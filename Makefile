@@ -5,7 +5,7 @@ export NO_COLOR := 1
 export DENO_NO_UPDATE_CHECK := 1
 
 # Debian packages the daemon, its tests and its demo need.
-APT_PACKAGES := softhsm2 opensc libssl-dev libnss3-dev gcc make nginx-light openssl util-linux curl systemd gnutls-bin python3-cryptography python3-cryptography-vectors e2fsprogs p11-kit p11-kit-modules libp11-kit-dev
+APT_PACKAGES := softhsm2 opensc libssl-dev libnss3-dev gcc make nginx-light openssl util-linux curl systemd gnutls-bin python3-cryptography python3-cryptography-vectors e2fsprogs p11-kit p11-kit-modules libp11-kit-dev libcurl4-openssl-dev libjson-c-dev libengine-pkcs11-openssl openssh-client
 
 .PHONY: setup check test demo bench binary deb clean module fuzz
 
@@ -20,8 +20,10 @@ setup:
 	@$(MAKE) --no-print-directory module
 	@echo "setup: done ($$($(DENO) --version | head -1))"
 
+# The test module (tests/module) and the client module (client/pkcs11, libsvcd-pkcs11.so).
 module:
 	@if [ -f tests/module/Makefile ]; then $(MAKE) --no-print-directory -C tests/module; fi
+	@$(MAKE) --no-print-directory -C client/pkcs11
 
 check:
 	$(DENO) fmt --check
@@ -57,3 +59,4 @@ deb:
 clean:
 	rm -rf build .demo
 	@if [ -f tests/module/Makefile ]; then $(MAKE) -C tests/module clean; fi
+	$(MAKE) -C client/pkcs11 clean

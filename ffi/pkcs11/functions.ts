@@ -191,6 +191,8 @@ export const SIGNATURES = {
   C_FindObjectsFinal: { parameters: ["u64"], result: RV },
   C_SignInit: { parameters: ["u64", "buffer", "u64"], result: RV }, // hSession, pMechanism, hKey
   C_Sign: { parameters: ["u64", "buffer", "u64", "buffer", "buffer"], result: RV }, // data, len, sig, pulSigLen
+  C_SignUpdate: { parameters: ["u64", "buffer", "u64"], result: RV }, // hSession, pPart, ulPartLen
+  C_SignFinal: { parameters: ["u64", "buffer", "buffer"], result: RV }, // hSession, pSignature, pulSigLen
   C_VerifyInit: { parameters: ["u64", "buffer", "u64"], result: RV },
   C_Verify: { parameters: ["u64", "buffer", "u64", "buffer", "u64"], result: RV }, // data, len, sig, sigLen
   C_GenerateKey: { parameters: ["u64", "buffer", "buffer", "u64", "buffer"], result: RV },

@@ -1,0 +1,182 @@
+/* Drives a PKCS#11 module from threads, as a signing program would, and checks every signature
+ * with libcrypto against a public key given as a PEM file (never with the module under test).
+ *
+ *   p11drive load <module> <label> <public.pem> <threads> <count>
+ *     each thread: its own session, `count` ECDSA-SHA256 signatures, each over its own message;
+ *     prints "signed=N verified=N wall_ms=W cpu_ms=C" and exits 0 only if every one verified.
+ *   p11drive once <module> <label>
+ *     one ECDSA-SHA256 signature; prints "rv=0x… ms=…" (the fault tests read the CK_RV).
+ */
+#include <dlfcn.h>
+#include <openssl/bn.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "pkcs11.h"
+
+static CK_FUNCTION_LIST_3_2 *F;
+#define CALL(name, ...) ((CK_RV(*)())F->fn[name])(__VA_ARGS__)
+/* Table indices (PKCS#11 v2.40 order). */
+enum {
+  I_Initialize = 0, I_Finalize = 1, I_OpenSession = 12, I_CloseSession = 13,
+  I_FindObjectsInit = 26, I_FindObjects = 27, I_FindObjectsFinal = 28, I_SignInit = 42, I_Sign = 43
+};
+
+static const char *label;
+static EVP_PKEY *pub;
+static int count;
+
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static CK_RV find_private(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE *key) {
+  CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+  CK_ATTRIBUTE tpl[] = {{CKA_CLASS, &cls, sizeof cls},
+                        {CKA_LABEL, (void *)label, strlen(label)}};
+  CK_ULONG n = 0;
+  CK_RV rv = CALL(I_FindObjectsInit, s, tpl, 2UL);
+  if (rv == CKR_OK) rv = CALL(I_FindObjects, s, key, 1UL, &n);
+  CALL(I_FindObjectsFinal, s);
+  return rv == CKR_OK && n != 1 ? CKR_KEY_HANDLE_INVALID : rv;
+}
+
+static CK_RV sign_once(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, const char *msg,
+                       unsigned char *sig, CK_ULONG *sig_len) {
+  CK_MECHANISM m = {CKM_ECDSA_SHA256, NULL, 0};
+  CK_RV rv = CALL(I_SignInit, s, &m, key);
+  if (rv == CKR_OK) rv = CALL(I_Sign, s, (CK_BYTE *)msg, (CK_ULONG)strlen(msg), sig, sig_len);
+  return rv;
+}
+
+/* r ‖ s checked with libcrypto over SHA-256 of the message. */
+static int verified(const char *msg, const unsigned char *sig, CK_ULONG len) {
+  ECDSA_SIG *es = ECDSA_SIG_new();
+  ECDSA_SIG_set0(es, BN_bin2bn(sig, (int)len / 2, NULL), BN_bin2bn(sig + len / 2, (int)len / 2, NULL));
+  unsigned char *der = NULL;
+  int n = i2d_ECDSA_SIG(es, &der);
+  ECDSA_SIG_free(es);
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  int ok = EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, pub) == 1 &&
+           EVP_DigestVerify(ctx, der, (size_t)n, (const unsigned char *)msg, strlen(msg)) == 1;
+  EVP_MD_CTX_free(ctx);
+  OPENSSL_free(der);
+  return ok;
+}
+
+typedef struct {
+  int id, signed_ok, verified_ok;
+  CK_RV first_error;
+} worker;
+
+static void *work(void *arg) {
+  worker *w = arg;
+  CK_SESSION_HANDLE s;
+  CK_OBJECT_HANDLE key;
+  CK_RV rv = CALL(I_OpenSession, 0UL, CKF_SERIAL_SESSION, NULL, NULL, &s);
+  if (rv == CKR_OK) rv = find_private(s, &key);
+  for (int i = 0; rv == CKR_OK && i < count; i++) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "thread %d message %d of the load test %ld", w->id, i, random());
+    unsigned char sig[512];
+    CK_ULONG len = sizeof sig;
+    rv = sign_once(s, key, msg, sig, &len);
+    if (rv != CKR_OK) break;
+    w->signed_ok++;
+    w->verified_ok += verified(msg, sig, len);
+  }
+  w->first_error = rv;
+  CALL(I_CloseSession, s);
+  return NULL;
+}
+
+static double cpu_ms(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000.0 +
+         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000.0;
+}
+
+static int load(int threads) {
+  pthread_t *t = calloc((size_t)threads, sizeof *t);
+  worker *w = calloc((size_t)threads, sizeof *w);
+  long start = now_ms();
+  double cpu0 = cpu_ms();
+  for (int i = 0; i < threads; i++) {
+    w[i].id = i;
+    pthread_create(&t[i], NULL, work, &w[i]);
+  }
+  int s = 0, v = 0;
+  CK_RV err = CKR_OK;
+  for (int i = 0; i < threads; i++) {
+    pthread_join(t[i], NULL);
+    s += w[i].signed_ok;
+    v += w[i].verified_ok;
+    if (err == CKR_OK) err = w[i].first_error;
+  }
+  printf("signed=%d verified=%d wall_ms=%ld cpu_ms=%.0f first_error=0x%lx\n", s, v,
+         now_ms() - start, cpu_ms() - cpu0, err);
+  free(t);
+  free(w);
+  return s == threads * count && v == s ? 0 : 1;
+}
+
+static int once(void) {
+  long start = now_ms();
+  CK_SESSION_HANDLE s;
+  CK_OBJECT_HANDLE key;
+  CK_RV rv = CALL(I_OpenSession, 0UL, CKF_SERIAL_SESSION, NULL, NULL, &s);
+  if (rv == CKR_OK) rv = find_private(s, &key);
+  if (rv == CKR_OK) {
+    unsigned char sig[512];
+    CK_ULONG len = sizeof sig;
+    rv = sign_once(s, key, "one message", sig, &len);
+  }
+  printf("rv=0x%lx ms=%ld\n", rv, now_ms() - start);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4 || (strcmp(argv[1], "load") == 0 && argc != 7)) {
+    fprintf(stderr, "usage: p11drive load <module> <label> <public.pem> <threads> <count>\n"
+                    "       p11drive once <module> <label>\n");
+    return 2;
+  }
+  void *lib = dlopen(argv[2], RTLD_NOW);
+  CK_RV (*get)(CK_FUNCTION_LIST_3_2 **) = lib ? (CK_RV(*)(CK_FUNCTION_LIST_3_2 **))dlsym(lib, "C_GetFunctionList") : NULL;
+  if (get == NULL || get(&F) != CKR_OK) {
+    fprintf(stderr, "p11drive: cannot load %s: %s\n", argv[2], dlerror());
+    return 2;
+  }
+  label = argv[3];
+  CK_RV rv = CALL(I_Initialize, NULL);
+  if (rv != CKR_OK) {
+    printf("rv=0x%lx ms=0\n", rv);
+    return strcmp(argv[1], "once") == 0 ? 0 : 1;
+  }
+  int code;
+  if (strcmp(argv[1], "load") == 0) {
+    FILE *f = fopen(argv[4], "r");
+    pub = f ? PEM_read_PUBKEY(f, NULL, NULL, NULL) : NULL;
+    if (f) fclose(f);
+    if (pub == NULL) {
+      fprintf(stderr, "p11drive: cannot read %s\n", argv[4]);
+      return 2;
+    }
+    count = atoi(argv[6]);
+    code = load(atoi(argv[5]));
+  } else {
+    code = once();
+  }
+  CALL(I_Finalize, NULL);
+  return code;
+}
