@@ -12,11 +12,14 @@
  * ```
  */
 import type { ListenerEvent, SharedSocket } from "../http/mod.ts";
+import type { MetricsShare } from "../metrics/observe.ts";
 import { WorkerEnd, WorkerGroup, workerModule, type WorkerTokenOptions } from "./worker_group.ts";
 
 /** Everything the Worker needs, as plain data (it crosses the isolate boundary by structured clone). */
 export interface PublicWorkerSetup {
   socket: string;
+  /** Where this Worker counts (lib/metrics): region firstRegion + shared.slot. */
+  metrics?: MetricsShare;
   /** The socket, opened by the main isolate and accepted from by every Worker. */
   shared: SharedSocket;
   queueDepth: number;

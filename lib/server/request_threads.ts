@@ -15,6 +15,7 @@
  * ```
  */
 import type { ListenerEvent, SharedSocket } from "../http/mod.ts";
+import type { MetricsShare } from "../metrics/observe.ts";
 import type { Policy, PolicyData } from "../policy/mod.ts";
 import {
   ADMIT_ACQUIRED,
@@ -45,6 +46,8 @@ export interface RequestWorkerSetup {
   startedAt: number;
   /** This Worker's reply slot for synchronous calls (./thread_calls.ts). */
   calls: SharedArrayBuffer;
+  /** Where this Worker counts (lib/metrics): region firstRegion + shared.slot. */
+  metrics?: MetricsShare;
 }
 
 /** The audit log's health as the routes read it. */

@@ -13,6 +13,7 @@
  * ```
  */
 import { Listener } from "../http/mod.ts";
+import { attachMetrics, countedListener, sampleGauges } from "../metrics/observe.ts";
 import { Policy } from "../policy/mod.ts";
 import { Token } from "../token/mod.ts";
 import { pooledMessage } from "./log.ts";
@@ -127,6 +128,7 @@ function start(setup: RequestWorkerSetup): void {
   });
   opened.onDead((err) => report({ kind: "token_dead", message: err.message }));
   const deps = serviceDeps(setup, opened);
+  attachMetrics(setup.metrics, setup.shared.slot);
   listener = Listener.open({
     path: setup.shared.socket.path,
     shared: setup.shared,
@@ -134,11 +136,15 @@ function start(setup: RequestWorkerSetup): void {
     queueDepth: setup.queueDepth,
     maxBodyBytes: setup.maxBodyBytes,
     workers: setup.workers,
-    handler: authenticatedHandler(deps),
-    admit: authenticatedAdmission(deps),
+    ...countedListener("authenticated", {
+      handler: authenticatedHandler(deps),
+      admit: authenticatedAdmission(deps),
+    }),
     log: (event) => report({ kind: "listener_event", event }),
   });
   serving = listener.serve();
+  const open = listener;
+  sampleGauges("authenticated", () => open.stats(), () => opened.poolStats());
 }
 
 /** The routes' view of the daemon from this Worker: local token and policy, the rest in main. */
