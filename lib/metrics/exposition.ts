@@ -32,7 +32,7 @@ export function exposition(registry: MetricsRegistry): string {
   for (const f of registry.families) {
     out.push(`# HELP ${f.name} ${escapeHelp(f.help)}`, `# TYPE ${f.name} ${f.type}`);
     if (f.read) {
-      out.push(`${f.name} ${number(f.read())}`);
+      out.push(`${f.name} ${number(readOrNaN(f.read))}`);
       continue;
     }
     for (const { labels, at } of seriesOf(f)) {
@@ -98,4 +98,13 @@ function number(x: number): string {
   if (x === Infinity) return "+Inf";
   if (x === -Infinity) return "-Inf";
   return String(x);
+}
+
+/** A value that cannot be read (e.g. /proc unreadable) is NaN, never a failed scrape. */
+function readOrNaN(read: () => number): number {
+  try {
+    return read();
+  } catch {
+    return NaN;
+  }
 }

@@ -57,7 +57,8 @@ export function declareProcessMetrics(registry: MetricsRegistry): void {
     "gauge",
     () => Number(/^Max open files\s+(\d+)/m.exec(Deno.readTextFileSync("/proc/self/limits"))?.[1]),
   );
-  const startTime = processStartSeconds();
+  // The isolate's time origin is the process start within milliseconds, and needs no /proc/stat.
+  const startTime = Math.floor(performance.timeOrigin) / 1000;
   registry.readAtScrape(
     "process_start_time_seconds",
     "Start time of the process since unix epoch in seconds.",
@@ -70,10 +71,4 @@ export function declareProcessMetrics(registry: MetricsRegistry): void {
 function statFields(): string[] {
   const text = Deno.readTextFileSync("/proc/self/stat");
   return text.slice(text.lastIndexOf(")") + 2).split(" ");
-}
-
-function processStartSeconds(): number {
-  const bootLine = /^btime (\d+)/m.exec(Deno.readTextFileSync("/proc/stat"));
-  const ticks = Number(statFields()[19]);
-  return Number(bootLine?.[1] ?? 0) + ticks / USER_HZ;
 }
