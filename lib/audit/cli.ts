@@ -8,6 +8,7 @@
  * ```sh
  * CREDENTIALS_DIRECTORY=/run/creds svcd audit verify --dir /var/log/svcd
  * svcd audit verify --public-key audit-sign.pem /var/log/svcd/audit.log.000007
+ * svcd audit verify --dir /srv/node1/audit --dir /srv/node2/audit --checkpoints /var/log/svcd-checkpoints.log --public-key audit-sign.pem
  * ```
  */
 import { parseArgs } from "node:util";
@@ -17,12 +18,20 @@ import { auditFileNumber } from "./format.ts";
 import { listAuditFiles } from "./files.ts";
 import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./token_keys.ts";
 import { type FileReport, verifyAuditFiles, type VerifyResult } from "./verify.ts";
+import {
+  type ChainHashes,
+  type CollectedCheckpoint,
+  judgeCheckpoints,
+  parseCollectedCheckpoints,
+  wantedSeqs,
+} from "./witness.ts";
 
 /** Where the daemon writes its audit files unless told otherwise (--audit-dir). */
 export const DEFAULT_AUDIT_DIR = "/var/log/svcd";
 
 const USAGE =
-  `usage: svcd audit verify [--dir DIR] [FILE…] [--public-key FILE] [--module PATH] [--token LABEL]
+  `usage: svcd audit verify [--dir DIR]… [FILE…] [--checkpoints FILE] [--public-key FILE]
+                         [--module PATH] [--token LABEL]
 
 Checks every audit.log.NNNNNN in DIR (default ${DEFAULT_AUDIT_DIR}), oldest first, or the FILEs
 given: seq continuity, the hash chain and its seals (the MACs of logs from before the seals), the
@@ -31,7 +40,12 @@ links between files and the signed checkpoints. Prints one line per file; exit 0
 file recorded), 1 at the first problem (file, line, what is wrong), 2 for a usage, credential or
 token error.
 
-  --dir DIR          audit directory; the oldest file must start the chain
+  --dir DIR          audit directory; the oldest file must start the chain. Give it once per
+                     node to check several nodes' folders in one run (each its own chain)
+  --checkpoints FILE checkpoint lines collected off the host (the syslog copies, identifier
+                     svcd-audit): each must be in one of the logs checked; a log that ends
+                     before one, or holds another line at its seq, fails naming it. The file
+                     must hold only the checkpoints of the folders given (filter by host)
   FILE…              check these files only (the link into the first one is not checked)
   --public-key FILE  PEM public key of ${AUDIT_SIGN_LABEL} ('svcd token pubkey'): check the
                      checkpoint signatures without the token (seals and MACs are then
@@ -70,7 +84,8 @@ export async function runAuditCommand(args: string[]): Promise<number> {
       strict: true,
       allowPositionals: true,
       options: {
-        dir: { type: "string" },
+        dir: { type: "string", multiple: true },
+        checkpoints: { type: "string" },
         "public-key": { type: "string" },
         module: { type: "string" },
         token: { type: "string" },
@@ -97,7 +112,8 @@ export async function runAuditCommand(args: string[]): Promise<number> {
 }
 
 interface VerifyValues {
-  dir?: string;
+  dir?: string[];
+  checkpoints?: string;
   "public-key"?: string;
   module?: string;
   token?: string;
@@ -110,7 +126,10 @@ async function verifyCommand(values: VerifyValues, positionals: string[]): Promi
   if (values.dir !== undefined && positionals.length > 0) {
     throw new SetupError("give --dir or FILEs, not both");
   }
-  const { files, fromStart } = await filesToCheck(values.dir ?? DEFAULT_AUDIT_DIR, positionals);
+  const chains = positionals.length > 0
+    ? [await filesToCheck(DEFAULT_AUDIT_DIR, positionals)]
+    : await Promise.all((values.dir ?? [DEFAULT_AUDIT_DIR]).map((d) => filesToCheck(d, [])));
+  const collected = values.checkpoints ? await readCollected(values.checkpoints) : undefined;
   const publicKey = values["public-key"] ? await readPublicKey(values["public-key"]) : undefined;
   const useToken = !values["public-key"] || values.token !== undefined ||
     values.module !== undefined;
@@ -122,14 +141,35 @@ async function verifyCommand(values: VerifyValues, positionals: string[]): Promi
       },
     )
     : undefined;
-  return await asUser(values.user, () => verifyWith(values, files, fromStart, publicKey, pin))
+  return await asUser(values.user, () => verifyWith(values, chains, collected, publicKey, pin))
     .finally(() => pin?.fill(0));
+}
+
+/** One chain to check: a node's folder, or the FILEs given. */
+interface Chain {
+  name: string;
+  files: string[];
+  fromStart: boolean;
+}
+
+async function readCollected(path: string): Promise<CollectedCheckpoint[]> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (err) {
+    throw new SetupError(`--checkpoints ${path} cannot be read: ${(err as Error).message}`);
+  }
+  try {
+    return parseCollectedCheckpoints(text);
+  } catch (err) {
+    throw new SetupError(`--checkpoints ${path}: ${(err as Error).message}`);
+  }
 }
 
 async function verifyWith(
   values: VerifyValues,
-  files: string[],
-  fromStart: boolean,
+  chains: Chain[],
+  collected: CollectedCheckpoint[] | undefined,
   publicKey: CryptoKey | undefined,
   pin: Uint8Array | undefined,
 ): Promise<number> {
@@ -148,26 +188,45 @@ async function verifyWith(
       }
     }
     const t = token;
-    const result = await verifyAuditFiles({
-      files,
-      fromStart,
-      publicKey,
-      mac: t ? (data) => t.mac(AUDIT_MAC_LABEL, data) : undefined,
-    });
     const macNote = t
       ? "seals and MACs checked with the token"
       : "seals and MACs NOT checked (no token: hashes and checkpoints only)";
-    printResult(result, `${macNote}; ${keyNote}`);
-    return result.ok ? 0 : 1;
+    const lookup = collected ? wantedSeqs(collected) : undefined;
+    let ok = true;
+    const held: ChainHashes[] = [];
+    for (const chain of chains) {
+      if (chains.length > 1) console.log(`${chain.name}:`);
+      const result = await verifyAuditFiles({
+        files: chain.files,
+        fromStart: chain.fromStart,
+        publicKey,
+        lookup,
+        mac: t ? (data) => t.mac(AUDIT_MAC_LABEL, data) : undefined,
+      });
+      printResult(result, `${macNote}; ${keyNote}`);
+      ok &&= result.ok;
+      held.push({ name: chain.name, hashes: result.hashes, lastSeq: result.lastSeq });
+    }
+    if (collected) {
+      ok = printWitnesses(await judgeCheckpoints(collected, held, publicKey), collected.length) &&
+        ok;
+    }
+    return ok ? 0 : 1;
   } finally {
     token?.close();
   }
 }
 
-async function filesToCheck(
-  dir: string,
-  positionals: string[],
-): Promise<{ files: string[]; fromStart: boolean }> {
+/** Prints the collected checkpoints' outcome; true when every one is in the log. */
+function printWitnesses(problems: string[], count: number): boolean {
+  for (const p of problems) console.log(`FAILED: ${p}`);
+  if (problems.length === 0) {
+    console.log(`checkpoints: all ${count} collected checkpoint(s) are in the log`);
+  }
+  return problems.length === 0;
+}
+
+async function filesToCheck(dir: string, positionals: string[]): Promise<Chain> {
   if (positionals.length > 0) {
     const numbered = positionals.every((p) => auditFileNumber(basename(p)) !== undefined);
     const files = numbered
@@ -175,7 +234,7 @@ async function filesToCheck(
         auditFileNumber(basename(a))! - auditFileNumber(basename(b))!
       )
       : positionals;
-    return { files, fromStart: false };
+    return { name: "FILEs", files, fromStart: false };
   }
   let names: string[];
   try {
@@ -184,7 +243,7 @@ async function filesToCheck(
     throw new SetupError(`audit directory ${dir} cannot be read: ${(err as Error).message}`);
   }
   if (names.length === 0) throw new SetupError(`no audit.log.NNNNNN files in ${dir}: check --dir`);
-  return { files: names.map((n) => `${dir}/${n}`), fromStart: true };
+  return { name: dir, files: names.map((n) => `${dir}/${n}`), fromStart: true };
 }
 
 async function loggedInToken(values: VerifyValues, pin: Uint8Array): Promise<Token> {

@@ -65,6 +65,21 @@ export interface AuditOptions {
   keys: AuditKeys;
   /** Lines between signed checkpoints (default 1000). */
   checkpointEvery?: number;
+  /**
+   * A checkpoint is also taken this often (ms) while lines arrive that none covers yet (default
+   * 60 000): the stretch of log no checkpoint vouches for is bounded in time as well as in lines.
+   */
+  checkpointIntervalMs?: number;
+  /**
+   * Told each checkpoint line once it is durable (its exact bytes as written, without the `\n`),
+   * to keep a copy off the host (lib/audit/syslog.ts). Must not throw or block: it runs inside
+   * the disk stage.
+   */
+  onCheckpoint?: (line: string) => void;
+  /** Told each group commit: lines in the group, seconds its fdatasync took (metrics). */
+  onGroupCommit?: (lines: number, syncSeconds: number) => void;
+  /** Told each group that could not be sealed, written or synced (its lines were refused). */
+  onWriteFailure?: () => void;
   /** Extra members of the `login_ok` line, e.g. `{ token: "svcd" }`. */
   login: Record<string, unknown>;
   /** While unhealthy, try to resume this often, in ms (default 1000). */
@@ -113,6 +128,8 @@ interface Entry {
 interface Finished {
   entry: Entry;
   line: Uint8Array;
+  /** The line as written when it was the last of its group (with the seal). */
+  sealed?: Uint8Array;
   seq: number;
   hash: Uint8Array;
 }
@@ -131,6 +148,7 @@ interface Outage {
 }
 
 const DEFAULT_CHECKPOINT_EVERY = 1000;
+const DEFAULT_CHECKPOINT_INTERVAL_MS = 60_000;
 const DEFAULT_RETRY_MS = 1000;
 /** Events only the log writes: a caller's line must not look like a file opening or a checkpoint. */
 const INTERNAL_EVENTS: ReadonlySet<string> = new Set([
@@ -157,6 +175,10 @@ export class AuditLog {
   readonly #retryMs: number;
   readonly #onHealthChange: AuditOptions["onHealthChange"];
   readonly #sync: (file: Deno.FsFile) => Promise<void>;
+  readonly #onCheckpoint: AuditOptions["onCheckpoint"];
+  readonly #onGroupCommit: AuditOptions["onGroupCommit"];
+  readonly #onWriteFailure: AuditOptions["onWriteFailure"];
+  readonly #intervalTimer: ReturnType<typeof setInterval>;
 
   // The chain stage: the last line it chained (not necessarily durable).
   #headSeq: number;
@@ -191,6 +213,14 @@ export class AuditLog {
     this.#retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
     this.#onHealthChange = opts.onHealthChange;
     this.#sync = opts.sync ?? syncData;
+    this.#onCheckpoint = opts.onCheckpoint;
+    this.#onGroupCommit = opts.onGroupCommit;
+    this.#onWriteFailure = opts.onWriteFailure;
+    this.#intervalTimer = setInterval(
+      () => this.#checkpointIfDue(),
+      opts.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS,
+    );
+    Deno.unrefTimer(this.#intervalTimer);
     this.#headSeq = this.#durableSeq = seq;
     this.#headValue = this.#durableValue = value;
   }
@@ -309,6 +339,7 @@ export class AuditLog {
   async #close(): Promise<void> {
     this.#closed = true;
     this.#stopRetry();
+    clearInterval(this.#intervalTimer);
     await this.#drain();
     try {
       if (this.#outage && !this.#outage.resumeQueued) this.#queueResume();
@@ -324,6 +355,7 @@ export class AuditLog {
   #shutDownQuietly(): void {
     this.#closed = true;
     this.#stopRetry();
+    clearInterval(this.#intervalTimer);
     try {
       this.#file?.close();
     } catch { /* already closed */ }
@@ -477,7 +509,9 @@ export class AuditLog {
           await this.#prepareFile(group[0]);
           writeAll(this.#file!, bytes);
           this.#stats.syncs++;
+          const syncStart = performance.now();
           await this.#sync(this.#file!);
+          this.#onGroupCommit?.(group.length, (performance.now() - syncStart) / 1000);
           if (this.#file!.statSync().nlink === 0) {
             throw new RemovedError(`${this.#path()} was removed while the daemon was writing it`);
           }
@@ -506,7 +540,7 @@ export class AuditLog {
       throw new Error(`the MAC key returned ${seal?.length} bytes, not ${MAC_BYTES}`);
     }
     const lines = group.map((f) => f.line);
-    lines[lines.length - 1] = sealedLine(last.line, seal);
+    lines[lines.length - 1] = last.sealed = sealedLine(last.line, seal);
     return concat(lines, slabBytes);
   }
 
@@ -554,6 +588,7 @@ export class AuditLog {
       if (f.entry.kind === "opening") this.#sinceCheckpoint = 0;
       if (f.entry.kind !== "checkpoint") this.#sinceCheckpoint++;
       if (f.entry.kind === "opening" || f.entry.kind === "resume") this.#endOutage();
+      if (f.entry.kind === "checkpoint") this.#tellCheckpoint(f.sealed ?? f.line);
       f.entry.resolve(f.seq);
     }
     if (this.#sinceCheckpoint >= this.#every && !this.#checkpointing && !this.#closed) {
@@ -567,6 +602,7 @@ export class AuditLog {
    * and rolls the chain back to the last durable line.
    */
   #refuseUndurable(group: Finished[], why: string, removed: boolean): void {
+    this.#onWriteFailure?.();
     this.#beginOutage(why, removed);
     const refused: Entry[] = group.map((f) => f.entry);
     for (const f of this.#diskQueue) refused.push(f.entry);
@@ -614,6 +650,19 @@ export class AuditLog {
   }
 
   // ---- checkpoints -------------------------------------------------------------------------
+
+  /** The interval's tick: a checkpoint when durable lines arrived that none covers yet. */
+  #checkpointIfDue(): void {
+    if (this.#sinceCheckpoint === 0 || this.#checkpointing || this.#closed || this.#outage) return;
+    this.#track(this.#checkpoint().catch(() => {}));
+  }
+
+  #tellCheckpoint(line: Uint8Array): void {
+    if (!this.#onCheckpoint) return;
+    try {
+      this.#onCheckpoint(new TextDecoder().decode(line.subarray(0, line.length - 1)));
+    } catch { /* a copy that cannot be sent must not break the barrier */ }
+  }
 
   /** Signs the durable chain head and appends a `checkpoint` line carrying the signature. */
   async #checkpoint(): Promise<void> {
@@ -664,6 +713,10 @@ function checkOptions(opts: AuditOptions): void {
   }
   if (opts.sync !== undefined && typeof opts.sync !== "function") {
     throw new TypeError("audit: options.sync must be a function (file) => Promise<void>");
+  }
+  const interval = opts.checkpointIntervalMs;
+  if (interval !== undefined && (!Number.isFinite(interval) || interval < 1)) {
+    throw new RangeError(`audit: checkpointIntervalMs must be ≥ 1, not ${interval}`);
   }
   const retry = opts.retryMs;
   if (retry !== undefined && (!Number.isFinite(retry) || retry < 1)) {

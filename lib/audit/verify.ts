@@ -42,6 +42,11 @@ export interface VerifyOptions {
   fromStart: boolean;
   /** MACs computed at once (default 64). */
   window?: number;
+  /**
+   * Seqs whose hash the caller wants to know (checkpoints collected elsewhere, ./witness.ts):
+   * `VerifyResult.hashes` gives the hash of each one the chain holds.
+   */
+  lookup?: ReadonlySet<number>;
 }
 
 /** One file's outcome. */
@@ -76,6 +81,10 @@ export interface VerifyResult {
    * line, or whole lines no seal covers), from line `line` on. Not part of the chain.
    */
   torn?: { file: string; line: number; bytes: number };
+  /** For each seq of `lookup` the chain holds (up to the problem, if any): its hash, hex. */
+  hashes: Map<number, string>;
+  /** Seq of the chain's last line (0 when none). */
+  lastSeq: number;
 }
 
 interface Line {
@@ -136,7 +145,7 @@ export async function verifyAuditFiles(opts: VerifyOptions): Promise<VerifyResul
       if (!(err instanceof Found)) throw err;
       const at = reports.findIndex((r) => r.file === err.problem.file);
       reports[at >= 0 ? at : i].status = "failed";
-      return { ok: false, files: reports, problem: err.problem, torn };
+      return { ok: false, files: reports, problem: err.problem, torn, ...walk.found() };
     }
   }
   if (opts.files.length === 0) {
@@ -144,9 +153,10 @@ export async function verifyAuditFiles(opts: VerifyOptions): Promise<VerifyResul
       ok: false,
       files: reports,
       problem: { file: "", line: 0, message: "no audit files to verify" },
+      ...walk.found(),
     };
   }
-  return { ok: true, files: reports, torn };
+  return { ok: true, files: reports, torn, ...walk.found() };
 }
 
 /** What the next file's opening line must agree with about the file before it. */
@@ -171,6 +181,8 @@ class ChainWalk {
   #macs: MacWindow;
   /** Seqs of this file's lines (checkpoints aside) that no checkpoint covers yet. */
   #unsigned: number[] = [];
+  /** Hashes of the lines `lookup` asks about. */
+  #hashes = new Map<number, string>();
 
   constructor(opts: VerifyOptions) {
     this.#opts = opts;
@@ -234,8 +246,14 @@ class ChainWalk {
     );
     this.#seq = sealed.seq;
     this.#value = sealed.value;
+    for (const seq of this.#hashes.keys()) if (seq > sealed.seq) this.#hashes.delete(seq);
     report.lastSeq = sealed.lineNo > 0 ? sealed.seq : undefined;
     if (sealed.lineNo === 0) report.firstSeq = undefined;
+  }
+
+  /** What `lookup` asked, and where the chain ends. */
+  found(): { hashes: Map<number, string>; lastSeq: number } {
+    return { hashes: this.#hashes, lastSeq: this.#seq };
   }
 
   /** The next file must say where this one ended; remember what it must say. */
@@ -303,6 +321,7 @@ class ChainWalk {
     }
     this.#seq = line.seq;
     this.#value = value;
+    if (this.#opts.lookup?.has(line.seq)) this.#hashes.set(line.seq, value.toHex());
     if (version === 1 || seal) this.#sealed = { lineNo, end, seq: line.seq, value };
     report.firstSeq ??= line.seq;
     report.lastSeq = line.seq;

@@ -29,7 +29,15 @@ export type TokenConfig =
   & { credentialsDir: string | undefined; allowWeakCredential: boolean };
 
 /** The audit log: what `AuditLog.open` takes besides its keys and hooks. */
-export type AuditConfig = Required<Pick<AuditOptions, "dir" | "checkpointEvery">>;
+export type AuditConfig =
+  & Required<Pick<AuditOptions, "dir" | "checkpointEvery" | "checkpointIntervalMs">>
+  & { syslogSocket: string | undefined };
+
+/** The metrics listener (lib/metrics): its socket and the one uid allowed to connect. */
+export interface MetricsConfig {
+  socket: string;
+  peerUid: number;
+}
 
 /** The refusal budget: what `RefusalBudget.open` takes, tuning resolved and checked. */
 export type ThrottleConfig = BudgetTuning & { stateDir: string };
@@ -76,6 +84,8 @@ export interface ServeConfig {
   threads: number;
   /** Undefined unless --public-socket was given. */
   public: PublicConfig | undefined;
+  /** Undefined unless --metrics-socket was given. */
+  metrics: MetricsConfig | undefined;
   /**
    * Where clients reach the public listener through the proxy (--public-url), named in the Link of
    * the authenticated socket's 404 for /certificates and /ocsp. Undefined: derived per request.
@@ -240,6 +250,33 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     help: "audit lines between signed checkpoints",
   },
   {
+    flag: "checkpoint-interval",
+    kind: "count",
+    fallback: 60,
+    min: 1,
+    max: 86400,
+    help: "seconds between signed checkpoints while new audit lines arrive",
+  },
+  {
+    flag: "syslog-socket",
+    kind: "text",
+    fallback: "/dev/log",
+    help:
+      "syslog socket each checkpoint line is copied to (identifier svcd-audit); 'none': no copy",
+  },
+  {
+    flag: "metrics-socket",
+    kind: "path",
+    help: "UNIX socket serving GET /metrics (Prometheus text format); enables the metrics listener",
+  },
+  {
+    flag: "metrics-uid",
+    kind: "count",
+    min: 0,
+    max: 0xfffffffe,
+    help: "uid allowed to connect to --metrics-socket (default: --proxy-uid)",
+  },
+  {
     flag: "refusal-threshold",
     kind: "count",
     min: 1,
@@ -383,11 +420,19 @@ export function parseServeArgs(
       credentialsDir: env.get("CREDENTIALS_DIRECTORY"),
       allowWeakCredential: given.switch("allow-weak-credential"),
     },
-    audit: { dir: given.text("audit-dir"), checkpointEvery: given.count("checkpoint-every") },
+    audit: {
+      dir: given.text("audit-dir"),
+      checkpointEvery: given.count("checkpoint-every"),
+      checkpointIntervalMs: given.count("checkpoint-interval") * 1000,
+      syslogSocket: given.text("syslog-socket") === "none"
+        ? undefined
+        : given.text("syslog-socket"),
+    },
     throttle: { stateDir: given.text("state-dir"), ...budgetTuning(given) },
     policy: { path: given.text("policy") },
     public: publicConfig(given),
     publicUrl: publicUrl(given),
+    metrics: metricsConfig(given),
   };
 }
 
@@ -469,6 +514,22 @@ function publicConfig(given: OptionValues): PublicConfig | undefined {
     threads: given.count("public-threads"),
     nice: given.count("public-nice"),
   };
+}
+
+/** --metrics-socket: the metrics listener, reachable by --metrics-uid (default the proxy's). */
+function metricsConfig(given: OptionValues): MetricsConfig | undefined {
+  const socket = given.maybeText("metrics-socket");
+  const uid = given.maybeCount("metrics-uid");
+  if (socket === undefined) {
+    if (uid !== undefined) {
+      throw new ConfigError(
+        "metrics-uid",
+        "--metrics-uid needs --metrics-socket; add it or remove --metrics-uid",
+      );
+    }
+    return undefined;
+  }
+  return { socket, peerUid: uid ?? given.count("proxy-uid") };
 }
 
 /** The budget's tuning from its options, checked as a whole; a bad value is named by its option. */

@@ -47,7 +47,13 @@ Deno.test("config: each option lands in the structure its library takes", () => 
   });
   assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.allowWeakCredential, false);
   assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.inlineSignLimitUs, 300);
-  assert.deepEqual(c.audit, { dir: "/a", checkpointEvery: 50 });
+  assert.deepEqual(c.audit, {
+    dir: "/a",
+    checkpointEvery: 50,
+    checkpointIntervalMs: 60_000,
+    syslogSocket: "/dev/log",
+  });
+  assert.equal(c.metrics, undefined);
   assert.deepEqual(c.policy, { path: "/p" });
   assert.equal(c.throttle.stateDir, "/st");
   assert.equal(c.throttle.threshold, 4);
@@ -223,4 +229,34 @@ Deno.test("config: --threads is at most --workers; the default is lowered to --w
     (e) => e instanceof ConfigError && e.option === "threads" && /--workers 2/.test(e.message),
   );
   assert.match(serveHelp(), /--threads +threads serving the authenticated socket/);
+});
+
+Deno.test("checkpoint interval, syslog socket and metrics socket options", () => {
+  const c = parseServeArgs([
+    "--proxy-uid",
+    "33",
+    "--checkpoint-interval",
+    "5",
+    "--syslog-socket",
+    "/tmp/x/log",
+    "--metrics-socket",
+    "/run/svcd/metrics.sock",
+  ]);
+  assert.equal(c.audit.checkpointIntervalMs, 5000);
+  assert.equal(c.audit.syslogSocket, "/tmp/x/log");
+  assert.deepEqual(c.metrics, { socket: "/run/svcd/metrics.sock", peerUid: 33 });
+  const own = parseServeArgs(["--proxy-uid", "33", "--metrics-socket", "/m", "--metrics-uid", "7"]);
+  assert.equal(own.metrics?.peerUid, 7);
+  assert.equal(
+    parseServeArgs(["--proxy-uid", "1", "--syslog-socket", "none"]).audit.syslogSocket,
+    undefined,
+  );
+  assert.throws(
+    () => parseServeArgs(["--proxy-uid", "1", "--metrics-uid", "7"]),
+    /needs --metrics-socket/,
+  );
+  assert.throws(
+    () => parseServeArgs(["--proxy-uid", "1", "--checkpoint-interval", "0"]),
+    /from 1 to 86400/,
+  );
 });

@@ -12,6 +12,15 @@ import type { AuditHealth, PublicThreadSetup, ThreadTokenOptions } from "../thre
 import { auditKeysFromToken, AuditLog, type AuditOptions } from "../../audit/mod.ts";
 import { type PublicConfig, type ServeConfig, servedBy, type TokenConfig } from "./config.ts";
 import { StartupError, startupFindings } from "./checks.ts";
+import { auditObservers } from "../../audit/observers.ts";
+import { MetricsListener } from "../../metrics/listener.ts";
+import { countedListener, type MetricsShare, sampleGauges } from "../../metrics/observe.ts";
+import {
+  countBudgetCrossing,
+  countListenerEvent,
+  countPolicyReload,
+  metrics,
+} from "../../metrics/svcd.ts";
 
 export { checkFileLimit, StartupError } from "./checks.ts";
 import { DaemonLog, listenerEventText, pooledMessage } from "../log.ts";
@@ -113,7 +122,17 @@ export interface DaemonParts {
 }
 
 function openBudget(config: ServeConfig): Budget {
-  return RefusalBudget.open(config.throttle);
+  const budget = RefusalBudget.open(config.throttle);
+  return {
+    check: (identity) => budget.check(identity),
+    recordRefusal: (identity) => {
+      const recorded = budget.recordRefusal(identity);
+      if (recorded.crossed) countBudgetCrossing();
+      return recorded;
+    },
+    limitedCount: () => budget.limitedCount(),
+    close: () => budget.close(),
+  };
 }
 
 /**
@@ -128,9 +147,11 @@ export function openAuditLog(
   onHealthChange: (health: AuditHealth) => void = () => {},
   seams: Pick<AuditOptions, "sync"> = {},
 ): Promise<Audit> {
+  const { syslogSocket, ...auditOptions } = config.audit;
   return AuditLog.open({
-    ...config.audit,
+    ...auditOptions,
     ...seams,
+    ...auditObservers(syslogSocket, log),
     keys: auditKeysFromToken(token),
     login: { token: config.token.tokenLabel, module: config.token.modulePath },
     onHealthChange: (healthy, error) => {
@@ -238,6 +259,8 @@ interface AuthenticatedSide {
   served: Promise<void>;
   /** True when every session of the side was closed (see {@link PublicThreads.close}). */
   close(graceMs: number): Promise<boolean>;
+  /** Refreshes this isolate's sampled gauges (for a scrape). */
+  sample?: () => void;
 }
 
 /**
@@ -252,10 +275,15 @@ async function serve(
 ): Promise<boolean> {
   const cap = ConcurrencyCap.forWorkers(config.listener.workers);
   const startedAt = Date.now();
+  // Region 0: this isolate; then one per request Worker, then one per public Worker.
+  const share = config.metrics
+    ? metrics.share(1 + config.threads + (config.public?.threads ?? 0))
+    : undefined;
   const side = config.threads === 0
     ? serveInThisThread(config, running, cap, startedAt)
-    : await serveInThreads(config, running, cap, startedAt, stop, opened);
+    : await serveInThreads(config, running, cap, startedAt, stop, opened, share);
   let publicListener: PublicThreads | undefined;
+  let metricsListener: MetricsListener | undefined;
   let workerClosed: boolean | undefined;
   let sideClosed: boolean | undefined;
   try {
@@ -264,11 +292,23 @@ async function serve(
       socket: config.listener.path,
     });
     if (config.public) {
-      publicListener = await startPublicListener(config, config.public, stop);
+      publicListener = await startPublicListener(
+        config,
+        config.public,
+        stop,
+        share && { buffer: share, firstRegion: 1 + config.threads },
+      );
       await running.audit.append("listener_start", "svcd", {
         listener: "public",
         socket: config.public.socket,
       });
+    }
+    if (config.metrics) {
+      const sampleMain = side.sample ?? (() => {});
+      metricsListener = MetricsListener.open(config.metrics, sampleMain, (event) => {
+        log(`metrics ${listenerEventText(event)}`, `metrics_${event.kind}`);
+      });
+      log(`metrics listener on ${config.metrics.socket} (peer uid ${config.metrics.peerUid})`);
     }
     const { path, proxyUid } = config.listener;
     log(`listening on ${path} (proxy uid ${proxyUid}, ${servedBy(config)})`);
@@ -282,6 +322,7 @@ async function serve(
     [sideClosed, workerClosed] = await Promise.all([
       side.close(grace),
       publicListener?.close(grace),
+      metricsListener?.close(),
     ]);
     await side.served;
   }
@@ -308,12 +349,22 @@ function serveInThisThread(
   };
   const listener = Listener.open({
     ...config.listener,
-    log: (event) => log(listenerEventText(event), event.kind),
-    handler: authenticatedHandler(deps),
-    continueCheck: authenticatedContinueCheck(deps),
+    log: (event) => {
+      countListenerEvent("authenticated", event);
+      log(listenerEventText(event), event.kind);
+    },
+    ...countedListener("authenticated", {
+      handler: authenticatedHandler(deps),
+      continueCheck: authenticatedContinueCheck(deps),
+    }),
   });
   const served = listener.serve();
-  return { served, close: (grace) => listener.close(grace).then(() => true) };
+  const sample = sampleGauges(
+    "authenticated",
+    () => listener.stats(),
+    () => running.token.poolStats(),
+  );
+  return { served, close: (grace) => listener.close(grace).then(() => true), sample };
 }
 
 /**
@@ -327,6 +378,7 @@ async function serveInThreads(
   startedAt: number,
   stop: StopRequest,
   opened: Opened,
+  share: SharedArrayBuffer | undefined,
 ): Promise<AuthenticatedSide> {
   const policy = running.policy.current;
   let threads: RequestThreads;
@@ -343,12 +395,16 @@ async function serveInThreads(
         audit: { healthy: running.audit.healthy, lastError: running.audit.lastError },
         publicUrl: config.publicUrl,
         startedAt,
+        metrics: share && { buffer: share, firstRegion: 1 },
       },
       config.threads,
       { budget: running.budget, cap, audit: running.audit },
       {
         log: (message) => log(message, "request"),
-        onListenerEvent: (event) => log(listenerEventText(event), event.kind),
+        onListenerEvent: (event) => {
+          countListenerEvent("authenticated", event);
+          log(listenerEventText(event), event.kind);
+        },
         onTokenDead: (err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`),
         onFailure: (err) => stop.request(EXIT_LISTENER_FAILED, err.message),
       },
@@ -366,19 +422,29 @@ async function serveInThreads(
   return {
     served: served.promise,
     close: (grace) => threads.close(grace).finally(served.resolve),
+    // The main isolate's pool (the Workers sample their own listener and pool).
+    sample: sampleGauges("authenticated", () => IDLE_STATS, () => running.token.poolStats()),
   };
 }
+
+/** This isolate holds no authenticated connection with --threads ≥ 1: its Workers do. */
+const IDLE_STATS = { waiting: 0, reading: 0, queued: 0 };
 
 /** Starts the public listener's Worker; what it reports goes to the daemon's log and stop. */
 async function startPublicListener(
   config: ServeConfig,
   pub: PublicConfig,
   stop: StopRequest,
+  share: MetricsShare | undefined,
 ): Promise<PublicThreads> {
   try {
-    const started = await PublicThreads.start(publicSetup(config, pub), pub.threads, {
+    const setup = { ...publicSetup(config, pub), metrics: share };
+    const started = await PublicThreads.start(setup, pub.threads, {
       log: (message) => log(message, "public"),
-      onListenerEvent: (event) => log(`public ${listenerEventText(event)}`, `public_${event.kind}`),
+      onListenerEvent: (event) => {
+        countListenerEvent("public", event);
+        log(`public ${listenerEventText(event)}`, `public_${event.kind}`);
+      },
       onTokenDead: (err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`),
       onFailure: (err) => stop.request(EXIT_LISTENER_FAILED, err.message),
     });
@@ -448,6 +514,7 @@ async function hangUp(opened: Opened, policy: PolicyFile | undefined): Promise<v
 async function reloadPolicy(policy: PolicyFile, opened: Opened): Promise<void> {
   log(`policy reload: reading ${policy.path}`);
   const result = await policy.reload();
+  countPolicyReload(result.ok);
   const audit = opened.audit;
   if (result.ok) {
     // Installed in every request thread before it is said to be in force.

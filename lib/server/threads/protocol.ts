@@ -15,6 +15,7 @@
  * answer is a named structure ({@link CallAnswers}) with one encoder and one decoder
  * ({@link CALL_CODECS}) between it and the slot's numbers.
  */
+import type { MetricsShare } from "../../metrics/observe.ts";
 import type { ListenerEvent, SharedSocket } from "../../http/mod.ts";
 import type { PolicyData } from "../../policy/mod.ts";
 import type { TokenOptions } from "../../token/mod.ts";
@@ -39,6 +40,8 @@ export interface AuditHealth {
 
 /** Everything one request thread is given, as plain data (structured clone). */
 export interface RequestThreadSetup {
+  /** Where this thread counts (lib/metrics): region firstRegion + shared.slot. */
+  metrics?: MetricsShare;
   /** The authenticated socket, opened by the main isolate; accepted from by every thread. */
   shared: SharedSocket;
   proxyUid: number;
@@ -57,6 +60,8 @@ export interface RequestThreadSetup {
 
 /** Everything one public thread is given, as plain data (structured clone). */
 export interface PublicThreadSetup {
+  /** Where this thread counts (lib/metrics): region firstRegion + shared.slot. */
+  metrics?: MetricsShare;
   socket: string;
   /** The public socket, opened by the main isolate and accepted from by every thread. */
   shared: SharedSocket;

@@ -6,6 +6,7 @@
  * ./public_threads.ts talks to it, in the messages of ./protocol.ts.
  */
 import { Listener } from "../../http/mod.ts";
+import { attachMetrics, countedListener, sampleGauges } from "../../metrics/observe.ts";
 import { IndexFileSource, Responder } from "../../ocsp/mod.ts";
 import { Token } from "../../token/mod.ts";
 import { stopThread } from "./thread_group.ts";
@@ -69,6 +70,7 @@ async function start(setup: PublicThreadSetup): Promise<void> {
       report({ kind: "log", message: `ocsp: signing failed: ${(err as Error).message}` }),
   });
   source.current(); // an unloadable database is said now (onUnavailable), not at the first query
+  attachMetrics(setup.metrics, setup.shared.slot);
   listener = Listener.open({
     path: setup.socket,
     shared: setup.shared,
@@ -76,10 +78,14 @@ async function start(setup: PublicThreadSetup): Promise<void> {
     queueDepth: setup.queueDepth,
     maxBodyBytes: setup.maxBodyBytes,
     workers: setup.workers,
-    handler: publicHandler({ certificates: files.certificatesPem, responder }),
+    ...countedListener("public", {
+      handler: publicHandler({ certificates: files.certificatesPem, responder }),
+    }),
     log: (event) => report({ kind: "listener_event", event }),
   });
   serving = listener.serve();
+  const open = listener;
+  sampleGauges("public", () => open.stats());
 }
 
 async function stop(graceMs: number): Promise<void> {

@@ -10,6 +10,7 @@
  * ./request_threads.ts talks to it, in the messages of ./protocol.ts.
  */
 import { Listener } from "../../http/mod.ts";
+import { attachMetrics, countedListener, sampleGauges } from "../../metrics/observe.ts";
 import { Policy } from "../../policy/mod.ts";
 import { Token } from "../../token/mod.ts";
 import { pooledMessage } from "../log.ts";
@@ -127,6 +128,7 @@ function start(setup: RequestThreadSetup): void {
   });
   opened.onDead((err) => report({ kind: "token_dead", message: err.message }));
   const deps = authenticatedDeps(setup, opened);
+  attachMetrics(setup.metrics, setup.shared.slot);
   listener = Listener.open({
     path: setup.shared.socket.path,
     shared: setup.shared,
@@ -134,11 +136,15 @@ function start(setup: RequestThreadSetup): void {
     queueDepth: setup.queueDepth,
     maxBodyBytes: setup.maxBodyBytes,
     workers: setup.workers,
-    handler: authenticatedHandler(deps),
-    continueCheck: authenticatedContinueCheck(deps),
+    ...countedListener("authenticated", {
+      handler: authenticatedHandler(deps),
+      continueCheck: authenticatedContinueCheck(deps),
+    }),
     log: (event) => report({ kind: "listener_event", event }),
   });
   serving = listener.serve();
+  const open = listener;
+  sampleGauges("authenticated", () => open.stats(), () => opened.poolStats());
 }
 
 /** The routes' view of the daemon from this thread: its own token and policy, the rest in main. */

@@ -1,0 +1,149 @@
+/**
+ * The metrics socket of `svcd serve --metrics-socket`: after a known /sign load, with the main
+ * thread alone and with two request Workers (separate isolates counting into one shared buffer),
+ * the scrape counts every answer, signature, /sign time and audit group commit; `promtool check
+ * metrics` finds nothing to complain about; no series carries a client's subject or a key label a
+ * client sent, even from subjects with unusual bytes; and only --metrics-uid may connect.
+ */
+import assert from "node:assert/strict";
+import { startDaemon } from "./support/daemon.ts";
+import { encodeRequest, rawExchange, request } from "./support/http_client.ts";
+import { makeTestToken } from "./support/token.ts";
+import { moduleTempDir } from "./support/temp_dir.ts";
+
+const ALICE = "CN=alice,O=Example,C=DE";
+/** Subjects as byte strings (one char per byte): quotes, braces, UTF-8 and a byte that is not. */
+const ODD_SUBJECTS = [
+  'CN=zo\xc3\xab",le="0.5"}',
+  "CN=\xff\xfe{x}\\",
+  "CN=mallory\tstatus=200",
+];
+const SIGNS = 24;
+
+function sign(socket: string, subject: string, key: string) {
+  return request(socket, {
+    method: "POST",
+    path: "/sign",
+    headers: [["X-SVC-Client-Subject", subject], ["X-SVC-Key", key]],
+    body: "message",
+  });
+}
+
+/** The value of one series line, e.g. `svcd_x_total{a="b"}`; undefined when absent. */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split("\n").find((l) => l.startsWith(series + " "));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+async function promtool(text: string): Promise<{ code: number; out: string }> {
+  const child = new Deno.Command("promtool", {
+    args: ["check", "metrics"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(text));
+  await writer.close();
+  const { code, stdout, stderr } = await child.output();
+  const td = new TextDecoder();
+  return { code, out: td.decode(stdout) + td.decode(stderr) };
+}
+
+for (const threads of ["0", "2"]) {
+  Deno.test({
+    name:
+      `metrics (--threads ${threads}): a known load is counted, promtool is content, no subject leaks`,
+    sanitizeResources: false,
+    sanitizeOps: false,
+    fn: async () => {
+      const token = await makeTestToken({ keys: { k: "ec-p256" } });
+      const metricsSocket = `${moduleTempDir("svcd-metrics-")}/metrics.sock`;
+      const d = await startDaemon({
+        token,
+        policy: `${ALICE}\tk\n`,
+        args: ["--threads", threads, "--metrics-socket", metricsSocket, "--syslog-socket", "none"],
+      });
+      try {
+        await d.waitForLog("metrics listener on");
+        // Rounds of 8: one identity may hold --workers − 1 (15) requests at once.
+        for (let round = 0; round < SIGNS / 8; round++) {
+          const statuses = await Promise.all(
+            Array.from({ length: 8 }, () => sign(d.socket, ALICE, "k").then((r) => r.status)),
+          );
+          assert.deepEqual(statuses, Array(8).fill(200));
+        }
+        for (const subject of ODD_SUBJECTS) {
+          assert.equal((await sign(d.socket, subject, "secret-label-\xff")).status, 403);
+        }
+        const res = await request(metricsSocket, { method: "GET", path: "/metrics" });
+        assert.equal(res.status, 200);
+        assert.match(res.header("content-type") ?? "", /^text\/plain; version=0\.0\.4/);
+        const text = res.text();
+        const ok = 'svcd_http_requests_total{listener="authenticated",route="/sign",status="200"}';
+        assert.equal(sample(text, ok), SIGNS, text);
+        const refused =
+          'svcd_http_requests_total{listener="authenticated",route="/sign",status="403"}';
+        assert.equal(sample(text, refused), ODD_SUBJECTS.length, text);
+        assert.equal(
+          sample(text, 'svcd_signatures_total{key_type="ec-p256",mode="message"}'),
+          SIGNS,
+        );
+        assert.ok(sample(text, "svcd_sign_duration_seconds_count")! >= SIGNS);
+        assert.equal(
+          sample(text, 'svcd_sign_duration_seconds_bucket{le="+Inf"}'),
+          sample(text, "svcd_sign_duration_seconds_count"),
+        );
+        // Every sign line was made durable by some group commit: lines ≥ signatures.
+        assert.ok(sample(text, "svcd_audit_group_lines_sum")! >= SIGNS, text);
+        assert.ok(sample(text, "svcd_audit_fdatasync_duration_seconds_count")! >= 1);
+        assert.equal(sample(text, "svcd_audit_write_failures_total"), 0);
+        assert.ok(sample(text, "process_resident_memory_bytes")! > 1e6);
+        assert.ok(sample(text, "process_open_fds")! > 3);
+        assert.ok(sample(text, "svcd_token_sessions_max")! >= 1);
+        for (const leak of ["alice", "zo", "mallory", "secret", "\ufffd", "\xff", "CN="]) {
+          assert.ok(!text.includes(leak), `the scrape carries ${JSON.stringify(leak)}`);
+        }
+        const check = await promtool(text);
+        assert.equal(check.code, 0, check.out);
+        assert.equal(check.out.trim(), "", check.out);
+        const other = await request(metricsSocket, { method: "GET", path: "/sign" });
+        assert.equal(other.status, 404);
+      } finally {
+        await d.stop();
+      }
+    },
+  });
+}
+
+Deno.test({
+  name: "metrics: a peer other than --metrics-uid is refused on the metrics socket",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    const metricsSocket = `${moduleTempDir("svcd-metrics-")}/metrics.sock`;
+    const d = await startDaemon({
+      token,
+      policy: `${ALICE}\tk\n`,
+      args: [
+        "--metrics-socket",
+        metricsSocket,
+        "--metrics-uid",
+        String(Deno.uid()! + 1),
+        "--syslog-socket",
+        "none",
+      ],
+    });
+    try {
+      await d.waitForLog("metrics listener on");
+      // The listener closes a refused peer's connection without a byte.
+      const raw = await rawExchange(metricsSocket, encodeRequest({ path: "/metrics" }))
+        .catch(() => new Uint8Array(0));
+      assert.equal(raw.length, 0, new TextDecoder().decode(raw));
+      await d.waitForLog(/metrics .*uid/);
+    } finally {
+      await d.stop();
+    }
+  },
+});
