@@ -46,6 +46,14 @@ const COMMANDS: Command[] = [
     run: runAuditCommand,
   },
   {
+    names: ["client"],
+    synopsis: "client keys|sign|verify [options]",
+    help: "sign and verify files through svcd's proxy with a client certificate " +
+      "(see: svcd client --help)",
+    // Loaded on demand: a client host never loads the daemon's code paths it does not run.
+    run: async (args) => (await import("./lib/client/cli.ts")).runClientCommand(args),
+  },
+  {
     names: ["ca"],
     synopsis: "ca init|issue|responder|revoke|crl|status|list [options]",
     help: "the CA over a token key: client and OCSP responder certificates, revocation, CRL " +

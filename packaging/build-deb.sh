@@ -19,10 +19,17 @@ runtime=$("$DENO" eval --quiet 'console.log(Deno.execPath())')
 echo "deb: runtime $runtime"
 install -m 0755 "$runtime" "$ROOT/usr/lib/svcd/deno"
 flags=$(svcd_permission_flags)
+client_flags=$(svcd_client_permission_flags)
 cat >"$ROOT/usr/bin/svcd" <<SH
 #!/bin/sh
-# svcd: the bundled daemon on the packaged Deno runtime, with the narrowest permissions that work.
+# svcd: the bundled daemon on the packaged Deno runtime, with the narrowest permissions that work:
+# \`svcd client\` reaches the network and reads SVCD_*; every other command never does.
 export DENO_NO_UPDATE_CHECK=1 NO_COLOR=1
+if [ "\$1" = client ]; then
+  exec /usr/lib/svcd/deno run --no-config --no-remote --no-npm \\
+    $client_flags \\
+    /usr/lib/svcd/svcd.js "\$@"
+fi
 exec /usr/lib/svcd/deno run --no-config --no-remote --no-npm \\
   $flags \\
   /usr/lib/svcd/svcd.js "\$@"

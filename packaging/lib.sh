@@ -11,6 +11,15 @@ svcd_permission_flags() {
   echo "$flags"
 }
 
+# The permission flags of `deno task client` (`svcd client`): the network and SVCD_*, no FFI and no
+# subprocess; the daemon's own flags stay without network access.
+svcd_client_permission_flags() {
+  local flags
+  flags=$(sed -nE 's/.*"client": "deno run (.*) main\.ts client".*/\1/p' deno.json)
+  if [ -z "$flags" ]; then echo "packaging: no client task in deno.json" >&2; return 1; fi
+  echo "$flags"
+}
+
 # bundle_svcd DIR: DIR/svcd.js, main.ts and its imports as one JavaScript file (npm code
 # inlined), DIR/svcd-public-worker.js, the public listener's Worker, which
 # lib/server/threads/public_threads.ts looks for beside the bundle, and DIR/svcd-request-worker.js, the

@@ -1,0 +1,199 @@
+/**
+ * `svcd client sign` through nginx (TLS, client certificate) against what bounds it, in interleaved
+ * rounds with medians; figures printed, nothing asserted:
+ * - a 1 GiB file with an ECDSA P-256 key in digest mode, against `sha256sum` of the same file (the
+ *   client is bound by its hashing: target ≥ 0.8 × sha256sum's speed). A daemon without digest mode
+ *   (before it lists "digests" on /token) cannot sign 1 GiB; the file then goes to the stand-in
+ *   svcd of the tests (tests/support/fake_svcd.ts) behind the same nginx, and the output says so.
+ * - 1 000 small files signed in sequence with an Ed25519 key (message mode, so both send the same
+ *   requests), one `svcd client sign` run against a curl loop (target ≥ 1 ×).
+ *
+ * @example
+ * ```sh
+ * node_modules/.bin/deno run -A bench/client.ts --rounds 3 --files 1000 --gib 1
+ * ```
+ */
+import { parseArgs } from "node:util";
+import { makeTestToken } from "../tests/support/token.ts";
+import { startDaemon } from "../tests/support/daemon.ts";
+import { makePki } from "../tests/support/pki.ts";
+import { curlNginx, startNginx } from "../tests/support/nginx.ts";
+import { fakeKey, startFakeSvcd } from "../tests/support/fake_svcd.ts";
+import { runCommand } from "../tests/support/command.ts";
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    rounds: { type: "string", default: "3" },
+    files: { type: "string", default: "1000" },
+    gib: { type: "string", default: "1" },
+  },
+});
+const ROUNDS = Number(values.rounds);
+const FILES = Number(values.files);
+const BIG_BYTES = Number(values.gib) * (1 << 30);
+const ALICE = "CN=alice,O=Example,C=DE";
+const WWW_DATA = 33;
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+const CONFIG = new URL("../deno.json", import.meta.url).pathname;
+
+const token = await makeTestToken({ keys: { "b-ec": "ec-p256", "b-ed": "ed25519" } });
+const dir = await Deno.makeTempDir({ prefix: "svcd-bench-client-" });
+await Deno.chmod(dir, 0o711);
+const cleanups: Array<() => Promise<unknown>> = [
+  () => token.cleanup(),
+  () => Deno.remove(dir, { recursive: true }),
+];
+try {
+  const pki = await makePki(dir, [ALICE]);
+  const workDir = `${dir}/daemon`;
+  await Deno.mkdir(workDir);
+  await Deno.chown(workDir, 0, WWW_DATA);
+  await Deno.chmod(workDir, 0o2750);
+  const daemon = await startDaemon({
+    token,
+    workDir,
+    proxyUid: WWW_DATA,
+    policy: `${ALICE}\tb-ec\n${ALICE}\tb-ed\n`,
+  });
+  cleanups.unshift(() => daemon.stop());
+  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
+  cleanups.unshift(() => nginx.stop());
+  const listed = JSON.parse(
+    new TextDecoder().decode((await curlNginx(nginx, pki, pki.clients[0], "/token", [])).body),
+  ) as { keys: Array<{ digests?: string[] }> };
+  const digestMode = listed.keys.some((k) => k.digests?.includes("sha-256"));
+
+  const flags = (JSON.parse(await Deno.readTextFile(CONFIG)).tasks.client as string)
+    .replace(/^deno run /, "").replace(/ main\.ts client$/, "").split(" ");
+  const client = pki.clients[0];
+  const envFor = (port: number) => ({
+    SVCD_ADDR: `https://localhost:${port}`,
+    SVCD_CACERT: pki.caCert,
+    SVCD_CLIENT_CERT: client.cert,
+    SVCD_CLIENT_KEY: client.key,
+    NO_COLOR: "1",
+  });
+  const runClient = async (port: number, args: string[]) => {
+    const r = await runCommand(Deno.execPath(), ["run", ...flags, MAIN, "client", ...args], {
+      env: envFor(port),
+    });
+    if (r.code !== 0) throw new Error(`svcd client ${args[0]}: ${r.text}`);
+  };
+
+  // The 1 GiB file's signer: the daemon where it has digest mode, else the stand-in behind nginx.
+  let bigPort = nginx.port;
+  let bigLabel = "b-ec";
+  if (!digestMode) {
+    const fakeDir = `${dir}/fake`;
+    await Deno.mkdir(fakeDir);
+    await Deno.chmod(fakeDir, 0o755);
+    const fake = await startFakeSvcd(fakeDir, [fakeKey("f-ec", "ec-p256", ["sha-256"])]);
+    await Deno.chmod(fake.socket, 0o777);
+    cleanups.unshift(() => fake.close());
+    const fakeDir2 = `${dir}/nginx-fake`;
+    await Deno.mkdir(fakeDir2);
+    await Deno.chmod(fakeDir2, 0o711);
+    const fakeNginx = await startNginx(fakeDir2, pki, { authSocket: fake.socket });
+    cleanups.unshift(() => fakeNginx.stop());
+    bigPort = fakeNginx.port;
+    bigLabel = "f-ec";
+    console.log(
+      "note: this daemon lists no digest modes; the 1 GiB file is signed by the stand-in svcd " +
+        "(tests/support/fake_svcd.ts) behind the same nginx configuration",
+    );
+  }
+
+  const big = `${dir}/big`;
+  await writeBigFile(big, BIG_BYTES);
+  const small = `${dir}/small`;
+  await Deno.mkdir(small);
+  const smallFiles: string[] = [];
+  for (let i = 0; i < FILES; i++) {
+    const f = `${small}/f${i}`;
+    await Deno.writeFile(f, crypto.getRandomValues(new Uint8Array(1024)));
+    smallFiles.push(f);
+  }
+
+  const curlLoop = async (port: number, files: string[]): Promise<void> => {
+    for (const f of files) {
+      const r = await runCommand("curl", [
+        "-sS",
+        "--fail",
+        "--cacert",
+        pki.caCert,
+        "--cert",
+        client.cert,
+        "--key",
+        client.key,
+        "-H",
+        "X-SVC-Key: b-ed",
+        "--data-binary",
+        `@${f}`,
+        "-o",
+        `${f}.curl.sig`,
+        `https://localhost:${port}/sign`,
+      ]);
+      if (r.code !== 0) throw new Error(`curl: ${r.text}`);
+    }
+  };
+  const timed = async (fn: () => Promise<void>) => {
+    const t0 = performance.now();
+    await fn();
+    return (performance.now() - t0) / 1000;
+  };
+  const results: Record<string, number[]> = { client: [], sha256sum: [], many: [], curl: [] };
+  for (let round = 1; round <= ROUNDS; round++) {
+    results.client.push(
+      await timed(() => runClient(bigPort, ["sign", "--key-label", bigLabel, big])),
+    );
+    results.sha256sum.push(
+      await timed(async () => {
+        const r = await runCommand("sha256sum", [big]);
+        if (r.code !== 0) throw new Error(r.text);
+      }),
+    );
+    results.many.push(
+      await timed(() => runClient(nginx.port, ["sign", "--key-label", "b-ed", ...smallFiles])),
+    );
+    results.curl.push(await timed(() => curlLoop(nginx.port, smallFiles)));
+    console.log(
+      `round ${round}: 1 GiB client ${results.client.at(-1)!.toFixed(2)} s, sha256sum ` +
+        `${results.sha256sum.at(-1)!.toFixed(2)} s; ${FILES} files client ` +
+        `${results.many.at(-1)!.toFixed(2)} s, curl loop ${results.curl.at(-1)!.toFixed(2)} s`,
+    );
+  }
+  const m = Object.fromEntries(Object.entries(results).map(([k, v]) => [k, median(v)]));
+  const gib = BIG_BYTES / (1 << 30);
+  console.log(
+    `median: ${gib} GiB: svcd client sign ${m.client.toFixed(2)} s (${
+      (BIG_BYTES / (1 << 20) / m.client).toFixed(0)
+    } MiB/s), sha256sum ${m.sha256sum.toFixed(2)} s: ${(m.sha256sum / m.client).toFixed(2)} × ` +
+      `sha256sum's speed (target ≥ 0.8)`,
+  );
+  console.log(
+    `median: ${FILES} small files: svcd client sign ${m.many.toFixed(2)} s (${
+      (FILES / m.many).toFixed(0)
+    }/s), curl loop ${m.curl.toFixed(2)} s (${(FILES / m.curl).toFixed(0)}/s): ` +
+      `${(m.curl / m.many).toFixed(2)} × the curl loop's speed (target ≥ 1)`,
+  );
+} finally {
+  for (const c of cleanups) await c().catch(() => {});
+}
+
+function median(v: number[]): number {
+  const s = [...v].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+/** `bytes` of 64 random KiB repeated, each MiB marked with its number (no hashing to make it). */
+async function writeBigFile(path: string, bytes: number): Promise<void> {
+  const block = crypto.getRandomValues(new Uint8Array(1 << 16));
+  const mib = new Uint8Array(1 << 20);
+  for (let i = 0; i < 16; i++) mib.set(block, i << 16);
+  using f = await Deno.open(path, { write: true, create: true, truncate: true });
+  for (let i = 0; i < bytes >> 20; i++) {
+    new DataView(mib.buffer).setUint32(0, i);
+    for (let at = 0; at < mib.length;) at += await f.write(mib.subarray(at));
+  }
+}

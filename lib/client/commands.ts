@@ -1,0 +1,284 @@
+/**
+ * The three jobs of `svcd client`: `keys` (list, and write public keys as PEM), `sign` (hash
+ * locally, sign in digest mode where the key has one, check the signature locally before writing
+ * it) and `verify` (locally, or by svcd's /verify with `remote`).
+ *
+ * @example
+ * ```ts ignore
+ * await signFiles(conn, settings, { keyLabel: "web", files: ["a.tar"], format: "der" }, print);
+ * ```
+ */
+import { ClientError } from "./errors.ts";
+import { answerError } from "./answers.ts";
+import type { SvcdConnection } from "./http.ts";
+import { type ClientKey, fetchKeys, findKey, type KeyList } from "./keys.ts";
+import {
+  createDigester,
+  digestModeName,
+  type DigestName,
+  digestOf,
+  localDigestName,
+} from "./digests.ts";
+import { hashFile, progressFor } from "./hash.ts";
+import { type Signed, verifyLocally } from "./verify.ts";
+import {
+  checkFormatFor,
+  decodeSignature,
+  encodeSignature,
+  type SignatureFormat,
+} from "./format.ts";
+
+/** Where a command's lines go (stdout), so tests can collect them. */
+export type Print = (line: string) => void;
+
+/** What `sign` was asked. */
+export interface SignRequest {
+  keyLabel: string;
+  files: string[];
+  /** The signature file of a single FILE (default FILE.sig). */
+  out?: string;
+  format: SignatureFormat;
+  maxBody: number;
+}
+
+/** What `verify` was asked. */
+export interface VerifyRequest {
+  keyLabel: string;
+  file: string;
+  signature: string;
+  format: SignatureFormat;
+  remote: boolean;
+  maxBody: number;
+}
+
+/** How one file goes to svcd: its digest, or the file itself. */
+type Plan = { mode: "digest"; name: DigestName } | { mode: "message" };
+
+/**
+ * `svcd client keys`: one line per key (label, type, digest modes); with `outDir`, each public
+ * key as LABEL.pem there.
+ */
+export async function listKeys(
+  conn: SvcdConnection,
+  outDir: string | undefined,
+  print: Print,
+): Promise<void> {
+  const list = await fetchKeys(conn);
+  const rows = list.keys.map((k) => [
+    k.label,
+    k.keyType,
+    k.digests.length ? k.digests.join(",") : "none (message mode)",
+  ]);
+  const widths = [0, 1].map((i) => Math.max(5, ...rows.map((r) => r[i].length)));
+  print(`${"LABEL".padEnd(widths[0])}  ${"TYPE".padEnd(widths[1])}  DIGEST MODES`);
+  for (const r of rows) print(`${r[0].padEnd(widths[0])}  ${r[1].padEnd(widths[1])}  ${r[2]}`);
+  for (const u of list.unusable) print(`${u.label}: unusable: ${u.error}`);
+  if (!list.digestModeKnown && list.keys.length > 0) {
+    print("(this svcd states no digest modes: every file is sent whole, up to --max-body)");
+  }
+  if (outDir !== undefined) {
+    for (const key of list.keys) {
+      print(
+        key.publicKeySpki
+          ? `wrote ${await writePublicKey(outDir, key, key.publicKeySpki)}`
+          : `${key.label}: svcd lists no SubjectPublicKeyInfo for it; no PEM written`,
+      );
+    }
+  }
+}
+
+async function writePublicKey(
+  outDir: string,
+  key: ClientKey,
+  spki: Uint8Array,
+): Promise<string> {
+  // A label is any text; as a file name it must not leave the folder.
+  const path = `${outDir}/${key.label.replace(/[^\w.@+=-]/g, "_").replace(/^\./, "_")}.pem`;
+  const pem = `-----BEGIN PUBLIC KEY-----\n${
+    spki.toBase64().match(/.{1,64}/g)!.join("\n")
+  }\n-----END PUBLIC KEY-----\n`;
+  try {
+    await Deno.writeTextFile(path, pem);
+  } catch (err) {
+    throw new ClientError(`cannot write ${path}: ${(err as Error).message} (check --out-dir)`);
+  }
+  return path;
+}
+
+/**
+ * `svcd client sign`: every file is checked first (readable; small enough when it must be sent
+ * whole), then signed one by one; a signature is written only when it verifies locally.
+ */
+export async function signFiles(
+  conn: SvcdConnection,
+  req: SignRequest,
+  print: Print,
+): Promise<void> {
+  if (req.out !== undefined && req.files.length !== 1) {
+    throw new ClientError("--out names the signature of one FILE: give one FILE, or no --out", {
+      usage: true,
+    });
+  }
+  const key = findKey(await fetchKeys(conn), req.keyLabel);
+  checkFormatFor(req.format, key.keyType);
+  const plan = planFor(key);
+  const sizes = [];
+  for (const file of req.files) sizes.push(await sizeOf(file, plan, key, req.maxBody));
+  for (const [i, file] of req.files.entries()) {
+    const out = req.out ?? `${file}.sig`;
+    const signed = await signOne(conn, key, plan, file, sizes[i], req.maxBody);
+    await writeAtomically(out, encodeSignature(signed, req.format, key.keyType));
+    print(`${file}: signed with '${key.label}' (${key.keyType}, ${describePlan(plan)}) -> ${out}`);
+  }
+}
+
+function planFor(key: ClientKey): Plan {
+  const name = digestModeName(key);
+  return name ? { mode: "digest", name } : { mode: "message" };
+}
+
+function describePlan(plan: Plan): string {
+  return plan.mode === "digest" ? `digest ${plan.name}` : "message";
+}
+
+async function sizeOf(file: string, plan: Plan, key: ClientKey, maxBody: number): Promise<number> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.stat(file);
+  } catch (err) {
+    throw new ClientError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  if (!info.isFile) throw new ClientError(`${file} is not a regular file: give files to sign`);
+  if (plan.mode === "message" && info.size > maxBody) {
+    throw new ClientError(
+      `${file} is ${info.size} bytes, more than the server takes (--max-body ${maxBody}): key ` +
+        `'${key.label}' (${key.keyType}) has no digest mode, so the file itself is sent; ` +
+        "nothing was signed. Sign a smaller file or a digest list of it, or set --max-body to " +
+        "the operator's larger limit",
+    );
+  }
+  return info.size;
+}
+
+async function signOne(
+  conn: SvcdConnection,
+  key: ClientKey,
+  plan: Plan,
+  file: string,
+  size: number,
+  maxBody: number,
+): Promise<Uint8Array> {
+  const headers: Array<[string, string]> = [["X-SVC-Key", key.label]];
+  let body: Uint8Array;
+  let signed: Signed;
+  if (plan.mode === "digest") {
+    body = await hashFile(
+      file,
+      createDigester(plan.name, key.publicKeyRaw),
+      progressFor(file, size),
+    );
+    headers.push(["X-SVC-Digest", plan.name]);
+    signed = { digest: body };
+  } else {
+    body = await readWhole(file, maxBody);
+    signed = checkedOver(key, body);
+  }
+  const answer = await conn.request("POST", "/sign", headers, body);
+  if (answer.status !== 200) throw answerError(answer, { key: key.label, maxBody });
+  if (!await verifyLocally(key, answer.body, signed)) {
+    throw new ClientError(
+      `svcd's signature of ${file} does not verify with the public key of '${key.label}': ` +
+        "nothing was written; run again, and tell the operator if it repeats",
+    );
+  }
+  return answer.body;
+}
+
+/** What a message is checked over locally: its digest for the key type, or itself (Ed25519). */
+function checkedOver(key: ClientKey, message: Uint8Array): Signed {
+  const name = localDigestName(key.keyType);
+  return name ? { digest: digestOf(name, key.publicKeyRaw, message) } : { message };
+}
+
+async function readWhole(file: string, maxBody: number): Promise<Uint8Array> {
+  const bytes = await Deno.readFile(file).catch((err) => {
+    throw new ClientError(`cannot read ${file}: ${err.message}`);
+  });
+  if (bytes.length > maxBody) {
+    throw new ClientError(`${file} grew past --max-body ${maxBody} while being signed`);
+  }
+  return bytes;
+}
+
+async function writeAtomically(path: string, bytes: Uint8Array): Promise<void> {
+  const temp = `${path}.${Deno.pid}.tmp`;
+  try {
+    await Deno.writeFile(temp, bytes);
+    await Deno.rename(temp, path);
+  } catch (err) {
+    await Deno.remove(temp).catch(() => {});
+    throw new ClientError(`cannot write ${path}: ${(err as Error).message} (check --out)`);
+  }
+}
+
+/** `svcd client verify`: true when valid. Locally with the key's public key, or svcd's /verify. */
+export async function verifyFile(conn: SvcdConnection, req: VerifyRequest): Promise<boolean> {
+  const list: KeyList = await fetchKeys(conn);
+  const key = findKey(list, req.keyLabel);
+  const signature = decodeSignature(
+    await Deno.readFile(req.signature).catch((err) => {
+      throw new ClientError(`cannot read ${req.signature}: ${err.message}`);
+    }),
+    req.format,
+    key.keyType,
+  );
+  if (req.remote) return await verifyRemotely(conn, key, req, signature);
+  const name = localDigestName(key.keyType);
+  if (name === undefined) {
+    const message = await Deno.readFile(req.file).catch((err) => {
+      throw new ClientError(`cannot read ${req.file}: ${err.message}`);
+    });
+    return await verifyLocally(key, signature, { message });
+  }
+  const size = (await Deno.stat(req.file).catch((err) => {
+    throw new ClientError(`cannot read ${req.file}: ${err.message}`);
+  })).size;
+  const digest = await hashFile(
+    req.file,
+    createDigester(name, key.publicKeyRaw),
+    progressFor(req.file, size),
+  );
+  return await verifyLocally(key, signature, { digest });
+}
+
+async function verifyRemotely(
+  conn: SvcdConnection,
+  key: ClientKey,
+  req: VerifyRequest,
+  signature: Uint8Array,
+): Promise<boolean> {
+  const plan = planFor(key);
+  const size = await sizeOf(req.file, plan, key, req.maxBody);
+  const headers: Array<[string, string]> = [
+    ["X-SVC-Key", key.label],
+    ["X-SVC-Signature-Length", String(signature.length)],
+  ];
+  let tail: Uint8Array;
+  if (plan.mode === "digest") {
+    tail = await hashFile(
+      req.file,
+      createDigester(plan.name, key.publicKeyRaw),
+      progressFor(req.file, size),
+    );
+    headers.push(["X-SVC-Digest", plan.name]);
+  } else {
+    tail = await readWhole(req.file, req.maxBody);
+  }
+  const body = new Uint8Array(signature.length + tail.length);
+  body.set(signature);
+  body.set(tail, signature.length);
+  const answer = await conn.request("POST", "/verify", headers, body);
+  if (answer.status === 200) return true;
+  if (answer.status === 422) return false;
+  throw answerError(answer, { key: key.label, maxBody: req.maxBody });
+}

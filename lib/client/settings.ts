@@ -1,0 +1,147 @@
+/**
+ * Where `svcd client` reaches svcd and with which certificates: flags first, else the environment
+ * in Vault's convention (SVCD_ADDR, SVCD_CACERT, SVCD_CLIENT_CERT, SVCD_CLIENT_KEY). An address is
+ * `https://host[:port]` (the operator's nginx, with a client certificate), or with
+ * `--insecure-http` only, `http://…` or `unix:/path` (a socket on this host, for tests).
+ *
+ * @example
+ * ```ts
+ * import { resolveSettings } from "./settings.ts";
+ * const s = resolveSettings({ addr: "https://sign.example.org" }, {
+ *   SVCD_CACERT: "ca.pem", SVCD_CLIENT_CERT: "me.pem", SVCD_CLIENT_KEY: "me.key",
+ * });
+ * s.endpoint; // { kind: "https", base: "https://sign.example.org" }
+ * ```
+ */
+import { ClientError } from "./errors.ts";
+
+/** The variables read from the environment, each standing for the flag beside it. */
+export const ENVIRONMENT = {
+  SVCD_ADDR: "--addr",
+  SVCD_CACERT: "--ca-cert",
+  SVCD_CLIENT_CERT: "--client-cert",
+  SVCD_CLIENT_KEY: "--client-key",
+} as const;
+
+/** The largest message svcd takes unless its operator changed --max-body. */
+export const DEFAULT_MAX_BODY = 1 << 20;
+/** How many times a 429 or 503 is retried after its Retry-After. */
+export const DEFAULT_RETRIES = 3;
+
+/** How requests travel: TLS through the proxy, or plain HTTP (TCP or a UNIX socket, tests only). */
+export type Endpoint =
+  | { kind: "https"; base: string; caCert: string; clientCert: string; clientKey: string }
+  | { kind: "http"; base: string }
+  | { kind: "unix"; base: string; path: string };
+
+/** Everything a command needs to reach svcd. */
+export interface Settings {
+  endpoint: Endpoint;
+  retries: number;
+  maxBody: number;
+}
+
+/** The flags as given (strings, unparsed). */
+export interface SettingFlags {
+  addr?: string;
+  "ca-cert"?: string;
+  "client-cert"?: string;
+  "client-key"?: string;
+  "insecure-http"?: boolean;
+  retries?: string;
+  "max-body"?: string;
+}
+
+/** Flags over the environment; a ClientError (usage) says which setting is missing or wrong. */
+export function resolveSettings(
+  flags: SettingFlags,
+  env: Record<string, string | undefined>,
+): Settings {
+  const addr = flags.addr ?? env.SVCD_ADDR;
+  if (!addr) {
+    throw usage("no address: give --addr https://HOST[:PORT] or set SVCD_ADDR");
+  }
+  const retries = count(flags.retries, "--retries", DEFAULT_RETRIES, 0, 100);
+  const maxBody = count(flags["max-body"], "--max-body", DEFAULT_MAX_BODY, 1, 2 ** 40);
+  return { endpoint: resolveEndpoint(addr, flags, env), retries, maxBody };
+}
+
+function resolveEndpoint(
+  addr: string,
+  flags: SettingFlags,
+  env: Record<string, string | undefined>,
+): Endpoint {
+  if (addr.startsWith("unix:") || addr.startsWith("http://")) {
+    if (!flags["insecure-http"]) {
+      throw usage(
+        `'${addr}' is not HTTPS: svcd is reached through its proxy over https:// with a client ` +
+          "certificate; --insecure-http allows plain HTTP (tests against a local socket only)",
+      );
+    }
+    if (addr.startsWith("http://")) return { kind: "http", base: trimSlash(addr) };
+    const path = addr.replace(/^unix:(\/\/)?/, "");
+    if (!path.startsWith("/")) {
+      throw usage(`'${addr}': a UNIX socket address is unix:/absolute/path`);
+    }
+    return { kind: "unix", base: "http://svcd", path };
+  }
+  let url: URL;
+  try {
+    url = new URL(addr);
+  } catch {
+    throw usage(`'${addr}' is not an address: give https://HOST[:PORT] (--addr or SVCD_ADDR)`);
+  }
+  if (url.protocol !== "https:") {
+    throw usage(`'${addr}': the address must start with https:// (--addr or SVCD_ADDR)`);
+  }
+  const file = (flag: keyof typeof FILE_SETTINGS) => {
+    const variable = FILE_SETTINGS[flag];
+    const value = flags[flag] ?? env[variable];
+    if (!value) {
+      throw usage(`HTTPS needs --${flag} FILE (or ${variable}): ${FILE_HELP[flag]}`);
+    }
+    return value;
+  };
+  return {
+    kind: "https",
+    base: trimSlash(url.origin),
+    caCert: file("ca-cert"),
+    clientCert: file("client-cert"),
+    clientKey: file("client-key"),
+  };
+}
+
+const FILE_SETTINGS = {
+  "ca-cert": "SVCD_CACERT",
+  "client-cert": "SVCD_CLIENT_CERT",
+  "client-key": "SVCD_CLIENT_KEY",
+} as const;
+
+const FILE_HELP = {
+  "ca-cert": "the PEM CA certificate that issued the proxy's server certificate",
+  "client-cert": "your PEM client certificate, issued by the operator's CA",
+  "client-key": "the PEM private key of your client certificate",
+} as const;
+
+function trimSlash(s: string): string {
+  return s.replace(/\/+$/, "");
+}
+
+function count(
+  given: string | undefined,
+  flag: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  if (given === undefined) return fallback;
+  const n = /^\d+$/.test(given) ? Number(given) : NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    throw usage(`${flag} '${given}': give a whole number from ${min} to ${max}`);
+  }
+  return n;
+}
+
+function usage(message: string): ClientError {
+  return new ClientError(message, { usage: true });
+}

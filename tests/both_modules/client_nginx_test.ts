@@ -1,0 +1,450 @@
+/**
+ * `svcd client` end to end: run with exactly the permissions of deno.json's `client` task, through
+ * Debian's nginx with the packaged example configuration (TLS, a client certificate), to a daemon
+ * on this run's module (SoftHSM2, then svcmod). Every key type the module offers signs a 1 KiB and
+ * a 256 MiB file; each signature is checked by a verifier the project did not write, against the
+ * original file: openssl (ECDSA in the client's DER form, RSA-PSS, Ed25519) and @noble/post-quantum
+ * (ML-DSA by plain verify of the message; the composite through tests/support/oracle.ts).
+ *
+ * The digest-mode steps run only when the daemon lists "digests" on GET /token (decided below by
+ * asking one); until then they are ignored, and every key type is signed in message mode.
+ */
+import assert from "node:assert/strict";
+import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
+import { moduleTempDir } from "../support/temp_dir.ts";
+import { makePki, type Pki } from "../support/pki.ts";
+import { curlNginx, startNginx, type TestNginx } from "../support/nginx.ts";
+import { makeTestToken, type TestToken } from "../support/token.ts";
+import { startDaemon, type TestDaemon } from "../support/daemon.ts";
+import { readAuditLines } from "../support/audit.ts";
+import { type CommandResult, runCommand } from "../support/command.ts";
+import { verifyIndependently } from "../support/oracle.ts";
+
+const ALICE = "CN=alice,O=Example,C=DE";
+const WWW_DATA = 33;
+const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
+const EXAMPLE = new URL("../../packaging/nginx-svcd.conf", import.meta.url).pathname;
+const BIG = 256 << 20;
+/** The daemon's and nginx's body limit here: a 256 MiB file in message mode fits. */
+const RAISED_MAX_BODY = 300 << 20;
+/** A digest-mode request: headers and at most a 64-byte body. */
+const SMALL_UPLOAD = 4096;
+
+const KEYS: Record<string, string> = {
+  "k-p256": "ec-p256",
+  "k-p384": "ec-p384",
+  "k-ed": "ed25519",
+  "k-rsa": "rsa-3072",
+  "k-mldsa44": "ml-dsa-44",
+  "k-mldsa65": "ml-dsa-65",
+  "k-mldsa87": "ml-dsa-87",
+  "k-comp": "composite-mldsa65-ed25519",
+};
+const ML_DSA = { "ml-dsa-44": ml_dsa44, "ml-dsa-65": ml_dsa65, "ml-dsa-87": ml_dsa87 } as const;
+
+const canRun = Deno.uid() === 0 && await exists("/usr/sbin/nginx");
+const daemonHasDigestMode = canRun && await askDaemonForDigestMode();
+
+async function exists(path: string): Promise<boolean> {
+  return await Deno.stat(path).then(() => true, () => false);
+}
+
+/** Whether a daemon of this tree lists "digests" for a key on GET /token. */
+async function askDaemonForDigestMode(): Promise<boolean> {
+  const token = await makeTestToken({ keys: { probe: "ec-p256" } });
+  const daemon = await startDaemon({ token, policy: `${ALICE}\tprobe\n` });
+  try {
+    const { request } = await import("../support/http_client.ts");
+    const res = await request(daemon.socket, {
+      path: "/token",
+      headers: [["X-SVC-Client-Subject", ALICE]],
+    });
+    const keys = (res.json() as { keys: Array<Record<string, unknown>> }).keys;
+    return keys.some((k) => "digests" in k);
+  } finally {
+    await daemon.stop();
+    await token.cleanup();
+  }
+}
+
+/** The permission flags of deno.json's `client` task. */
+async function clientFlags(): Promise<string[]> {
+  const task: string = JSON.parse(await Deno.readTextFile(CONFIG)).tasks.client;
+  return task.replace(/^deno run /, "").replace(/ main\.ts client$/, "").split(" ");
+}
+
+interface Setup {
+  token: TestToken;
+  pki: Pki;
+  daemon: TestDaemon;
+  nginx: TestNginx;
+  dir: string;
+  accessLog: string;
+}
+
+/** The example with nginx's and svcd's body limit raised, and an access log of request sizes. */
+async function example(dir: string): Promise<string> {
+  const text = await Deno.readTextFile(EXAMPLE);
+  assert.ok(text.includes("client_max_body_size 1040k;"));
+  return `log_format svcd_sizes '$request_uri $request_length $status';\n` +
+    text.replace("client_max_body_size 1040k;", `client_max_body_size ${RAISED_MAX_BODY};`)
+      .replace(
+        "    location / {",
+        `    access_log ${dir}/access.log svcd_sizes;\n    location / {`,
+      );
+}
+
+async function setUp(): Promise<Setup> {
+  const token = await makeTestToken({ keys: KEYS });
+  const dir = moduleTempDir("svcd-client-nginx-");
+  await Deno.chmod(dir, 0o711);
+  const pki = await makePki(dir, [ALICE]);
+  const workDir = `${dir}/daemon`;
+  await Deno.mkdir(workDir);
+  await Deno.chown(workDir, 0, WWW_DATA);
+  await Deno.chmod(workDir, 0o2750);
+  const daemon = await startDaemon({
+    token,
+    workDir,
+    proxyUid: WWW_DATA,
+    policy: token.keys.map((k) => `${ALICE}\t${k}\n`).join(""),
+    args: ["--max-body", String(RAISED_MAX_BODY)],
+  });
+  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket }, await example(dir));
+  return { token, pki, daemon, nginx, dir, accessLog: `${dir}/access.log` };
+}
+
+/** `svcd client …` as a user runs it: SVCD_* in the environment, the task's permissions. */
+async function runClient(s: Setup, args: string[]): Promise<CommandResult> {
+  const client = s.pki.clients[0];
+  return await runCommand(
+    Deno.execPath(),
+    ["run", ...await clientFlags(), MAIN, "client", ...args],
+    {
+      env: {
+        SVCD_ADDR: `https://localhost:${s.nginx.port}`,
+        SVCD_CACERT: s.pki.caCert,
+        SVCD_CLIENT_CERT: client.cert,
+        SVCD_CLIENT_KEY: client.key,
+        NO_COLOR: "1",
+      },
+    },
+  );
+}
+
+interface ListedKey {
+  label: string;
+  key_type: string;
+  public_key: string | null;
+  public_key_raw: string;
+  digests?: string[];
+}
+
+async function listedKeys(s: Setup): Promise<ListedKey[]> {
+  const res = await curlNginx(s.nginx, s.pki, s.pki.clients[0], "/token", []);
+  assert.equal(res.status, 200);
+  return JSON.parse(new TextDecoder().decode(res.body)).keys;
+}
+
+/** Expected digest per the wire contract, when the daemon lists it for the key. */
+function digestSent(key: ListedKey): string | undefined {
+  const wanted: Record<string, string> = {
+    "ec-p256": "sha-256",
+    "ec-p384": "sha-384",
+    "rsa-3072": "sha-256",
+    "ml-dsa-44": "ml-dsa-mu",
+    "ml-dsa-65": "ml-dsa-mu",
+    "ml-dsa-87": "ml-dsa-mu",
+  };
+  const name = wanted[key.key_type];
+  return name && key.digests?.includes(name) ? name : undefined;
+}
+
+async function writePem(path: string, spki: string): Promise<void> {
+  const body = spki.match(/.{1,64}/g)!.join("\n");
+  await Deno.writeTextFile(path, `-----BEGIN PUBLIC KEY-----\n${body}\n-----END PUBLIC KEY-----\n`);
+}
+
+/**
+ * Signs `file` with the client (DER for ECDSA, raw otherwise) and checks the signature with a
+ * verifier the project did not write.
+ */
+async function signAndCheck(s: Setup, key: ListedKey, file: string): Promise<void> {
+  const ecdsa = key.key_type.startsWith("ec-");
+  const sig = `${file}.${key.label}.sig`;
+  const r = await runClient(s, [
+    "sign",
+    "--key-label",
+    key.label,
+    "--max-body",
+    String(RAISED_MAX_BODY),
+    "--out",
+    sig,
+    ...(ecdsa ? ["--format", "der"] : []),
+    file,
+  ]);
+  assert.equal(r.code, 0, r.text);
+  const mode = digestSent(key);
+  assert.match(r.stdout, new RegExp(mode ? `digest ${mode}` : "message"), r.stdout);
+  const pem = `${sig}.pub.pem`;
+  if (key.public_key) await writePem(pem, key.public_key);
+  try {
+    if (ecdsa || key.key_type === "rsa-3072") {
+      const hash = key.key_type === "ec-p384" ? "-sha384" : "-sha256";
+      const pss = key.key_type === "rsa-3072"
+        ? ["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:32"]
+        : [];
+      const v = await runCommand("openssl", [
+        "dgst",
+        hash,
+        ...pss,
+        "-verify",
+        pem,
+        "-signature",
+        sig,
+        file,
+      ]);
+      assert.equal(v.code, 0, `openssl dgst: ${v.text}`);
+    } else if (key.key_type === "ed25519") {
+      const v = await runCommand("openssl", [
+        "pkeyutl",
+        "-verify",
+        "-pubin",
+        "-inkey",
+        pem,
+        "-rawin",
+        "-in",
+        file,
+        "-sigfile",
+        sig,
+      ]);
+      assert.equal(v.code, 0, `openssl pkeyutl: ${v.text}`);
+    } else if (key.key_type in ML_DSA) {
+      const dsa = ML_DSA[key.key_type as keyof typeof ML_DSA];
+      const message = await Deno.readFile(file);
+      const pk = Uint8Array.fromBase64(key.public_key_raw);
+      assert.ok(dsa.verify(await Deno.readFile(sig), message, pk), "@noble ML-DSA verify");
+    } else {
+      const ok = await verifyIndependently(
+        key.key_type,
+        { raw: Uint8Array.fromBase64(key.public_key_raw) },
+        await Deno.readFile(file),
+        await Deno.readFile(sig),
+      );
+      assert.ok(ok, "the composite's independent check");
+    }
+  } finally {
+    await Deno.remove(sig).catch(() => {});
+    await Deno.remove(pem).catch(() => {});
+  }
+}
+
+/**
+ * A 256 MiB file in `dir` (the temporary folder; Deno asks for all permissions under /dev, which
+ * the client's task does not have): 64 random KiB repeated, each MiB marked with its number.
+ */
+async function bigFile(dir: string): Promise<string> {
+  const path = `${dir}/big`;
+  const block = crypto.getRandomValues(new Uint8Array(1 << 16));
+  const mib = new Uint8Array(1 << 20);
+  for (let i = 0; i < 16; i++) mib.set(block, i << 16);
+  using f = await Deno.open(path, { write: true, create: true, truncate: true });
+  for (let i = 0; i < BIG >> 20; i++) {
+    mib[1] = i;
+    for (let at = 0; at < mib.length;) at += await f.write(mib.subarray(at));
+  }
+  return path;
+}
+
+/** The access log's sizes of the requests to `path` from `from` (a line count) on. */
+async function uploadSizes(s: Setup, path: string, from: number): Promise<number[]> {
+  const lines = (await Deno.readTextFile(s.accessLog).catch(() => "")).trim().split("\n");
+  return lines.slice(from).map((l) => l.split(" ")).filter(([uri]) => uri === path)
+    .map(([, size]) => Number(size));
+}
+
+async function accessLogLength(s: Setup): Promise<number> {
+  const text = await Deno.readTextFile(s.accessLog).catch(() => "");
+  return text === "" ? 0 : text.trim().split("\n").length;
+}
+
+Deno.test({
+  name: "svcd client through real nginx with a client certificate: every key type",
+  ignore: !canRun,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async (t) => {
+    let s: Setup | undefined;
+    let big: string | undefined;
+    try {
+      s = await setUp();
+      const setup = s;
+      const keys = await listedKeys(setup);
+      assert.deepEqual(keys.map((k) => k.label).sort(), [...setup.token.keys].sort());
+      const small = `${setup.dir}/small`;
+      await Deno.writeFile(small, crypto.getRandomValues(new Uint8Array(1024)));
+
+      await t.step(
+        "keys: every granted key with its type; --out-dir writes /token's SPKI",
+        async () => {
+          const out = `${setup.dir}/pub`;
+          await Deno.mkdir(out);
+          const r = await runClient(setup, ["keys", "--out-dir", out]);
+          assert.equal(r.code, 0, r.text);
+          for (const k of keys) {
+            assert.match(r.stdout, new RegExp(`${k.label}\\s+${k.key_type}\\s`));
+            const pem = await Deno.readTextFile(`${out}/${k.label}.pem`);
+            assert.equal(pem.replace(/-----[^-]+-----|\n/g, ""), k.public_key);
+          }
+        },
+      );
+
+      await t.step(
+        "1 KiB: every key type signs; openssl / @noble verify against the file",
+        async () => {
+          for (const key of keys) await signAndCheck(setup, key, small);
+        },
+      );
+
+      await t.step(
+        "verify: 0 for the signature, 1 for another file, locally and --remote",
+        async () => {
+          const key = keys[0];
+          const sig = `${small}.sig`;
+          assert.equal((await runClient(setup, ["sign", "--key-label", key.label, small])).code, 0);
+          const other = `${setup.dir}/other`;
+          await Deno.writeFile(other, new Uint8Array(1024));
+          for (const remote of [[], ["--remote"]]) {
+            const ok = await runClient(setup, [
+              "verify",
+              ...remote,
+              "--key-label",
+              key.label,
+              small,
+              sig,
+            ]);
+            assert.equal(ok.code, 0, ok.text);
+            const no = await runClient(setup, [
+              "verify",
+              ...remote,
+              "--key-label",
+              key.label,
+              other,
+              sig,
+            ]);
+            assert.equal(no.code, 1, no.text);
+            assert.match(no.stdout, /Verification failure/);
+          }
+        },
+      );
+
+      await t.step(
+        "failures: an unknown key, a rogue certificate, a wrong CA: one line each",
+        async () => {
+          const unknown = await runClient(setup, ["sign", "--key-label", "nope", small]);
+          assert.equal(unknown.code, 2);
+          assert.match(unknown.stderr, /no key 'nope' is granted to you; yours: /);
+          const rogue = await runCommand(Deno.execPath(), [
+            "run",
+            ...await clientFlags(),
+            MAIN,
+            "client",
+            "keys",
+            "--addr",
+            `https://localhost:${setup.nginx.port}`,
+            "--ca-cert",
+            setup.pki.caCert,
+            "--client-cert",
+            setup.pki.rogue.cert,
+            "--client-key",
+            setup.pki.rogue.key,
+          ]);
+          assert.equal(rogue.code, 1);
+          assert.match(
+            rogue.stderr,
+            /^svcd client keys: the proxy refused the client certificate \(403\)/,
+          );
+          assert.equal(rogue.stderr.trim().split("\n").length, 1);
+          const wrongCa = await runCommand(Deno.execPath(), [
+            "run",
+            ...await clientFlags(),
+            MAIN,
+            "client",
+            "keys",
+            "--addr",
+            `https://localhost:${setup.nginx.port}`,
+            "--ca-cert",
+            `${setup.dir}/rogue-ca.pem`,
+            "--client-cert",
+            setup.pki.clients[0].cert,
+            "--client-key",
+            setup.pki.clients[0].key,
+          ]);
+          assert.equal(wrongCa.code, 1);
+          assert.match(
+            wrongCa.stderr,
+            /TLS failed: the server certificate of https:\/\/localhost:\d+ does not verify/,
+          );
+          assert.equal(wrongCa.stderr.trim().split("\n").length, 1);
+        },
+      );
+
+      big = await bigFile(setup.dir);
+      const bigPath = big;
+      const messageOnly = keys.filter((k) =>
+        ["ed25519", "composite-mldsa65-ed25519"].includes(k.key_type) ||
+        (daemonHasDigestMode && digestSent(k) === undefined)
+      );
+
+      await t.step(
+        "256 MiB without a digest mode: refused up front at the default limit",
+        async () => {
+          for (const key of messageOnly) {
+            const before = await accessLogLength(setup);
+            const r = await runClient(setup, ["sign", "--key-label", key.label, bigPath]);
+            assert.equal(r.code, 1);
+            assert.match(
+              r.stderr,
+              /is 268435456 bytes, more than the server takes \(--max-body 1048576\)/,
+            );
+            assert.deepEqual(await uploadSizes(setup, "/sign", before), []);
+          }
+        },
+      );
+
+      await t.step(
+        "256 MiB without a digest mode, --max-body raised: sent whole, verified",
+        async () => {
+          for (const key of messageOnly) await signAndCheck(setup, key, bigPath);
+        },
+      );
+
+      await t.step({
+        name:
+          "256 MiB by digest where the key type has one: the upload is small, the audit says digest",
+        ignore: !daemonHasDigestMode,
+        fn: async () => {
+          const digestKeys = keys.filter((k) => digestSent(k) !== undefined);
+          assert.ok(digestKeys.length > 0);
+          for (const key of digestKeys) {
+            const before = await accessLogLength(setup);
+            await signAndCheck(setup, key, bigPath);
+            const sizes = await uploadSizes(setup, "/sign", before);
+            assert.equal(sizes.length, 1);
+            assert.ok(sizes[0] < SMALL_UPLOAD, `${key.label}: ${sizes[0]} bytes uploaded`);
+            const line = (await readAuditLines(setup.daemon.auditDir))
+              .filter((l) => l.event === "sign").at(-1)!;
+            assert.equal(line.mode, "digest");
+            assert.equal(line.digest, digestSent(key));
+          }
+        },
+      });
+    } finally {
+      if (big) await Deno.remove(big).catch(() => {});
+      await s?.nginx.stop();
+      await s?.daemon.stop();
+      await s?.token.cleanup();
+    }
+  },
+});
