@@ -3,7 +3,8 @@ import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { opensslCa, type TestCert } from "../../tests/support/ocsp.ts";
 import { parseCertificate } from "./certificate.ts";
 import { concat, explicit, octetString, oid, sequence } from "./der.ts";
-import { formatIndexLine, IndexFileSource, type IndexLineFields } from "./index_db.ts";
+import { formatIndexLine, type IndexLineFields } from "./index_db.ts";
+import { IndexFileSource } from "./index_source.ts";
 import {
   CERT_ID_HASHES,
   certIdFor,

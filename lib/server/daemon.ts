@@ -411,7 +411,10 @@ function workerTokenOptions(config: ServeConfig): WorkerTokenOptions {
 }
 
 /** What the public listener's Worker is given: its own copy of the listener and token settings. */
-function publicSetup(config: ServeConfig, pub: PublicConfig): Omit<PublicWorkerSetup, "shared"> {
+function publicSetup(
+  config: ServeConfig,
+  pub: PublicConfig,
+): Omit<PublicWorkerSetup, "shared" | "revocationMemory"> {
   return {
     socket: pub.socket,
     queueDepth: config.listener.queueDepth,
@@ -423,6 +426,7 @@ function publicSetup(config: ServeConfig, pub: PublicConfig): Omit<PublicWorkerS
     caCertificates: pub.caCertificates,
     responderCertificate: pub.responderCertificate,
     revocationDb: pub.revocationDb,
+    revocationMaxEntries: pub.maxEntries,
     ocspLabel: pub.ocspLabel,
     validitySeconds: pub.validitySeconds,
     nice: pub.nice,

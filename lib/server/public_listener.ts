@@ -12,6 +12,7 @@
  * ```
  */
 import type { ListenerEvent, SharedSocket } from "../http/mod.ts";
+import { createIndexMemory, type IndexMemory } from "../ocsp/mod.ts";
 import { WorkerEnd, WorkerGroup, workerModule, type WorkerTokenOptions } from "./worker_group.ts";
 
 /** Everything the Worker needs, as plain data (it crosses the isolate boundary by structured clone). */
@@ -26,6 +27,10 @@ export interface PublicWorkerSetup {
   caCertificates: string;
   responderCertificate?: string;
   revocationDb: string;
+  /** Most certificates in the revocation database (sizes the shared memory). */
+  revocationMaxEntries: number;
+  /** The revocation database, read once into this memory for every Worker (made by `start`). */
+  revocationMemory: IndexMemory;
   ocspLabel: string;
   validitySeconds: number;
   /** Nice value the Worker gives its own thread when it is above the thread's (never lowered). */
@@ -85,15 +90,17 @@ export class PublicListener {
    * ```
    */
   static async start(
-    setup: Omit<PublicWorkerSetup, "shared">,
+    setup: Omit<PublicWorkerSetup, "shared" | "revocationMemory">,
     threads: number,
     hooks: PublicListenerHooks,
     module: URL = workerModule("public_worker.ts", "svcd-public-worker.js"),
   ): Promise<PublicListener> {
+    // One copy of the revocation database, parsed once, for every Worker.
+    const revocationMemory = createIndexMemory(setup.revocationMaxEntries);
     const group = await WorkerGroup.start(
       setup.socket,
       threads,
-      (shared) => PublicThread.start({ ...setup, shared }, hooks, module),
+      (shared) => PublicThread.start({ ...setup, shared, revocationMemory }, hooks, module),
       SocketError,
     );
     return new PublicListener(group);

@@ -9,7 +9,7 @@ import {
 
 const STAND_IN = new URL("./testing_public_worker.ts", import.meta.url);
 
-function setup(mode: string): Omit<PublicWorkerSetup, "shared"> {
+function setup(mode: string): Omit<PublicWorkerSetup, "shared" | "revocationMemory"> {
   return {
     socket: `${moduleTempDir("svcd-public-")}/public.sock`,
     queueDepth: 1,
@@ -18,6 +18,7 @@ function setup(mode: string): Omit<PublicWorkerSetup, "shared"> {
     token: { modulePath: "/nonexistent.so", tokenLabel: "t", maxSessions: 1, inlineSignLimitUs: 0 },
     caCertificates: "/nonexistent.pem",
     revocationDb: "/nonexistent",
+    revocationMaxEntries: 1,
     ocspLabel: mode,
     validitySeconds: 60,
     nice: 0,
