@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { parsePolicyText } from "../lib/policy/parse.ts";
-import { IndexFileSource, parseIndex } from "../lib/ocsp/index_db.ts";
+import { parseIndex } from "../lib/ocsp/index_db.ts";
+import { IndexFileSource } from "../lib/ocsp/index_source.ts";
 import { readCertificates } from "../lib/ocsp/certificate.ts";
 import { certIdFor, encodeOcspRequest } from "../lib/ocsp/request.ts";
 import { Responder } from "../lib/ocsp/responder.ts";

@@ -372,6 +372,19 @@ Deno.test({
             missingDb.text,
             /warning: .*--revocation-db: .*answers tryLater until it loads/,
           );
+          // More certificates than --ocsp-max-entries: refused now, not tryLater once serving.
+          const line = (serial: string) => `V\t350101000000Z\t\t${serial}\tunknown\t/CN=a\n`;
+          await Deno.writeTextFile(`${dir}/index.txt`, line("01") + line("02") + line("03"));
+          const fits = await check(f, pub(["--ocsp-max-entries", "3"]));
+          assert.equal(fits.code, 0, fits.text);
+          const over = await check(f, pub(["--ocsp-max-entries", "2"]));
+          assert.equal(over.code, 1, over.text);
+          assert.equal(fatalLines(over.text).length, 1, over.text);
+          assert.match(
+            over.text,
+            /FATAL: --revocation-db: .*index\.txt: more than 2 certificates, the most --ocsp-max-entries allows/,
+          );
+          await Deno.writeTextFile(`${dir}/index.txt`, "");
         },
       );
 

@@ -15,7 +15,8 @@
 import * as pkijs from "pkijs";
 import { parseCertificate } from "../ocsp/certificate.ts";
 import { bytesEqual } from "../bytes/mod.ts";
-import { IndexFileSource, REASON_NAME } from "../ocsp/index_db.ts";
+import { REASON_NAME } from "../ocsp/index_db.ts";
+import { IndexFileSource } from "../ocsp/index_source.ts";
 import { certIdFor, encodeOcspRequest } from "../ocsp/request.ts";
 import { Responder } from "../ocsp/responder.ts";
 import { parseOcspResponse } from "../ocsp/response.ts";

@@ -8,22 +8,17 @@
  * Parsing is strict and names the line of the first fault: whatever this module accepts, OpenSSL
  * reads the same way (upper-case serials only, OpenSSL's reason names, no duplicate serial).
  *
- * `IndexFileSource` stats the file on every query and re-parses only when something changed. The
- * stat Deno gives has millisecond mtime and whole-second ctime, too coarse to tell two rewrites
- * in the same instant apart, so a file changed within the last `RACY_MS` is also compared byte for
- * byte with what was parsed (the "racy" check git uses for its index): a same-second rewrite is
- * seen on the very next query, and a file left alone costs one stat per query.
+ * This is the line-by-line reader, one object per line with every field: `svcd ca` edits the file
+ * with it, and it is the reference the daemon's compact reader (./index_compact.ts) is tested
+ * against. The daemon answers from ./index_source.ts.
  *
  * @example
  * ```ts
- * import { IndexFileSource } from "./index_db.ts";
- * const source = new IndexFileSource("/var/lib/svcd/index.txt");
- * const snap = source.current(); // null when the file cannot be loaded
- * snap?.lookup("1A2B")?.status; // "V" | "R" | "E"
+ * const entries = parseIndex("V\t301231235959Z\t\t1A2B\tunknown\t/CN=a\n");
+ * entries[0].status; // "V" | "R" | "E"
  * ```
  */
 import { x509Time } from "../der/mod.ts";
-import { bytesEqual } from "../bytes/mod.ts";
 
 /** CRLReason codes (RFC 5280 §5.3.1). Example: `CRL_REASON.keyCompromise === 1`. */
 export const CRL_REASON = {
@@ -55,10 +50,14 @@ const REASON_NAMES: ReadonlyArray<[name: string, code: number, argument?: "oid" 
   ["CAkeyTime", 2, "time"],
 ];
 
-/** Largest index file loaded: 64 MiB (about 500 000 certificates); a larger one is unavailable. */
-export const MAX_INDEX_BYTES = 64 * 1024 * 1024;
-/** A file modified this recently is also compared by content (see the module comment). */
-export const RACY_MS = 2000;
+/** What an OCSP answer needs of a certificate's line. */
+export interface RevocationEntry {
+  status: "V" | "R" | "E";
+  /** Revocation time (R only), ms since the epoch. */
+  revokedAt?: number;
+  /** CRLReason code (R only); undefined when the line gives none (the response then omits it). */
+  reason?: number;
+}
 
 /** One certificate's line. */
 export interface IndexEntry {
@@ -91,16 +90,31 @@ export class IndexFormatError extends Error {
 export interface RevocationSnapshot {
   /** Changes whenever the content that was parsed changes (a cache key for signed answers). */
   version: number;
-  /** The entry for a serial given as unsigned hex of any case and with any leading zeros. */
-  lookup(serialHex: string): IndexEntry | undefined;
+  /**
+   * The entry for a serial given as unsigned hex of any case and with any leading zeros. Throws
+   * StaleSnapshotError when the database was re-read since this snapshot was taken (another
+   * thread shares it): ask the source again.
+   */
+  lookup(serialHex: string): RevocationEntry | undefined;
   /** Number of lines with a certificate. */
   size: number;
 }
 
-/** Where the responder gets the database; null means it cannot be loaded now. */
+/** A snapshot used after the shared database it came from was re-read; ask the source again. */
+export class StaleSnapshotError extends Error {
+  override name = "StaleSnapshotError";
+  constructor() {
+    super("the revocation database was re-read since this snapshot was taken");
+  }
+}
+
+/**
+ * Where the responder gets the database; null means it cannot be loaded now. A promise means
+ * another thread is re-reading the file and this one waits for that re-read.
+ */
 export interface RevocationSource {
-  /** The database as it is now, checked on every call. Example: `source.current()?.version`. */
-  current(): RevocationSnapshot | null;
+  /** The database as it is now, checked on every call. Example: `(await source.current())?.version`. */
+  current(): RevocationSnapshot | null | Promise<RevocationSnapshot | null>;
 }
 
 /**
@@ -201,11 +215,20 @@ export function parseIndexLine(text: string, line: number): IndexEntry {
   }
   const parts = revocation.split(",");
   entry.revokedAt = parseIndexTime(parts[0], line, "revocation time", false);
-  if (parts.length > 1) entry.reason = parseReason(parts.slice(1), line);
+  if (parts.length > 1) entry.reason = reasonCodeOf(parts.slice(1), line);
   return entry;
 }
 
-function parseReason(parts: string[], line: number): number {
+/**
+ * The CRLReason code of a revocation field's `reason[,argument]` parts; throws IndexFormatError
+ * naming `line` when openssl would not read them.
+ *
+ * @example
+ * ```ts
+ * reasonCodeOf(["holdInstruction", "holdInstructionReject"], 1); // 6
+ * ```
+ */
+export function reasonCodeOf(parts: string[], line: number): number {
   const name = parts[0].toLowerCase();
   const known = REASON_NAMES.find(([n]) => n.toLowerCase() === name);
   if (!known) {
@@ -339,143 +362,4 @@ let versions = 0;
  */
 export function snapshotOf(entries: IndexEntry[]): RevocationSnapshot {
   return new Snapshot(++versions, entries);
-}
-
-/** Options of an IndexFileSource. */
-export interface IndexFileSourceOptions {
-  /** Largest file loaded (default MAX_INDEX_BYTES). */
-  maxBytes?: number;
-  /** Told once per change of state, with why the file cannot be used (for the daemon's log). */
-  onUnavailable?: (reason: string) => void;
-}
-
-interface Loaded {
-  stamp: string;
-  /** Latest file time seen (mtime, or ctime rounded up), ms. */
-  changedAt: number;
-  /** When its content was last read and matched, ms (wall clock, as file times are). */
-  verifiedAt: number;
-  /** The bytes parsed, kept only while the file is recent enough to be racy. */
-  bytes: Uint8Array | null;
-  snapshot: RevocationSnapshot | null;
-  error: string | null;
-}
-
-/**
- * The index file on disk, checked on every `current()`: a stat; a re-parse when the stat changed
- * or, while the file is recent, when its content changed. A file that cannot be read, is over the
- * size bound or does not parse is unavailable (null) until it is fixed; the previous good content
- * is never answered from.
- *
- * @example
- * ```ts
- * const source = new IndexFileSource("index.txt", { onUnavailable: (why) => console.error(why) });
- * source.current()?.lookup("0A");
- * ```
- */
-export class IndexFileSource implements RevocationSource {
-  #loaded: Loaded | null = null;
-  readonly #maxBytes: number;
-
-  /** Example: `new IndexFileSource("/var/lib/svcd/index.txt")`. */
-  constructor(readonly path: string, private readonly options: IndexFileSourceOptions = {}) {
-    this.#maxBytes = options.maxBytes ?? MAX_INDEX_BYTES;
-  }
-
-  /** Why the file is unavailable now, or null. Example: `source.lastError`. */
-  get lastError(): string | null {
-    return this.#loaded?.error ?? null;
-  }
-
-  /** The database now, or null when it cannot be loaded. Example: `source.current()`. */
-  current(): RevocationSnapshot | null {
-    let info: Deno.FileInfo;
-    try {
-      info = Deno.statSync(this.path);
-    } catch (e) {
-      return this.#fail(null, `cannot stat ${this.path}: ${(e as Error).message}`);
-    }
-    const stamp =
-      `${info.dev}:${info.ino}:${info.size}:${info.mtime?.getTime()}:${info.ctime?.getTime()}`;
-    const loaded = this.#loaded;
-    if (loaded && loaded.stamp === stamp) {
-      if (loaded.changedAt + RACY_MS <= loaded.verifiedAt) return loaded.snapshot;
-      return this.#recheck(loaded);
-    }
-    return this.#load(stamp, info);
-  }
-
-  #load(stamp: string, info: Deno.FileInfo): RevocationSnapshot | null {
-    const changedAt = Math.max(
-      info.mtime?.getTime() ?? Infinity,
-      (info.ctime?.getTime() ?? Infinity) + 999,
-    );
-    const verifiedAt = Date.now();
-    if (!info.isFile) {
-      return this.#fail({ stamp, changedAt, verifiedAt }, `${this.path} is not a file`);
-    }
-    if (info.size > this.#maxBytes) {
-      return this.#fail(
-        { stamp, changedAt, verifiedAt },
-        `${this.path} is over ${this.#maxBytes} bytes`,
-      );
-    }
-    let bytes: Uint8Array;
-    try {
-      bytes = Deno.readFileSync(this.path);
-    } catch (e) {
-      return this.#fail(null, `cannot read ${this.path}: ${(e as Error).message}`);
-    }
-    return this.#parse({ stamp, changedAt, verifiedAt }, bytes);
-  }
-
-  #recheck(loaded: Loaded): RevocationSnapshot | null {
-    const verifiedAt = Date.now();
-    let bytes: Uint8Array;
-    try {
-      bytes = Deno.readFileSync(this.path);
-    } catch (e) {
-      return this.#fail(null, `cannot read ${this.path}: ${(e as Error).message}`);
-    }
-    if (loaded.bytes && bytesEqual(loaded.bytes, bytes)) {
-      loaded.verifiedAt = verifiedAt;
-      if (loaded.changedAt + RACY_MS <= verifiedAt) loaded.bytes = null;
-      return loaded.snapshot;
-    }
-    return this.#parse({ stamp: loaded.stamp, changedAt: loaded.changedAt, verifiedAt }, bytes);
-  }
-
-  #parse(
-    at: Pick<Loaded, "stamp" | "changedAt" | "verifiedAt">,
-    bytes: Uint8Array,
-  ): RevocationSnapshot | null {
-    const keep = at.changedAt + RACY_MS > at.verifiedAt ? bytes : null;
-    if (bytes.length > this.#maxBytes) {
-      return this.#fail({ ...at, bytes: keep }, `${this.path} is over ${this.#maxBytes} bytes`);
-    }
-    let entries: IndexEntry[];
-    try {
-      entries = parseIndex(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
-    } catch (e) {
-      const why = e instanceof IndexFormatError
-        ? e.message
-        : `not UTF-8 text (${(e as Error).message})`;
-      return this.#fail({ ...at, bytes: keep }, `${this.path}: ${why}`);
-    }
-    const snapshot = snapshotOf(entries);
-    this.#loaded = { ...at, bytes: keep, snapshot, error: null };
-    return snapshot;
-  }
-
-  #fail(
-    at: Omit<Loaded, "snapshot" | "error" | "bytes"> & { bytes?: Uint8Array | null } | null,
-    why: string,
-  ): null {
-    if (this.#loaded?.error !== why) this.options.onUnavailable?.(why);
-    // Without a stamp (stat or read failed) nothing is kept, so the next query tries again.
-    this.#loaded = at
-      ? { ...at, bytes: at.bytes ?? null, snapshot: null, error: why }
-      : { stamp: "", changedAt: Infinity, verifiedAt: 0, bytes: null, snapshot: null, error: why };
-    return null;
-  }
 }

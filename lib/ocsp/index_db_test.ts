@@ -1,12 +1,5 @@
 import assert from "node:assert/strict";
-import { withTempDir } from "../../tests/support/ocsp.ts";
-import {
-  formatIndexLine,
-  IndexFileSource,
-  IndexFormatError,
-  parseIndex,
-  parseIndexLine,
-} from "./index_db.ts";
+import { formatIndexLine, IndexFormatError, parseIndex, parseIndexLine } from "./index_db.ts";
 
 const EXP = Date.UTC(2035, 5, 30, 12, 0, 0);
 const REV = Date.UTC(2026, 0, 2, 3, 4, 5);
@@ -109,67 +102,3 @@ Deno.test("index parse: every fault names its line", () => {
   assert.equal(parseIndex("# comment\n" + good).length, 1);
   assert.equal(parseIndex("").length, 0);
 });
-
-const withDir = (fn: (dir: string) => Promise<void> | void) => withTempDir("ocsp-idx-", fn);
-
-Deno.test("index source: a same-size rewrite in the same instant is seen on the next query", () =>
-  withDir((dir) => {
-    const path = `${dir}/index.txt`;
-    const v = formatIndexLine({ status: "V", expires: EXP, serial: "01", subject: "/CN=a" });
-    const r = formatIndexLine({
-      status: "R",
-      expires: EXP,
-      revokedAt: REV,
-      serial: "01",
-      subject: "/CN=a",
-    });
-    Deno.writeTextFileSync(path, v);
-    const source = new IndexFileSource(path);
-    const first = source.current()!;
-    assert.equal(first.lookup("1")!.status, "V");
-    // Same inode, same size (revocation field replaces nothing: pad V's line to R's length),
-    // written back at once: mtime (ms) and ctime (s) can be unchanged.
-    const padded = v.replace("/CN=a", "/CN=a" + " ".repeat(r.length - v.length));
-    Deno.writeTextFileSync(path, padded);
-    const second = source.current()!;
-    assert.notEqual(second.version, first.version);
-    const before = Deno.statSync(path);
-    const f = Deno.openSync(path, { write: true });
-    f.writeSync(new TextEncoder().encode(r));
-    f.close();
-    // Put mtime back: only the content (and a ctime Deno reports in whole seconds) differ.
-    Deno.utimeSync(path, before.atime!, before.mtime!);
-    const after = Deno.statSync(path);
-    assert.deepEqual([after.ino, after.size, after.mtime], [before.ino, before.size, before.mtime]);
-    const third = source.current()!;
-    assert.equal(third.lookup("01")!.status, "R");
-    assert.equal(third.lookup("0001")!.revokedAt, REV);
-    // Unchanged: same snapshot, no re-parse.
-    assert.equal(source.current()!.version, third.version);
-  }));
-
-Deno.test("index source: corrupt or missing → unavailable; restored → answers again", () =>
-  withDir((dir) => {
-    const path = `${dir}/index.txt`;
-    const good = formatIndexLine({ status: "V", expires: EXP, serial: "0B", subject: "/CN=a" });
-    const reasons: string[] = [];
-    const source = new IndexFileSource(path, { onUnavailable: (why) => reasons.push(why) });
-    assert.equal(source.current(), null);
-    assert.match(source.lastError!, /cannot stat/);
-    Deno.writeTextFileSync(path, good);
-    assert.equal(source.current()!.lookup("B")!.status, "V");
-    Deno.writeTextFileSync(path, good + "garbage\n");
-    assert.equal(source.current(), null, "never answers from a file that stopped parsing");
-    assert.equal(source.current(), null);
-    assert.match(source.lastError!, /line 2/);
-    Deno.writeTextFileSync(path, good);
-    assert.equal(source.current()!.lookup("B")!.status, "V");
-    Deno.writeFileSync(path, Uint8Array.of(0xff, 0xfe, 0x0a));
-    assert.equal(source.current(), null);
-    assert.match(source.lastError!, /not UTF-8/);
-    Deno.writeTextFileSync(path, good.repeat(1));
-    const small = new IndexFileSource(path, { maxBytes: 10 });
-    assert.equal(small.current(), null);
-    assert.match(small.lastError!, /over 10 bytes/);
-    assert.equal(reasons.length, 3, reasons.join("\n")); // once per change of state
-  }));

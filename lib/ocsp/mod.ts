@@ -13,6 +13,7 @@
 export * from "./algorithms.ts";
 export * from "./certificate.ts";
 export * from "./index_db.ts";
+export * from "./index_source.ts";
 export * from "./request.ts";
 export * from "./response.ts";
 export * from "./responder.ts";

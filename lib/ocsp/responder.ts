@@ -35,7 +35,7 @@ import { createHash } from "node:crypto";
 import { type KeyTypeName, type Signer, spkiAlgorithmIdentifier } from "./algorithms.ts";
 import { type CertificateInfo, parseCertificate } from "./certificate.ts";
 import { bytesEqual } from "../bytes/mod.ts";
-import type { RevocationSnapshot, RevocationSource } from "./index_db.ts";
+import { type RevocationSnapshot, type RevocationSource, StaleSnapshotError } from "./index_db.ts";
 import {
   CERT_ID_HASHES,
   type CertId,
@@ -63,6 +63,8 @@ export const DEFAULT_VALIDITY_SECONDS = 3600;
 export const DEFAULT_CACHE_ENTRIES = 4096;
 /** Bytes of cached responses (and their keys) kept at most, when none is given: 16 MiB. */
 export const DEFAULT_CACHE_BYTES = 16 * 1024 * 1024;
+/** Times a query asks the database again after another thread re-read it under the query. */
+const STALE_RETRIES = 8;
 
 /** What a Responder is built from. */
 export interface ResponderOptions {
@@ -99,7 +101,7 @@ interface CacheEntry {
  *
  * @example
  * ```ts
- * import { IndexFileSource } from "./index_db.ts";
+ * import { IndexFileSource } from "./index_source.ts";
  * declare const path: string, issuer: Uint8Array, signer: Signer, body: Uint8Array;
  * const responder = new Responder({ source: new IndexFileSource(path), issuer, signer });
  * await responder.answer(body); // a DER OCSPResponse, never a throw
@@ -167,15 +169,38 @@ export class Responder {
       return MALFORMED_REQUEST;
     }
     if (!certIds.every((id) => this.#isOurs(id))) return UNAUTHORIZED;
-    let snapshot: RevocationSnapshot | null;
-    try {
-      snapshot = this.#source.current();
-    } catch {
-      snapshot = null;
+    const read = await this.#statuses(certIds);
+    if (!read) return TRY_LATER;
+    if (nonce || this.#cacheEntries === 0) return await this.#sign(certIds, read.statuses, nonce);
+    return await this.#cached(certIds, read.version, read.statuses);
+  }
+
+  /**
+   * Every CertID's status from one version of the database, or null when it cannot be loaded. A
+   * database shared with other threads may be re-read between taking a snapshot and reading it:
+   * the snapshot then refuses (StaleSnapshotError) and the current version is asked again.
+   */
+  async #statuses(
+    certIds: CertId[],
+  ): Promise<{ version: number; statuses: CertStatus[] } | null> {
+    for (let attempt = 0; attempt < STALE_RETRIES; attempt++) {
+      let snapshot: RevocationSnapshot | null;
+      try {
+        snapshot = await this.#source.current();
+      } catch {
+        return null;
+      }
+      if (!snapshot) return null;
+      try {
+        return {
+          version: snapshot.version,
+          statuses: certIds.map((id) => statusOf(snapshot, id.serial)),
+        };
+      } catch (e) {
+        if (!(e instanceof StaleSnapshotError)) return null;
+      }
     }
-    if (!snapshot) return TRY_LATER;
-    if (nonce || this.#cacheEntries === 0) return await this.#sign(certIds, snapshot, nonce);
-    return await this.#cached(certIds, snapshot);
+    return null;
   }
 
   #isOurs(id: CertId): boolean {
@@ -184,11 +209,11 @@ export class Responder {
     return bytesEqual(h.name, id.issuerNameHash) && bytesEqual(h.key, id.issuerKeyHash);
   }
 
-  async #cached(certIds: CertId[], snapshot: RevocationSnapshot): Promise<Uint8Array> {
-    if (snapshot.version !== this.#cacheVersion) {
+  async #cached(certIds: CertId[], version: number, statuses: CertStatus[]): Promise<Uint8Array> {
+    if (version !== this.#cacheVersion) {
       this.#cache.clear();
       this.#cacheBytes = 0;
-      this.#cacheVersion = snapshot.version;
+      this.#cacheVersion = version;
     }
     const key = certIds.length === 1
       ? latin1(certIds[0].der)
@@ -197,7 +222,7 @@ export class Responder {
     const hit = this.#cache.get(key);
     if (hit && now < hit.freshUntil) return await hit.response;
     if (hit) this.#drop(key);
-    const response = this.#sign(certIds, snapshot, null, now);
+    const response = this.#sign(certIds, statuses, null, now);
     const entry: CacheEntry = { response, freshUntil: now + this.#validityMs / 2, bytes: 0 };
     while (this.#cache.size >= this.#cacheEntries) this.#drop(this.#cache.keys().next().value!);
     this.#cache.set(key, entry);
@@ -221,14 +246,14 @@ export class Responder {
 
   async #sign(
     certIds: CertId[],
-    snapshot: RevocationSnapshot,
+    statuses: CertStatus[],
     nonce: Uint8Array | null,
     now = this.#clock(),
   ): Promise<Uint8Array> {
     const nextUpdate = now + this.#validityMs;
-    const answers: SingleAnswer[] = certIds.map((id) => ({
+    const answers: SingleAnswer[] = certIds.map((id, i) => ({
       certId: id.der,
-      certStatus: statusOf(snapshot, id.serial),
+      certStatus: statuses[i],
       thisUpdate: now,
       nextUpdate,
     }));
@@ -253,9 +278,9 @@ export class Responder {
  *
  * @example
  * ```ts
- * import type { RevocationSource } from "./index_db.ts";
- * declare const source: RevocationSource;
- * statusOf(source.current()!, Uint8Array.of(0x1a)); // { status: "good" }
+ * import type { RevocationSnapshot } from "./index_db.ts";
+ * declare const snapshot: RevocationSnapshot;
+ * statusOf(snapshot, Uint8Array.of(0x1a)); // { status: "good" }
  * ```
  */
 export function statusOf(snapshot: RevocationSnapshot, serial: Uint8Array): CertStatus {

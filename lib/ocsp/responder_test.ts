@@ -4,7 +4,8 @@ import { opensslCa, type TestCert } from "../../tests/support/ocsp.ts";
 import { parseCertificate } from "./certificate.ts";
 import { explicit, octetString, oid, sequence } from "../der/mod.ts";
 import { concat } from "../bytes/mod.ts";
-import { formatIndexLine, IndexFileSource, type IndexLineFields } from "./index_db.ts";
+import { formatIndexLine, type IndexLineFields } from "./index_db.ts";
+import { IndexFileSource } from "./index_source.ts";
 import {
   CERT_ID_HASHES,
   certIdFor,

@@ -194,8 +194,10 @@ function checkPublicConfig(
     if (!(err instanceof PublicFileError)) throw err;
     f.fatal(err.message);
   }
-  const source = new IndexFileSource(pub.revocationDb);
-  if (source.current() === null) {
+  const source = new IndexFileSource(pub.revocationDb, { maxEntries: pub.maxEntries });
+  if (source.current() === null && source.overLimit) {
+    f.fatal(`--revocation-db: ${source.lastError}`);
+  } else if (source.lastError !== null) {
     f.warn(
       `--revocation-db: ${source.lastError}; POST /ocsp answers tryLater until it loads ` +
         "(make it with 'svcd ca init')",

@@ -17,6 +17,7 @@ import type { TokenOptions } from "../../token/token.ts";
 import { type BudgetTuning, resolveBudgetTuning, TuningError } from "../../throttle/options.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../../token/defaults.ts";
 import { SLOW_TO_MOVE, WINDOW } from "../../token/sign_placement.ts";
+import { MAX_INDEX_ENTRIES } from "../../ocsp/index_compact.ts";
 
 /** The authenticated listener: what `Listener.open` takes besides its handler and log. */
 export type ListenerConfig =
@@ -63,6 +64,8 @@ export interface PublicConfig {
   responderCertificate: string | undefined;
   /** nextUpdate − thisUpdate of OCSP answers, seconds. */
   validitySeconds: number;
+  /** Most certificates the revocation database may hold (memory for them is reserved once). */
+  maxEntries: number;
   /** Worker isolates (threads) serving the public socket, each accepting from it. */
   threads: number;
   /** Nice value of those threads: above the authenticated side's, so they yield to it. */
@@ -361,6 +364,15 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     max: 7 * 86400,
     help: "seconds from thisUpdate to nextUpdate in OCSP answers",
   },
+  {
+    flag: "ocsp-max-entries",
+    kind: "count",
+    fallback: MAX_INDEX_ENTRIES,
+    min: 1,
+    max: 100_000_000,
+    help: "most certificates in --revocation-db (about 34 bytes of memory each, shared by the " +
+      "public threads); a larger database is refused at start",
+  },
 ];
 
 /** Options that only mean something with --public-socket. */
@@ -511,6 +523,7 @@ function publicConfig(given: OptionValues): PublicConfig | undefined {
     caCertificates: given.text("ca-cert"),
     responderCertificate: given.maybeText("ocsp-cert"),
     validitySeconds: given.count("ocsp-validity"),
+    maxEntries: given.count("ocsp-max-entries"),
     threads: given.count("public-threads"),
     nice: given.count("public-nice"),
   };

@@ -129,6 +129,7 @@ Deno.test("config: the public listener's part, absent without --public-socket", 
     caCertificates: "/var/lib/svcd/ca/ca.pem",
     responderCertificate: "/o.pem",
     validitySeconds: 3600,
+    maxEntries: 10_000_000,
     threads: 2,
     nice: 19,
   });

@@ -463,7 +463,10 @@ function workerTokenOptions(config: ServeConfig): ThreadTokenOptions {
 }
 
 /** What the public listener's Worker is given: its own copy of the listener and token settings. */
-function publicSetup(config: ServeConfig, pub: PublicConfig): Omit<PublicThreadSetup, "shared"> {
+function publicSetup(
+  config: ServeConfig,
+  pub: PublicConfig,
+): Omit<PublicThreadSetup, "shared" | "revocationMemory"> {
   return {
     socket: pub.socket,
     queueDepth: config.listener.queueDepth,
@@ -475,6 +478,7 @@ function publicSetup(config: ServeConfig, pub: PublicConfig): Omit<PublicThreadS
     caCertificates: pub.caCertificates,
     responderCertificate: pub.responderCertificate,
     revocationDb: pub.revocationDb,
+    revocationMaxEntries: pub.maxEntries,
     ocspLabel: pub.ocspLabel,
     validitySeconds: pub.validitySeconds,
     nice: pub.nice,

@@ -18,6 +18,7 @@
 import type { MetricsShare } from "../../metrics/observe.ts";
 import type { ListenerEvent, SharedSocket } from "../../http/mod.ts";
 import type { PolicyData } from "../../policy/mod.ts";
+import type { IndexMemory } from "../../ocsp/mod.ts";
 import type { TokenOptions } from "../../token/mod.ts";
 import type { AdmissionAnswer } from "../authenticated/admission.ts";
 
@@ -72,6 +73,10 @@ export interface PublicThreadSetup {
   caCertificates: string;
   responderCertificate?: string;
   revocationDb: string;
+  /** Most certificates in the revocation database (sizes the shared memory). */
+  revocationMaxEntries: number;
+  /** The revocation database, read once into this memory for every thread (made by `start`). */
+  revocationMemory: IndexMemory;
   ocspLabel: string;
   validitySeconds: number;
   /** Nice value the thread gives itself when it is above the thread's own (never lowered). */

@@ -57,6 +57,7 @@ async function start(setup: PublicThreadSetup): Promise<void> {
   checkResponderKey(files, key);
   const signingToken = token;
   const source = new IndexFileSource(setup.revocationDb, {
+    memory: setup.revocationMemory,
     onUnavailable: (why) => report({ kind: "log", message: `ocsp: answering tryLater: ${why}` }),
   });
   const responder = new Responder({

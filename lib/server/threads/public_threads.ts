@@ -4,6 +4,7 @@
  * they accept or start-up failed, relays what they report, and stops them before the token is
  * finalised (the threads' sessions live in the same module opening).
  */
+import { createIndexMemory } from "../../ocsp/mod.ts";
 import type { PublicThreadMessage, PublicThreadReport, PublicThreadSetup } from "./protocol.ts";
 import { ListenerThread, ThreadGroup, type ThreadHooks, threadModule } from "./thread_group.ts";
 
@@ -32,15 +33,17 @@ export class PublicThreads {
    * stand-in (tests/support/stand_in_public_thread.ts). The daemon never passes it.
    */
   static async start(
-    setup: Omit<PublicThreadSetup, "shared">,
+    setup: Omit<PublicThreadSetup, "shared" | "revocationMemory">,
     threads: number,
     hooks: ThreadHooks,
     module: URL = threadModule("public_thread.ts", "svcd-public-worker.js"),
   ): Promise<PublicThreads> {
+    // One copy of the revocation database, parsed once, for every thread.
+    const revocationMemory = createIndexMemory(setup.revocationMaxEntries);
     const group = await ThreadGroup.start(
       setup.socket,
       threads,
-      (shared) => PublicThread.start({ ...setup, shared }, hooks, module),
+      (shared) => PublicThread.start({ ...setup, shared, revocationMemory }, hooks, module),
       SocketError,
     );
     return new PublicThreads(group);

@@ -6,7 +6,7 @@ import type { ThreadHooks } from "./thread_group.ts";
 
 const STAND_IN = new URL("../../../tests/support/stand_in_public_thread.ts", import.meta.url);
 
-function setup(mode: string): Omit<PublicThreadSetup, "shared"> {
+function setup(mode: string): Omit<PublicThreadSetup, "shared" | "revocationMemory"> {
   return {
     socket: `${moduleTempDir("svcd-public-")}/public.sock`,
     queueDepth: 1,
@@ -15,6 +15,7 @@ function setup(mode: string): Omit<PublicThreadSetup, "shared"> {
     token: { modulePath: "/nonexistent.so", tokenLabel: "t", maxSessions: 1, inlineSignLimitUs: 0 },
     caCertificates: "/nonexistent.pem",
     revocationDb: "/nonexistent",
+    revocationMaxEntries: 1,
     ocspLabel: mode,
     validitySeconds: 60,
     nice: 0,

@@ -1,0 +1,148 @@
+import assert from "node:assert/strict";
+import { withTempDir } from "../../tests/support/ocsp.ts";
+import { formatIndexLine } from "./index_db.ts";
+import { createIndexMemory, IndexFileSource, type IndexMemory } from "./index_source.ts";
+import type { IndexWorkerQuestion } from "./testing_index_worker.ts";
+
+const EXP = Date.UTC(2035, 5, 30, 12, 0, 0);
+const REV = Date.UTC(2026, 0, 2, 3, 4, 5);
+
+const withDir = (fn: (dir: string) => Promise<void> | void) => withTempDir("ocsp-idx-", fn);
+
+Deno.test("index source: a same-size rewrite in the same instant is seen on the next query", () =>
+  withDir(async (dir) => {
+    const path = `${dir}/index.txt`;
+    const v = formatIndexLine({ status: "V", expires: EXP, serial: "01", subject: "/CN=a" });
+    const r = formatIndexLine({
+      status: "R",
+      expires: EXP,
+      revokedAt: REV,
+      serial: "01",
+      subject: "/CN=a",
+    });
+    Deno.writeTextFileSync(path, v);
+    const source = new IndexFileSource(path);
+    const first = (await source.current())!;
+    assert.equal(first.lookup("1")!.status, "V");
+    // Same inode, same size (revocation field replaces nothing: pad V's line to R's length),
+    // written back at once: mtime (ms) and ctime (s) can be unchanged.
+    const padded = v.replace("/CN=a", "/CN=a" + " ".repeat(r.length - v.length));
+    Deno.writeTextFileSync(path, padded);
+    const second = (await source.current())!;
+    assert.notEqual(second.version, first.version);
+    const before = Deno.statSync(path);
+    const f = Deno.openSync(path, { write: true });
+    f.writeSync(new TextEncoder().encode(r));
+    f.close();
+    // Put mtime back: only the content (and a ctime Deno reports in whole seconds) differ.
+    Deno.utimeSync(path, before.atime!, before.mtime!);
+    const after = Deno.statSync(path);
+    assert.deepEqual([after.ino, after.size, after.mtime], [before.ino, before.size, before.mtime]);
+    const third = (await source.current())!;
+    assert.equal(third.lookup("01")!.status, "R");
+    assert.equal(third.lookup("0001")!.revokedAt, REV);
+    // Unchanged: same snapshot, no re-parse.
+    const parses = source.parses;
+    assert.equal((await source.current())!.version, third.version);
+    assert.equal(source.parses, parses);
+  }));
+
+Deno.test("index source: corrupt or missing → unavailable; restored → answers again", () =>
+  withDir(async (dir) => {
+    const path = `${dir}/index.txt`;
+    const good = formatIndexLine({ status: "V", expires: EXP, serial: "0B", subject: "/CN=a" });
+    const reasons: string[] = [];
+    const source = new IndexFileSource(path, { onUnavailable: (why) => reasons.push(why) });
+    assert.equal(await source.current(), null);
+    assert.match(source.lastError!, /cannot stat/);
+    Deno.writeTextFileSync(path, good);
+    assert.equal((await source.current())!.lookup("B")!.status, "V");
+    Deno.writeTextFileSync(path, good + "garbage\n");
+    assert.equal(await source.current(), null, "never answers from a file that stopped parsing");
+    assert.equal(await source.current(), null);
+    assert.match(source.lastError!, /line 2/);
+    Deno.writeTextFileSync(path, good);
+    assert.equal((await source.current())!.lookup("B")!.status, "V");
+    Deno.writeFileSync(path, Uint8Array.of(0xff, 0xfe, 0x0a));
+    assert.equal(await source.current(), null);
+    assert.match(source.lastError!, /not UTF-8/);
+    assert.equal(reasons.length, 3, reasons.join("\n")); // once per change of state
+  }));
+
+Deno.test("index source: more certificates than the limit → unavailable, saying so", () =>
+  withDir(async (dir) => {
+    const path = `${dir}/index.txt`;
+    const line = (serial: string) =>
+      formatIndexLine({ status: "V", expires: EXP, serial, subject: "/CN=a" });
+    Deno.writeTextFileSync(path, "# two certificates\n" + line("01") + line("02"));
+    const fits = new IndexFileSource(path, { maxEntries: 2 });
+    assert.equal((await fits.current())!.size, 2);
+    assert.equal(fits.overLimit, false);
+    const small = new IndexFileSource(path, { maxEntries: 1 });
+    assert.equal(await small.current(), null);
+    assert.equal(small.overLimit, true);
+    assert.match(small.lastError!, /more than 1 certificates, the most --ocsp-max-entries allows/);
+    // Serials longer than 20 bytes take more than an entry's share of the memory.
+    Deno.writeTextFileSync(path, line("1".repeat(45)));
+    const long = new IndexFileSource(path, { maxEntries: 1 });
+    assert.equal(await long.current(), null);
+    assert.match(long.lastError!, /serials longer than 20 bytes/);
+    Deno.writeTextFileSync(path, line("1".repeat(45)) + line("2".repeat(30)));
+    const room = new IndexFileSource(path, { maxEntries: 4 });
+    assert.equal((await room.current())!.lookup("1".repeat(45))!.status, "V");
+  }));
+
+/** Asks a lookup of `worker`; resolves with its answer. */
+function ask(worker: Worker, question: IndexWorkerQuestion): Promise<string> {
+  return new Promise((resolve, reject) => {
+    worker.onmessage = (e) => resolve(e.data);
+    worker.onerror = (e) => {
+      e.preventDefault();
+      reject(new Error(e.message));
+    };
+    worker.postMessage(question);
+  });
+}
+
+Deno.test("index source: threads sharing a memory parse each version of the file once", () =>
+  withDir(async (dir) => {
+    const path = `${dir}/index.txt`;
+    const lines = Array.from(
+      { length: 20_000 },
+      (_, i) =>
+        formatIndexLine({
+          status: "V",
+          expires: EXP,
+          serial: (i + 1).toString(16),
+          subject: "/CN=a",
+        }),
+    );
+    Deno.writeTextFileSync(path, lines.join(""));
+    const memory: IndexMemory = createIndexMemory(100_000);
+    const workers = Array.from(
+      { length: 2 },
+      () => new Worker(new URL("./testing_index_worker.ts", import.meta.url), { type: "module" }),
+    );
+    const here = new IndexFileSource(path, { memory });
+    try {
+      const all = (serial: string) =>
+        Promise.all(workers.map((w) => ask(w, { path, memory, serial })));
+      assert.deepEqual(await all("4E20"), ["V", "V"]);
+      assert.equal(here.parses, 1);
+      // A revocation written: the next queries, arriving together, share one re-read.
+      lines[19_999] = formatIndexLine({
+        status: "R",
+        expires: EXP,
+        revokedAt: REV,
+        serial: "4E20",
+        subject: "/CN=a",
+      });
+      Deno.writeTextFileSync(`${path}.new`, lines.join(""));
+      Deno.renameSync(`${path}.new`, path);
+      assert.deepEqual(await all("4E20"), ["R", "R"]);
+      assert.equal((await here.current())!.lookup("4E20")!.status, "R");
+      assert.equal(here.parses, 2);
+    } finally {
+      for (const w of workers) w.terminate();
+    }
+  }));
