@@ -172,7 +172,9 @@ async function handle(req: HttpRequest, deps: AuthenticatedDeps): Promise<HttpRe
   const routed = routeAndIdentity(req, deps);
   if ("response" in routed) return routed.response;
   const { route, subject } = routed;
-  const admitted = await deps.admission.admit(subject);
+  const taken = deps.admission.admit(subject);
+  // In this thread the answer is at hand: no extra turn of the event loop per request.
+  const admitted = taken instanceof Promise ? await taken : taken;
   if (admitted.kind !== "admitted") return tooMany(admitted);
   try {
     const res = await route(req, subject, deps);
