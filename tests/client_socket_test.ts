@@ -4,6 +4,8 @@
  * is the proxy's to set, and the client has no option to forge it), so the test stands in for the
  * proxy with a relay on a second socket that adds the subject to each request, as nginx does, and
  * hands the daemon's answer back unchanged. Signatures are checked by openssl against the file.
+ * Last, the client run with the daemon's permission set (what the daemon's compiled executable
+ * has: no network, no SVCD_*) fails in one line that names svcd-client.
  */
 import assert from "node:assert/strict";
 import { makeTestToken } from "./support/token.ts";
@@ -207,4 +209,52 @@ Deno.test({
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     }
   },
+});
+
+Deno.test("svcd client with the daemon's permissions (its executable): one line naming svcd-client", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "svcd-client-perm-" });
+  try {
+    const made = await runCommand("openssl", [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-subj",
+      "/CN=localhost",
+      "-keyout",
+      `${dir}/key.pem`,
+      "-out",
+      `${dir}/cert.pem`,
+    ]);
+    assert.equal(made.code, 0, made.text);
+    const task: string = JSON.parse(await Deno.readTextFile(CONFIG)).tasks.svcd;
+    const daemonFlags = task.replace(/^deno run /, "").replace(/ main\.ts$/, "").split(" ");
+    assert.ok(!daemonFlags.some((f) => f.startsWith("--allow-net")));
+    const r = await runCommand(Deno.execPath(), [
+      "run",
+      ...daemonFlags,
+      MAIN,
+      "client",
+      "keys",
+      "--addr",
+      "https://localhost:65000",
+      "--ca-cert",
+      `${dir}/cert.pem`,
+      "--client-cert",
+      `${dir}/cert.pem`,
+      "--client-key",
+      `${dir}/key.pem`,
+    ], { env: { NO_COLOR: "1" } });
+    assert.equal(r.code, 1, r.text);
+    assert.match(
+      r.stderr,
+      /^svcd client keys: this svcd may not reach https:\/\/localhost:65000 .*run svcd-client/,
+    );
+    assert.equal(r.stderr.trim().split("\n").length, 1);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
