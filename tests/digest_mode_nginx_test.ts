@@ -3,7 +3,9 @@
  * the packaged example configuration, in front of the daemon (--proxy-uid 33). The file's digest
  * is made by openssl, sent with X-SVC-Digest, and the signature checked by `openssl dgst -verify`
  * (RSA-PSS) and node:crypto (ECDSA) against the ORIGINAL file; a refusal arrives as its problem,
- * and a stranger asking digest mode gets the one 403 for an existing and a missing key.
+ * and a stranger asking digest mode gets the one 403 for an existing and a missing key, byte for
+ * byte. Then the test module without CKM_ML_DSA_EXTERNAL_MU (SVCMOD_HIDE_MECHANISMS=0x403c): its
+ * ML-DSA key lists no digest names and ml-dsa-mu gets `digest-unsupported` naming the mechanism.
  */
 import assert from "node:assert/strict";
 import { createPublicKey, verify as nodeVerify } from "node:crypto";
