@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# `make binary`: build/svcd, one executable (`deno compile`) from the daemon's bundle only.
+# `make binary`: build/svcd and build/svcd-client, two executables (`deno compile`) of the one
+# bundle. A compiled program has a single permission set, so the daemon's binary keeps the daemon's
+# flags (no network) and `svcd client` gets its own binary with the client's flags (network, the
+# SVCD_* variables; no FFI, no subprocess), its first argument `client` built in:
+# `svcd-client sign …` is `svcd client sign …`.
 # It needs DENORT_BIN: a denort, the runtime-only base that `deno compile` writes the program
 # into. No registry reachable here carries one (see the design notes); the Debian package
 # (make deb) is the artifact built and tested here.
@@ -33,10 +37,17 @@ mkdir -p "$SRC"
 echo "binary: bundling main.ts"
 bundle_svcd "$SRC"
 flags=$(svcd_permission_flags)
-echo "binary: compiling $SRC/svcd.js with $DENORT_BIN"
+client_flags=$(svcd_client_permission_flags)
 # From a folder holding only the bundle, with no config and no npm: nothing but svcd.js and the
 # listeners' Workers is embedded (compiling main.ts in the checkout would embed all of node_modules).
+echo "binary: compiling $SRC/svcd.js with $DENORT_BIN (the daemon's permissions)"
 # shellcheck disable=SC2086
 (cd "$SRC" && DENORT_BIN="$DENORT_BIN" "$DENO" compile --no-config --no-npm $flags \
   --include svcd-public-worker.js --include svcd-request-worker.js -o "$OUT/svcd" svcd.js)
-echo "binary: $OUT/svcd"
+echo "binary: compiling $SRC/svcd.js as svcd-client (the client's permissions)"
+# The client runs no listener: no Worker is embedded. `client` after the script is kept in the
+# executable and comes before the arguments it is started with.
+# shellcheck disable=SC2086
+(cd "$SRC" && DENORT_BIN="$DENORT_BIN" "$DENO" compile --no-config --no-npm $client_flags \
+  -o "$OUT/svcd-client" svcd.js client)
+echo "binary: $OUT/svcd $OUT/svcd-client"

@@ -11,7 +11,7 @@
  * ```
  */
 import { parseArgs } from "node:util";
-import { ClientError } from "./errors.ts";
+import { ClientError, NOT_CAPABLE_HINT } from "./errors.ts";
 import { type RetryWait, SvcdConnection } from "./http.ts";
 import {
   DEFAULT_MAX_BODY,
@@ -123,6 +123,10 @@ export async function runClientCommand(args: string[], io: ClientIo = {}): Promi
       console.error(`svcd client ${command}: ${err.message}`);
       return 1;
     }
+    if (err instanceof Deno.errors.NotCapable) {
+      console.error(`svcd client ${command}: ${err.message.split("\n")[0]}: ${NOT_CAPABLE_HINT}`);
+      return 1;
+    }
     throw err;
   } finally {
     conn?.close();
@@ -212,11 +216,15 @@ function usageError(message: string): number {
   return 2;
 }
 
-/** SVCD_* from the environment; nothing else is read. */
+/**
+ * SVCD_* from the environment; nothing else is read. A variable this process may not read (the
+ * daemon's permission set) counts as unset, so the flags still work.
+ */
 function clientEnvironment(): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = {};
   for (const name of Object.keys(ENVIRONMENT)) {
-    env[name] = Deno.env.get(name);
+    const allowed = Deno.permissions.querySync({ name: "env", variable: name }).state === "granted";
+    env[name] = allowed ? Deno.env.get(name) : undefined;
   }
   return env;
 }

@@ -18,3 +18,7 @@ export class ClientError extends Error {
     this.usage = opts.usage ?? false;
   }
 }
+
+/** What to do when this process lacks a permission the client needs (the daemon's executable). */
+export const NOT_CAPABLE_HINT = "run svcd-client, or svcd client with the client's permissions " +
+  "(deno task client)";

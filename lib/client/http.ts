@@ -11,7 +11,7 @@
  * conn.close();
  * ```
  */
-import { ClientError } from "./errors.ts";
+import { ClientError, NOT_CAPABLE_HINT } from "./errors.ts";
 import type { Endpoint, Settings } from "./settings.ts";
 
 /** An answer read to its end. */
@@ -209,6 +209,10 @@ function busyMessage(status: number, after: number, retried: number): string {
 
 function transportMessage(address: string, endpoint: Endpoint, err: unknown): string {
   const detail = errorChain(err);
+  if (err instanceof Deno.errors.NotCapable) {
+    // The daemon's own permission set (its compiled executable) has no network access.
+    return `this svcd may not reach ${address} (${detail}): ${NOT_CAPABLE_HINT}`;
+  }
   if (
     /certificate|UnknownIssuer|NotValidForName|BadSignature|Expired|CaUsedAsEndEntity/i.test(detail)
   ) {

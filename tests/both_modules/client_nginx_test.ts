@@ -6,12 +6,15 @@
  * original file: openssl (ECDSA in the client's DER form, RSA-PSS, Ed25519) and @noble/post-quantum
  * (ML-DSA by plain verify of the message; the composite through tests/support/oracle.ts).
  *
- * The digest-mode steps run only when the daemon lists "digests" on GET /token (decided below by
- * asking one); until then they are ignored, and every key type is signed in message mode.
+ * The daemon has digest mode: every key on GET /token must list its digest names, and every key
+ * type that has one must sign the 256 MiB file by digest (a small upload, read from nginx's access
+ * log) — the test fails if digest mode goes missing, it does not fall back to message mode. The
+ * 256 MiB file is made once, on a tmpfs mounted for the test, and shared by every key type.
  */
 import assert from "node:assert/strict";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import { moduleTempDir } from "../support/temp_dir.ts";
+import { mountFs } from "../support/mounts.ts";
 import { makePki, type Pki } from "../support/pki.ts";
 import { curlNginx, startNginx, type TestNginx } from "../support/nginx.ts";
 import { makeTestToken, type TestToken } from "../support/token.ts";
@@ -43,29 +46,25 @@ const KEYS: Record<string, string> = {
 };
 const ML_DSA = { "ml-dsa-44": ml_dsa44, "ml-dsa-65": ml_dsa65, "ml-dsa-87": ml_dsa87 } as const;
 
+/** Each module's key types here (a type that stops being offered fails the test, not quietly). */
+const EXPECTED_KEYS: Record<string, string[]> = {
+  softhsm: ["k-p256", "k-p384", "k-ed", "k-rsa"],
+  svcmod: ["k-p256", "k-ed", "k-mldsa44", "k-mldsa65", "k-mldsa87", "k-comp"],
+};
+/** The digest `svcd client` sends for each key type that has one (the wire contract's choice). */
+const DIGEST_SENT: Record<string, string> = {
+  "ec-p256": "sha-256",
+  "ec-p384": "sha-384",
+  "rsa-3072": "sha-256",
+  "ml-dsa-44": "ml-dsa-mu",
+  "ml-dsa-65": "ml-dsa-mu",
+  "ml-dsa-87": "ml-dsa-mu",
+};
+
 const canRun = Deno.uid() === 0 && await exists("/usr/sbin/nginx");
-const daemonHasDigestMode = canRun && await askDaemonForDigestMode();
 
 async function exists(path: string): Promise<boolean> {
   return await Deno.stat(path).then(() => true, () => false);
-}
-
-/** Whether a daemon of this tree lists "digests" for a key on GET /token. */
-async function askDaemonForDigestMode(): Promise<boolean> {
-  const token = await makeTestToken({ keys: { probe: "ec-p256" } });
-  const daemon = await startDaemon({ token, policy: `${ALICE}\tprobe\n` });
-  try {
-    const { request } = await import("../support/http_client.ts");
-    const res = await request(daemon.socket, {
-      path: "/token",
-      headers: [["X-SVC-Client-Subject", ALICE]],
-    });
-    const keys = (res.json() as { keys: Array<Record<string, unknown>> }).keys;
-    return keys.some((k) => "digests" in k);
-  } finally {
-    await daemon.stop();
-    await token.cleanup();
-  }
 }
 
 /** The permission flags of deno.json's `client` task. */
@@ -138,7 +137,7 @@ interface ListedKey {
   key_type: string;
   public_key: string | null;
   public_key_raw: string;
-  digests?: string[];
+  digests: string[];
 }
 
 async function listedKeys(s: Setup): Promise<ListedKey[]> {
@@ -147,18 +146,9 @@ async function listedKeys(s: Setup): Promise<ListedKey[]> {
   return JSON.parse(new TextDecoder().decode(res.body)).keys;
 }
 
-/** Expected digest per the wire contract, when the daemon lists it for the key. */
+/** The digest the client sends for this key, or undefined when its type has no digest mode. */
 function digestSent(key: ListedKey): string | undefined {
-  const wanted: Record<string, string> = {
-    "ec-p256": "sha-256",
-    "ec-p384": "sha-384",
-    "rsa-3072": "sha-256",
-    "ml-dsa-44": "ml-dsa-mu",
-    "ml-dsa-65": "ml-dsa-mu",
-    "ml-dsa-87": "ml-dsa-mu",
-  };
-  const name = wanted[key.key_type];
-  return name && key.digests?.includes(name) ? name : undefined;
+  return DIGEST_SENT[key.key_type];
 }
 
 async function writePem(path: string, spki: string): Promise<void> {
@@ -240,21 +230,34 @@ async function signAndCheck(s: Setup, key: ListedKey, file: string): Promise<voi
   }
 }
 
+/** The 256 MiB file and how to remove it (and unmount its tmpfs). */
+interface BigFile {
+  path: string;
+  remove(): Promise<void>;
+}
+
 /**
- * A 256 MiB file in `dir` (the temporary folder; Deno asks for all permissions under /dev, which
- * the client's task does not have): 64 random KiB repeated, each MiB marked with its number.
+ * A 256 MiB file on a tmpfs mounted for this test (memory, not disk writes; not /dev/shm, which the
+ * client's task cannot read: Deno asks for all permissions under /dev): 64 random KiB repeated,
+ * each MiB marked with its number.
  */
-async function bigFile(dir: string): Promise<string> {
-  const path = `${dir}/big`;
-  const block = crypto.getRandomValues(new Uint8Array(1 << 16));
-  const mib = new Uint8Array(1 << 20);
-  for (let i = 0; i < 16; i++) mib.set(block, i << 16);
-  using f = await Deno.open(path, { write: true, create: true, truncate: true });
-  for (let i = 0; i < BIG >> 20; i++) {
-    mib[1] = i;
-    for (let at = 0; at < mib.length;) at += await f.write(mib.subarray(at));
+async function bigFile(): Promise<BigFile> {
+  const tmpfs = await mountFs("tmpfs", { mode: 0o755, sizeMiB: (BIG >> 20) + 16 });
+  const path = `${tmpfs.path}/file`;
+  try {
+    const block = crypto.getRandomValues(new Uint8Array(1 << 16));
+    const mib = new Uint8Array(1 << 20);
+    for (let i = 0; i < 16; i++) mib.set(block, i << 16);
+    using f = await Deno.open(path, { write: true, create: true, truncate: true });
+    for (let i = 0; i < BIG >> 20; i++) {
+      mib[1] = i;
+      for (let at = 0; at < mib.length;) at += await f.write(mib.subarray(at));
+    }
+  } catch (err) {
+    await tmpfs.cleanup();
+    throw err;
   }
-  return path;
+  return { path, remove: () => tmpfs.cleanup() };
 }
 
 /** The access log's sizes of the requests to `path` from `from` (a line count) on. */
@@ -276,12 +279,22 @@ Deno.test({
   sanitizeOps: false,
   fn: async (t) => {
     let s: Setup | undefined;
-    let big: string | undefined;
+    let big: BigFile | undefined;
     try {
       s = await setUp();
       const setup = s;
       const keys = await listedKeys(setup);
-      assert.deepEqual(keys.map((k) => k.label).sort(), [...setup.token.keys].sort());
+      assert.deepEqual(
+        keys.map((k) => k.label).sort(),
+        [...EXPECTED_KEYS[setup.token.module.name]].sort(),
+      );
+      // Digest mode is there: each key lists the digest names, and the client's choice among them.
+      for (const key of keys) {
+        assert.ok(Array.isArray(key.digests), `${key.label}: no "digests" on GET /token`);
+        const name = digestSent(key);
+        if (name) assert.ok(key.digests.includes(name), `${key.label}: ${key.digests}`);
+        else assert.deepEqual(key.digests, [], key.label);
+      }
       const small = `${setup.dir}/small`;
       await Deno.writeFile(small, crypto.getRandomValues(new Uint8Array(1024)));
 
@@ -390,12 +403,10 @@ Deno.test({
         },
       );
 
-      big = await bigFile(setup.dir);
-      const bigPath = big;
-      const messageOnly = keys.filter((k) =>
-        ["ed25519", "composite-mldsa65-ed25519"].includes(k.key_type) ||
-        (daemonHasDigestMode && digestSent(k) === undefined)
-      );
+      big = await bigFile();
+      const bigPath: string = big.path;
+      const messageOnly = keys.filter((k) => digestSent(k) === undefined);
+      assert.ok(messageOnly.length > 0);
 
       await t.step(
         "256 MiB without a digest mode: refused up front at the default limit",
@@ -423,7 +434,6 @@ Deno.test({
       await t.step({
         name:
           "256 MiB by digest where the key type has one: the upload is small, the audit says digest",
-        ignore: !daemonHasDigestMode,
         fn: async () => {
           const digestKeys = keys.filter((k) => digestSent(k) !== undefined);
           assert.ok(digestKeys.length > 0);
@@ -441,7 +451,7 @@ Deno.test({
         },
       });
     } finally {
-      if (big) await Deno.remove(big).catch(() => {});
+      await big?.remove();
       await s?.nginx.stop();
       await s?.daemon.stop();
       await s?.token.cleanup();

@@ -28,7 +28,8 @@ async function run(program: string, args: string[]): Promise<void> {
 }
 
 /**
- * Mounts a fresh file system of `kind` on a new temporary folder (mode 0700 unless given).
+ * Mounts a fresh file system of `kind` on a new temporary folder (mode 0700 unless given; a tmpfs
+ * holds 1 MiB unless `sizeMiB` says more).
  *
  * @example
  * ```ts
@@ -37,11 +38,11 @@ async function run(program: string, args: string[]): Promise<void> {
  */
 export async function mountFs(
   kind: "ramfs" | "tmpfs",
-  opts: { readOnly?: boolean; mode?: number } = {},
+  opts: { readOnly?: boolean; mode?: number; sizeMiB?: number } = {},
 ): Promise<TestMount> {
   const path = await Deno.makeTempDir({ prefix: `svcd-${kind}-` });
   const options = [`mode=${(opts.mode ?? 0o700).toString(8)}`];
-  if (kind === "tmpfs") options.push("size=1m");
+  if (kind === "tmpfs") options.push(`size=${opts.sizeMiB ?? 1}m`);
   if (opts.readOnly) options.push("ro");
   try {
     await run("mount", ["-t", kind, "-o", options.join(","), kind, path]);

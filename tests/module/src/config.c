@@ -2,7 +2,9 @@
  *   tokendir = /path/to/dir      (required, must exist)
  *   secure_heap_kb = 1024        (64..8192; each session reserves 24 KiB of it)
  *   max_sessions = 127           (1..127; the session cap)
- * '#' starts a comment. Unknown keys are errors, so a typo cannot silently change behaviour. */
+ * '#' starts a comment. Unknown keys are errors, so a typo cannot silently change behaviour.
+ * $SVCMOD_HIDE_MECHANISMS (a comma-separated list of mechanism numbers, e.g. "0x403c") makes the
+ * module behave as one without them, so tests can meet a module that lacks a mechanism. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -53,6 +55,25 @@ static CK_RV apply(svcmod_config *cfg, const char *path, int ln, const char *key
   return CKR_OK;
 }
 
+/* Each item a number (0x… hex or decimal); anything else fails C_Initialize, so a typo cannot leave
+ * a mechanism silently visible. */
+static CK_RV load_hidden(svcmod_config *cfg) {
+  const char *var = "SVCMOD_HIDE_MECHANISMS";
+  const char *list = getenv(var);
+  if (list == NULL || *list == 0) return CKR_OK;
+  const char *bad = "must be mechanism numbers separated by commas, e.g. 0x403c (at most 8)";
+  for (const char *p = list;;) {
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(p, &end, 0);
+    if (errno || end == p || *p == '-' || cfg->nhidden == SVCMOD_MAX_HIDDEN) return fail(var, 0, bad);
+    cfg->hidden[cfg->nhidden++] = (CK_MECHANISM_TYPE)n;
+    if (*end == 0) return CKR_OK;
+    if (*end != ',') return fail(var, 0, bad);
+    p = end + 1;
+  }
+}
+
 CK_RV config_load(svcmod_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->secure_heap_kb = 1024;
@@ -85,5 +106,11 @@ CK_RV config_load(svcmod_config *cfg) {
   struct stat st;
   if (stat(cfg->tokendir, &st) != 0 || !S_ISDIR(st.st_mode))
     return fail(path, 0, "tokendir does not exist or is not a directory");
-  return CKR_OK;
+  return load_hidden(cfg);
+}
+
+int config_hides(const svcmod_config *cfg, CK_MECHANISM_TYPE type) {
+  for (unsigned i = 0; i < cfg->nhidden; i++)
+    if (cfg->hidden[i] == type) return 1;
+  return 0;
 }

@@ -372,16 +372,20 @@ EXPORT CK_RV C_GetMechanismList(CK_SLOT_ID slotID, CK_MECHANISM_TYPE *pList, CK_
   if (!g.initialized) return CKR_CRYPTOKI_NOT_INITIALIZED;
   if (slotID != 0) return CKR_SLOT_ID_INVALID;
   if (pulCount == NULL) return CKR_ARGUMENTS_BAD;
+  CK_ULONG shown = 0;
+  for (size_t i = 0; i < NMECH; i++) shown += !config_hides(&g.cfg, MECHANISMS[i].type);
   if (pList == NULL) {
-    *pulCount = NMECH;
+    *pulCount = shown;
     return CKR_OK;
   }
-  if (*pulCount < NMECH) {
-    *pulCount = NMECH;
+  if (*pulCount < shown) {
+    *pulCount = shown;
     return CKR_BUFFER_TOO_SMALL;
   }
-  for (size_t i = 0; i < NMECH; i++) pList[i] = MECHANISMS[i].type;
-  *pulCount = NMECH;
+  CK_ULONG n = 0;
+  for (size_t i = 0; i < NMECH; i++)
+    if (!config_hides(&g.cfg, MECHANISMS[i].type)) pList[n++] = MECHANISMS[i].type;
+  *pulCount = n;
   return CKR_OK;
 }
 
@@ -390,6 +394,7 @@ EXPORT CK_RV C_GetMechanismInfo(CK_SLOT_ID slotID, CK_MECHANISM_TYPE type,
   if (!g.initialized) return CKR_CRYPTOKI_NOT_INITIALIZED;
   if (slotID != 0) return CKR_SLOT_ID_INVALID;
   if (pInfo == NULL) return CKR_ARGUMENTS_BAD;
+  if (config_hides(&g.cfg, type)) return CKR_MECHANISM_INVALID;
   for (size_t i = 0; i < NMECH; i++) {
     if (MECHANISMS[i].type == type) {
       *pInfo = MECHANISMS[i].info;

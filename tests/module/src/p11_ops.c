@@ -402,6 +402,7 @@ EXPORT CK_RV C_DigestFinal(CK_SESSION_HANDLE hSession, CK_BYTE *pDigest, CK_ULON
 /* ---- signing and verification ------------------------------------------------------------------- */
 
 static CK_RV mech_fits_key(CK_MECHANISM_TYPE m, CK_KEY_TYPE kt) {
+  if (config_hides(&g.cfg, m)) return CKR_MECHANISM_INVALID;
   CK_KEY_TYPE want;
   switch (m) {
     case CKM_ML_DSA:

@@ -23,15 +23,22 @@
 #define SVCMOD_WRAP_BYTES (32 + 28) /* AES-256-GCM sealed master key */
 
 /* ---- configuration (config.c) ---- */
+#define SVCMOD_MAX_HIDDEN 8
 typedef struct {
   char tokendir[PATH_MAX];
   unsigned secure_heap_kb; /* 64..8192, default 1024 */
   unsigned session_cap;    /* 1..127, default 127 */
+  CK_MECHANISM_TYPE hidden[SVCMOD_MAX_HIDDEN]; /* from $SVCMOD_HIDE_MECHANISMS */
+  unsigned nhidden;
 } svcmod_config;
 
-/* Reads the file named by $SVCMOD_CONF; CKR_GENERAL_ERROR (with a line on stderr) when it is
- * missing, malformed, or names no existing token directory. */
+/* Reads the file named by $SVCMOD_CONF, then $SVCMOD_HIDE_MECHANISMS; CKR_GENERAL_ERROR (with a
+ * line on stderr) when either is malformed, or the file is missing or names no existing token
+ * directory. */
 CK_RV config_load(svcmod_config *cfg);
+
+/* Whether $SVCMOD_HIDE_MECHANISMS named `type`: the module then behaves as one without it. */
+int config_hides(const svcmod_config *cfg, CK_MECHANISM_TYPE type);
 
 /* ---- token state persisted in tokendir/token.db (store.c) ---- */
 typedef struct {

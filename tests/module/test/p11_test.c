@@ -28,6 +28,7 @@ CK_RV C_GetInfo(CK_INFO *);
 CK_RV C_GetFunctionList(CK_FUNCTION_LIST_3_2 **);
 CK_RV C_GetSlotList(CK_BBOOL, CK_SLOT_ID *, CK_ULONG *);
 CK_RV C_GetTokenInfo(CK_SLOT_ID, CK_TOKEN_INFO *);
+CK_RV C_GetMechanismList(CK_SLOT_ID, CK_MECHANISM_TYPE *, CK_ULONG *);
 CK_RV C_GetMechanismInfo(CK_SLOT_ID, CK_MECHANISM_TYPE, CK_MECHANISM_INFO *);
 CK_RV C_InitToken(CK_SLOT_ID, CK_UTF8CHAR *, CK_ULONG, CK_UTF8CHAR *);
 CK_RV C_InitPIN(CK_SESSION_HANDLE, CK_UTF8CHAR *, CK_ULONG);
@@ -609,6 +610,66 @@ static void external_mu(const uint8_t *pk, size_t pklen, const char *msg, uint8_
 /* CKM_ML_DSA_EXTERNAL_MU (0x403c): signing mu gives the pure ML-DSA signature over the message mu
  * was made from — deterministic, byte for byte the module's CKM_ML_DSA signature with an empty
  * context; single-part, 64-byte input, no context parameter. */
+/* $SVCMOD_HIDE_MECHANISMS: the listed mechanisms vanish from the list and the info, and are
+ * refused at C_SignInit/C_VerifyInit as a module without them would; a malformed list fails
+ * C_Initialize. */
+static void test_hidden_mechanisms(void) {
+  current = "hidden mechanisms";
+  fresh_token_dir(NULL);
+  setup_token();
+  CK_ULONG all = 0;
+  EXPECT_RV(P11(C_GetMechanismList)(0, NULL, &all), CKR_OK);
+  CK_SESSION_HANDLE h = open_rw();
+  EXPECT_RV(P11(C_Login)(h, CKU_USER, USER_PIN, LEN(USER_PIN)), CKR_OK);
+  CK_ULONG set = 2;
+  CK_MECHANISM gen = {CKM_ML_DSA_KEY_PAIR_GEN, NULL, 0};
+  CK_ATTRIBUTE priv_t[] = {attr(CKA_TOKEN, &yes, sizeof yes)};
+  CK_ATTRIBUTE pub_tok[] = {attr(CKA_PARAMETER_SET, &set, sizeof set),
+                            attr(CKA_TOKEN, &yes, sizeof yes)};
+  CK_OBJECT_HANDLE pub, priv;
+  EXPECT_RV(P11(C_GenerateKeyPair)(h, &gen, pub_tok, 2, priv_t, 1, &pub, &priv), CKR_OK);
+  EXPECT_RV(P11(C_Finalize)(NULL), CKR_OK);
+
+  setenv("SVCMOD_HIDE_MECHANISMS", "0x403c,0x1043", 1);
+  EXPECT_RV(P11(C_Initialize)(NULL), CKR_OK);
+  CK_ULONG shown = 0;
+  EXPECT_RV(P11(C_GetMechanismList)(0, NULL, &shown), CKR_OK);
+  EXPECT(shown == all - 1); /* 0x1043 (CKM_ECDSA_SHA384) is not offered anyway */
+  CK_MECHANISM_TYPE list[32];
+  CK_ULONG n = 32;
+  EXPECT_RV(P11(C_GetMechanismList)(0, list, &n), CKR_OK);
+  EXPECT(n == shown);
+  for (CK_ULONG i = 0; i < n; i++) EXPECT(list[i] != CKM_ML_DSA_EXTERNAL_MU);
+  CK_MECHANISM_INFO info;
+  EXPECT_RV(P11(C_GetMechanismInfo)(0, CKM_ML_DSA_EXTERNAL_MU, &info), CKR_MECHANISM_INVALID);
+  EXPECT_RV(P11(C_GetMechanismInfo)(0, CKM_ML_DSA, &info), CKR_OK);
+  h = open_rw();
+  EXPECT_RV(P11(C_Login)(h, CKU_USER, USER_PIN, LEN(USER_PIN)), CKR_OK);
+  CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+  CK_ATTRIBUTE find[] = {attr(CKA_CLASS, &cls, sizeof cls)};
+  CK_ULONG found = 0;
+  EXPECT_RV(P11(C_FindObjectsInit)(h, find, 1), CKR_OK);
+  EXPECT_RV(P11(C_FindObjects)(h, &priv, 1, &found), CKR_OK);
+  EXPECT_RV(P11(C_FindObjectsFinal)(h), CKR_OK);
+  EXPECT(found == 1);
+  CK_MECHANISM by_mu = {CKM_ML_DSA_EXTERNAL_MU, NULL, 0};
+  EXPECT_RV(P11(C_SignInit)(h, &by_mu, priv), CKR_MECHANISM_INVALID);
+  CK_MECHANISM plain = {CKM_ML_DSA, NULL, 0};
+  EXPECT_RV(P11(C_SignInit)(h, &plain, priv), CKR_OK);
+  uint8_t sig[MLDSA_MAX_SIG_BYTES];
+  CK_ULONG l = sizeof sig;
+  EXPECT_RV(P11(C_Sign)(h, (CK_BYTE *)"m", 1, sig, &l), CKR_OK);
+  EXPECT_RV(P11(C_Finalize)(NULL), CKR_OK);
+
+  const char *bad[] = {"0x403c;1", "x", "0x403c,", "-1", "1,2,3,4,5,6,7,8,9"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("SVCMOD_HIDE_MECHANISMS", bad[i], 1);
+    EXPECT_RV(P11(C_Initialize)(NULL), CKR_GENERAL_ERROR);
+  }
+  unsetenv("SVCMOD_HIDE_MECHANISMS");
+  remove_token_dir();
+}
+
 static void test_external_mu(void) {
   current = "ML-DSA external mu";
   fresh_token_dir(NULL);
@@ -869,6 +930,7 @@ int main(int argc, char **argv) {
   test_concurrent_calls();
   test_mldsa_keys();
   test_external_mu();
+  test_hidden_mechanisms();
   test_persistence();
   test_faults();
   if (failures) {
