@@ -33,6 +33,7 @@
  */
 import { parseArgs } from "node:util";
 import { measureRawSign } from "./raw-sign.ts";
+import { buildCLoad, type CLoad, P11KIT_CLIENT, startP11KitServer } from "./p11kit.ts";
 import { buildHttpload, runHttpload } from "./httpload.ts";
 import { contextSwitches, daemonCpu, threadCpu } from "./proc_cpu.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
@@ -60,31 +61,7 @@ const threadsList = values["threads-list"].split(",").map(Number);
 const pinnings: (string | undefined)[] = values.taskset ? ["0", "0,1"] : [undefined];
 const KEY = "k-ec";
 const CLIENTS = 16;
-const P11KIT_CLIENT = "/usr/lib/x86_64-linux-gnu/pkcs11/p11-kit-client.so";
 const SERVE = new URL("./serve.ts", import.meta.url).pathname;
-const LOAD_C = new URL("./p11load.c", import.meta.url).pathname;
-
-/** What bench/p11load prints. */
-interface CLoad {
-  signatures: number;
-  perSecond: number;
-  cpuUsPerSignature: number;
-}
-
-async function buildCLoad(dir: string): Promise<string> {
-  const out = `${dir}/p11load`;
-  const cc = await new Deno.Command("gcc", {
-    args: ["-O2", "-std=c11", "-I/usr/include/p11-kit-1", "-o", out, LOAD_C, "-ldl", "-lpthread"],
-    stderr: "piped",
-  }).output();
-  if (!cc.success) {
-    throw new Error(
-      `building bench/p11load.c failed (needs gcc and libp11-kit-dev):\n` +
-        new TextDecoder().decode(cc.stderr),
-    );
-  }
-  return out;
-}
 
 async function cLoad(
   binary: string,
@@ -112,43 +89,6 @@ async function cLoad(
     throw new Error(`p11load failed: ${new TextDecoder().decode(out.stderr)}`);
   }
   return JSON.parse(new TextDecoder().decode(out.stdout));
-}
-
-/** `p11-kit server` for the token, in the foreground; resolves once its socket exists. */
-async function startP11KitServer(token: TestToken, dir: string) {
-  const socket = `${dir}/p11-kit.sock`;
-  const server = new Deno.Command("p11-kit", {
-    args: [
-      "server",
-      "-f",
-      "--provider",
-      token.modulePath,
-      "-n",
-      socket,
-      `pkcs11:token=${token.tokenLabel}`,
-    ],
-    env: token.env,
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    try {
-      if ((await Deno.stat(socket)).isSocket) break;
-    } catch { /* not yet */ }
-    if (Date.now() > deadline) {
-      server.kill("SIGKILL");
-      throw new Error("p11-kit server did not create its socket within 10 s");
-    }
-    await new Promise((r) => setTimeout(r, 20)); // polling a file the server creates
-  }
-  return {
-    env: { P11_KIT_SERVER_ADDRESS: `unix:path=${socket}` },
-    async stop() {
-      server.kill("SIGTERM");
-      await server.status;
-    },
-  };
 }
 
 /** One daemon variant's figures: req/s and CPU µs per request, in all and per thread. */

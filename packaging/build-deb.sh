@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make deb`: the one artifact an appliance image ships — build/svcd_<version>_amd64.deb with the
 # Deno runtime, the daemon bundled into one JavaScript file, the systemd unit with its sysusers and
-# tmpfiles, the maintainer scripts, the nginx example and the documentation (README.md, docs/*.md).
+# tmpfiles, the maintainer scripts, the nginx example, the documentation (README.md, docs/*.md) and,
+# for the client side, the PKCS#11 client module (/usr/lib/x86_64-linux-gnu/svcd/libsvcd-pkcs11.so,
+# built here when not built yet).
 # (`deno compile` needs a denort base no registry here carries; see the design notes.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +13,13 @@ OUT=$PWD/build
 ROOT=$OUT/deb-root
 rm -rf "$ROOT"
 mkdir -p "$ROOT"/{DEBIAN,usr/bin,usr/lib/svcd,usr/lib/systemd/system,usr/lib/sysusers.d} \
-  "$ROOT"/{usr/lib/tmpfiles.d,etc/svcd,etc/default,usr/share/doc/svcd}
+  "$ROOT"/{usr/lib/tmpfiles.d,etc/svcd,etc/default,usr/share/doc/svcd,usr/lib/x86_64-linux-gnu/svcd}
+
+echo "deb: building the PKCS#11 client module"
+make --no-print-directory -C client/pkcs11 build/libsvcd-pkcs11.so >/dev/null
+install -m 0644 client/pkcs11/build/libsvcd-pkcs11.so "$ROOT/usr/lib/x86_64-linux-gnu/svcd/"
+strip --strip-unneeded "$ROOT/usr/lib/x86_64-linux-gnu/svcd/libsvcd-pkcs11.so"
+install -m 0644 client/pkcs11/README.md "$ROOT/usr/share/doc/svcd/libsvcd-pkcs11.md"
 
 echo "deb: bundling main.ts"
 bundle_svcd "$ROOT/usr/lib/svcd"
@@ -52,13 +60,15 @@ Package: svcd
 Version: $VERSION
 Architecture: amd64
 Maintainer: svcd team <svcd@localhost>
-Depends: libc6 (>= 2.31), adduser, systemd (>= 250)
+Depends: libc6 (>= 2.31), adduser, systemd (>= 250), libcurl4 (>= 7.74), libjson-c5, libssl3
 Recommends: softhsm2, nginx
 Section: admin
 Priority: optional
 Description: remote signing service in front of a PKCS#11 v3.2 module
  Signs and verifies (ML-DSA, composite ML-DSA-65+Ed25519, ECDSA, Ed25519, RSA-PSS) for clients
  authenticated by a TLS proxy, over a UNIX socket, with a tamper-evident audit log.
+ Clients sign with `svcd client`, or from any PKCS#11 application through the client module
+ /usr/lib/x86_64-linux-gnu/svcd/libsvcd-pkcs11.so.
 CTL
 printf '/etc/svcd/policy\n/etc/default/svcd\n' >"$ROOT/DEBIAN/conffiles"
 install -m 0755 packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm \

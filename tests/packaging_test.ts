@@ -31,6 +31,8 @@ const DOC = `${ROOT}docs/operations.md`;
 const UNIT = "/usr/lib/systemd/system/svcd.service";
 const TOKENS = "/var/lib/softhsm/tokens";
 const CLIENT = "CN=client1,O=Example,C=DE";
+/** Where the package installs the PKCS#11 client module (client/pkcs11). */
+const CLIENT_MODULE_PATH = "/usr/lib/x86_64-linux-gnu/svcd/libsvcd-pkcs11.so";
 const te = new TextEncoder();
 
 const canRun = Deno.uid() === 0 && await exists("/usr/sbin/nginx") &&
@@ -130,6 +132,7 @@ Deno.test({
           const info = await host("dpkg-deb", ["-f", deb, "Depends"]);
           assert.match(info.stdout, /adduser/);
           assert.match(info.stdout, /systemd \(>= 250\)/);
+          assert.match(info.stdout, /libcurl4/, "the client module's libraries are declared");
           const install = await host("dpkg", ["-i", deb]);
           assert.equal(install.code, 0, install.text);
           assert.ok(await getent("passwd", "svcd"));
@@ -140,6 +143,27 @@ Deno.test({
           assert.equal((await getent("group", String(run.gid)))?.split(":")[0], "svcd-proxy");
           const policy = await Deno.stat("/etc/svcd/policy");
           assert.equal(policy.mode! & 0o777, 0o640);
+        },
+      );
+
+      await t.step(
+        "the PKCS#11 client module is installed and answers C_GetInfo",
+        async () => {
+          // C_Initialize needs an address (SVCD_ADDR); C_GetInfo contacts nobody.
+          const info = await host("env", [
+            "SVCD_ADDR=https://sign.example.org",
+            "pkcs11-tool",
+            "--module",
+            CLIENT_MODULE_PATH,
+            "-I",
+          ]);
+          assert.equal(info.code, 0, info.text);
+          assert.match(info.stdout, /Cryptoki version 3\.2/);
+          assert.match(info.stdout, /Manufacturer\s+svcd/);
+          const shown = await host("dpkg-deb", ["-c", deb]);
+          assert.match(shown.stdout, /\.\/usr\/share\/doc\/svcd\/libsvcd-pkcs11\.md/);
+          const libs = await host("ldd", [CLIENT_MODULE_PATH]);
+          assert.doesNotMatch(libs.stdout, /not found/, libs.stdout);
         },
       );
 

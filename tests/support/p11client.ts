@@ -13,10 +13,22 @@
  */
 import { moduleTempDir } from "./temp_dir.ts";
 import { makePki, type Pki } from "./pki.ts";
-import { startNginx, type TestNginx } from "./nginx.ts";
+import { freePort, startNginx, type TestNginx } from "./nginx.ts";
 import { makeTestToken, type TestToken } from "./token.ts";
 import { startDaemon, type TestDaemon } from "./daemon.ts";
 import type { TestModuleName } from "./modules.ts";
+import assert from "node:assert/strict";
+import {
+  CKA,
+  CKO,
+  CKR,
+  ckrName,
+  type Encoded,
+  encodeMechanism,
+  encodeTemplate,
+  type Pkcs11Module,
+  ulongBytes,
+} from "../../ffi/pkcs11/mod.ts";
 
 /** The client module built by `make setup` (client/pkcs11). */
 export const CLIENT_MODULE =
@@ -72,7 +84,7 @@ export async function startClientBed(
   const start = () =>
     startDaemon({ token, workDir, proxyUid: WWW_DATA, policy, args: opts.daemonArgs });
   let daemon = await start();
-  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
+  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket }, await bedExample());
   const alice = pki.clients[0];
   const bed: ClientBed = {
     dir,
@@ -98,6 +110,20 @@ export async function startClientBed(
     },
   };
   return bed;
+}
+
+const EXAMPLE = new URL("../../packaging/nginx-svcd.conf", import.meta.url);
+
+/**
+ * The packaged nginx example with its metrics server on a free loopback port: the example's fixed
+ * port 9464 may be held by another test's nginx on the same machine, and nginx that cannot bind
+ * one listener binds none.
+ */
+async function bedExample(): Promise<string> {
+  const text = await Deno.readTextFile(EXAMPLE);
+  const metricsListen = "listen 9464;";
+  if (!text.includes(metricsListen)) throw new Error(`the nginx example lacks '${metricsListen}'`);
+  return text.replace(metricsListen, `listen 127.0.0.1:${freePort()};`);
 }
 
 /** What a command printed and how it ended. */
@@ -146,7 +172,7 @@ export async function runOk(
 /** The daemon's /token keys as the client sees them (through nginx), by label. */
 export async function tokenListing(
   bed: Pick<ClientBed, "env">,
-): Promise<{ digests: boolean; keys: Map<string, TokenKey> }> {
+): Promise<{ keys: Map<string, TokenKey> }> {
   const r = await runOk([
     "curl",
     "-sS",
@@ -160,10 +186,7 @@ export async function tokenListing(
     `${bed.env.SVCD_ADDR}/token`,
   ], {});
   const body = JSON.parse(r.stdout) as { keys: TokenKey[] };
-  return {
-    digests: body.keys.some((k) => Array.isArray(k.digests)),
-    keys: new Map(body.keys.map((k) => [k.label, k])),
-  };
+  return { keys: new Map(body.keys.map((k) => [k.label, k])) };
 }
 
 /** One key of /token. */
@@ -172,7 +195,8 @@ export interface TokenKey {
   key_type: string;
   public_key: string | null;
   public_key_raw: string;
-  digests?: string[];
+  /** The digest names the key takes in digest mode (empty: message mode only). */
+  digests: string[];
 }
 
 /** Writes the key's SPKI as a PEM file for openssl, and returns its path. */
@@ -181,4 +205,97 @@ export async function writePublicPem(dir: string, key: TokenKey): Promise<string
   const path = `${dir}/${key.label}.pub.pem`;
   await Deno.writeTextFile(path, `-----BEGIN PUBLIC KEY-----\n${b64}\n-----END PUBLIC KEY-----\n`);
   return path;
+}
+
+const CKF_SERIAL_SESSION = 4;
+
+/** A session of the client module through the FFI binding. */
+export class ClientSession {
+  readonly handle: bigint;
+  constructor(readonly mod: Pkcs11Module) {
+    const out = new BigUint64Array(1);
+    this.ok(
+      mod.fn.C_OpenSession(0, CKF_SERIAL_SESSION, null, null, new Uint8Array(out.buffer)),
+      "C_OpenSession",
+    );
+    this.handle = out[0];
+  }
+
+  ok(rv: number, what: string): void {
+    assert.equal(rv, CKR.OK, `${what}: ${ckrName(rv)}`);
+  }
+
+  privateKey(label: string): bigint {
+    const tpl = encodeTemplate([
+      { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },
+      { type: CKA.LABEL, value: new TextEncoder().encode(label) },
+    ]);
+    const found = new BigUint64Array(2);
+    const count = new BigUint64Array(1);
+    this.ok(this.mod.fn.C_FindObjectsInit(this.handle, tpl.bytes, 2), "C_FindObjectsInit");
+    this.ok(
+      this.mod.fn.C_FindObjects(
+        this.handle,
+        new Uint8Array(found.buffer),
+        2,
+        new Uint8Array(count.buffer),
+      ),
+      "C_FindObjects",
+    );
+    this.ok(this.mod.fn.C_FindObjectsFinal(this.handle), "C_FindObjectsFinal");
+    assert.equal(count[0], 1n, `one private key labelled ${label}`);
+    return found[0];
+  }
+
+  signInit(key: bigint, mechanism: number, param?: Encoded): number {
+    const mech = encodeMechanism(mechanism, param);
+    return this.mod.fn.C_SignInit(this.handle, mech.bytes, key);
+  }
+
+  /** Single-part C_Sign (length query first, as tools do). */
+  sign(key: bigint, mechanism: number, message: Uint8Array, param?: Encoded): Uint8Array {
+    const { rv, signature } = this.trySign(key, mechanism, message, param);
+    this.ok(rv, "C_Sign");
+    return signature!;
+  }
+
+  /** Single-part C_Sign; the CK_RV of the first call that failed, or the signature. */
+  trySign(
+    key: bigint,
+    mechanism: number,
+    message: Uint8Array,
+    param?: Encoded,
+  ): { rv: number; signature?: Uint8Array } {
+    this.ok(this.signInit(key, mechanism, param), "C_SignInit");
+    const len = new BigUint64Array(1);
+    const lenBytes = new Uint8Array(len.buffer);
+    let rv = this.mod.fn.C_Sign(this.handle, message, message.length, null, lenBytes);
+    if (rv !== CKR.OK) return { rv };
+    const sig = new Uint8Array(Number(len[0]));
+    rv = this.mod.fn.C_Sign(this.handle, message, message.length, sig, lenBytes);
+    if (rv !== CKR.OK) return { rv };
+    return { rv, signature: sig.subarray(0, Number(len[0])) };
+  }
+
+  /** Multi-part: C_SignUpdate in `chunk`-byte parts, then C_SignFinal; the CK_RV of the first failure. */
+  signParts(
+    key: bigint,
+    mechanism: number,
+    parts: Iterable<Uint8Array>,
+  ): { rv: number; signature?: Uint8Array } {
+    this.ok(this.signInit(key, mechanism), "C_SignInit");
+    for (const part of parts) {
+      const rv = this.mod.fn.C_SignUpdate(this.handle, part, part.length);
+      if (rv !== CKR.OK) return { rv };
+    }
+    const len = new BigUint64Array(1);
+    const sig = new Uint8Array(8192);
+    len[0] = BigInt(sig.length);
+    const rv = this.mod.fn.C_SignFinal(this.handle, sig, new Uint8Array(len.buffer));
+    return { rv, signature: sig.slice(0, Number(len[0])) };
+  }
+
+  close(): void {
+    this.mod.fn.C_CloseSession(this.handle);
+  }
 }
