@@ -147,3 +147,59 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "metrics: 429s are counted by reason (budget, cap), each crossing once; the token is present and logged in",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    const metricsSocket = `${moduleTempDir("svcd-metrics-")}/metrics.sock`;
+    const MALLORY = "CN=mallory,O=Example,C=DE";
+    const d = await startDaemon({
+      token,
+      policy: `${ALICE}\tk\n${MALLORY}\tk\n`,
+      // Two workers: an identity holds one request at a time; a delay far longer than the test.
+      args: [
+        ...["--workers", "2", "--metrics-socket", metricsSocket, "--syslog-socket", "none"],
+        ...[
+          "--refusal-threshold",
+          "3",
+          "--refusal-base-delay",
+          "600",
+          "--refusal-max-delay",
+          "3600",
+        ],
+        ...["--refusal-refill", "3600"],
+      ],
+    });
+    try {
+      await d.waitForLog("metrics listener on");
+      const mallory: number[] = [];
+      for (let i = 0; i < 6; i++) mallory.push((await sign(d.socket, MALLORY, "nope")).status);
+      assert.deepEqual(mallory, [403, 403, 403, 429, 429, 429]);
+      let capped = 0;
+      for (let round = 0; round < 20 && capped === 0; round++) {
+        const answers = await Promise.all(
+          Array.from({ length: 8 }, () => sign(d.socket, ALICE, "k").then((r) => r.status)),
+        );
+        for (const s of answers) assert.ok(s === 200 || s === 429, String(s));
+        capped += answers.filter((s) => s === 429).length;
+      }
+      assert.ok(capped > 0, "eight concurrent requests with two workers never hit the cap");
+      const text = (await request(metricsSocket, { method: "GET", path: "/metrics" })).text();
+      assert.equal(sample(text, 'svcd_throttled_total{reason="budget"}'), 3, text);
+      assert.equal(sample(text, 'svcd_throttled_total{reason="cap"}'), capped, text);
+      assert.equal(sample(text, "svcd_refusal_budget_crossings_total"), 1, text);
+      assert.equal(sample(text, "svcd_token_present"), 1, text);
+      assert.equal(sample(text, "svcd_token_logged_in"), 1, text);
+      const check = await promtool(text);
+      assert.equal(check.code, 0, check.out);
+      assert.equal(check.out.trim(), "", check.out);
+    } finally {
+      await d.stop();
+      await token.cleanup();
+    }
+  },
+});
