@@ -10,6 +10,9 @@
  * git worktree add --detach /tmp/before <commit> && ln -s "$PWD/node_modules" /tmp/before/
  * node_modules/.bin/deno run -A bench/ab.ts before=/tmp/before after=. --rounds 3 --seconds 4
  * node_modules/.bin/deno run -A bench/ab.ts before=/tmp/before after=. --serve-args=--threads,2
+ * # options only one checkout knows: `{tmp}` is a fresh folder for each daemon
+ * node_modules/.bin/deno run -A bench/ab.ts before=/tmp/before after=. \
+ *   --tree-args='after=--metrics-socket,{tmp}/metrics.sock'
  * ```
  */
 import { parseArgs } from "node:util";
@@ -25,6 +28,11 @@ const { values, positionals } = parseArgs({
     seconds: { type: "string", default: "4" },
     /** More options for every daemon, comma separated, e.g. `--serve-args=--threads,2`. */
     "serve-args": { type: "string", default: "" },
+    /**
+     * More options for one checkout, `NAME=a,b,…` (repeatable), e.g. an option the other checkout
+     * does not know; `{tmp}` in them is a fresh folder for each daemon.
+     */
+    "tree-args": { type: "string", multiple: true, default: [] },
   },
 });
 const trees = positionals.map((p) => {
@@ -35,21 +43,33 @@ const trees = positionals.map((p) => {
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
 const serveArgs = values["serve-args"].split(",").filter(Boolean);
+const treeArgs = new Map(values["tree-args"].map((t) => {
+  const at = t.indexOf("=");
+  if (at < 1 || !trees.some((tree) => tree.name === t.slice(0, at))) {
+    throw new Error(`--tree-args '${t}': NAME=a,b,… with NAME one of the checkouts`);
+  }
+  return [t.slice(0, at), t.slice(at + 1).split(",").filter(Boolean)];
+}));
 
 /** One daemon of `dir` under load: req/s, CPU µs per request (all threads, main thread). */
 async function measure(
-  dir: string,
+  { name, dir }: { name: string; dir: string },
   token: Awaited<ReturnType<typeof makeTestToken>>,
   policy: string,
   without: string[],
 ) {
   // Each checkout starts its daemon with its own test support: its options are its own.
   const { startDaemon } = await import(`${dir}/tests/support/daemon.ts`);
+  const tmp = await Deno.makeTempDir({ prefix: "svcd-ab-" });
+  const own = (treeArgs.get(name) ?? []).map((a) => a.replaceAll("{tmp}", tmp));
   const d = await startDaemon({
     token,
     policy,
     entry: [`${dir}/bench/serve.ts`, ...without],
-    args: ["--workers", "16", ...serveArgs],
+    args: ["--workers", "16", ...serveArgs, ...own],
+  }).catch(async (err: unknown) => {
+    await Deno.remove(tmp, { recursive: true });
+    throw err;
   });
   try {
     await runLoad({ socket: d.socket, key: "k-ec", concurrency: 16, seconds: 0.5 });
@@ -64,6 +84,7 @@ async function measure(
     ];
   } finally {
     await d.stop();
+    await Deno.remove(tmp, { recursive: true });
   }
 }
 
@@ -81,10 +102,10 @@ if (import.meta.main) {
   const rows = new Map<string, number[][]>();
   try {
     for (let round = 1; round <= rounds; round++) {
-      for (const { name, dir } of trees) {
+      for (const tree of trees) {
         for (const without of [[], ["--without", "audit"]]) {
-          const row = `${name} ${without.length > 0 ? "audit off" : "audit on"}`;
-          const figures = await measure(dir, token, policy, without);
+          const row = `${tree.name} ${without.length > 0 ? "audit off" : "audit on"}`;
+          const figures = await measure(tree, token, policy, without);
           rows.set(row, [...rows.get(row) ?? [], figures]);
           const [rate, cpu, main] = figures.map((x) => x.toFixed(0));
           console.log(

@@ -9,6 +9,8 @@ import assert from "node:assert/strict";
 import { startDaemon } from "./support/daemon.ts";
 import { encodeRequest, rawExchange, request } from "./support/http_client.ts";
 import { makeTestToken } from "./support/token.ts";
+import { publicListenerSetup } from "./support/ca.ts";
+import { certIdFor, encodeOcspRequest } from "../lib/ocsp/mod.ts";
 import { moduleTempDir } from "./support/temp_dir.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
@@ -144,6 +146,137 @@ Deno.test({
       await d.waitForLog(/metrics .*uid/);
     } finally {
       await d.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "metrics: 429s are counted by reason (budget, cap), each crossing once; the token is present and logged in",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    const metricsSocket = `${moduleTempDir("svcd-metrics-")}/metrics.sock`;
+    const MALLORY = "CN=mallory,O=Example,C=DE";
+    const d = await startDaemon({
+      token,
+      policy: `${ALICE}\tk\n${MALLORY}\tk\n`,
+      // Two workers: an identity holds one request at a time; a delay far longer than the test.
+      args: [
+        ...["--workers", "2", "--metrics-socket", metricsSocket, "--syslog-socket", "none"],
+        ...[
+          "--refusal-threshold",
+          "3",
+          "--refusal-base-delay",
+          "600",
+          "--refusal-max-delay",
+          "3600",
+        ],
+        ...["--refusal-refill", "3600"],
+      ],
+    });
+    try {
+      await d.waitForLog("metrics listener on");
+      const mallory: number[] = [];
+      for (let i = 0; i < 6; i++) mallory.push((await sign(d.socket, MALLORY, "nope")).status);
+      assert.deepEqual(mallory, [403, 403, 403, 429, 429, 429]);
+      let capped = 0;
+      for (let round = 0; round < 20 && capped === 0; round++) {
+        const answers = await Promise.all(
+          Array.from({ length: 8 }, () => sign(d.socket, ALICE, "k").then((r) => r.status)),
+        );
+        for (const s of answers) assert.ok(s === 200 || s === 429, String(s));
+        capped += answers.filter((s) => s === 429).length;
+      }
+      assert.ok(capped > 0, "eight concurrent requests with two workers never hit the cap");
+      const text = (await request(metricsSocket, { method: "GET", path: "/metrics" })).text();
+      assert.equal(sample(text, 'svcd_throttled_total{reason="budget"}'), 3, text);
+      assert.equal(sample(text, 'svcd_throttled_total{reason="cap"}'), capped, text);
+      assert.equal(sample(text, "svcd_refusal_budget_crossings_total"), 1, text);
+      assert.equal(sample(text, "svcd_token_present"), 1, text);
+      assert.equal(sample(text, "svcd_token_logged_in"), 1, text);
+      const check = await promtool(text);
+      assert.equal(check.code, 0, check.out);
+      assert.equal(check.out.trim(), "", check.out);
+    } finally {
+      await d.stop();
+      await token.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "metrics: OCSP answers by response and certificate status, cache hits and misses, revocation database loads",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    const workDir = moduleTempDir("svcd-metrics-ocsp-");
+    const metricsSocket = `${workDir}/metrics.sock`;
+    const pub = await publicListenerSetup(token, workDir);
+    // One public thread: its cache alone answers, so hits and misses are exact.
+    const d = await startDaemon({
+      token,
+      workDir,
+      policy: `${ALICE}\tk\n`,
+      args: [
+        ...pub.args,
+        ...["--public-threads", "1", "--metrics-socket", metricsSocket, "--syslog-socket", "none"],
+      ],
+    });
+    const ocsp = (body: Uint8Array) =>
+      request(pub.socket, {
+        method: "POST",
+        path: "/ocsp",
+        headers: [["Content-Type", "application/ocsp-request"]],
+        body,
+      }).then((r) => r.status);
+    const scrape = async () =>
+      (await request(metricsSocket, { method: "GET", path: "/metrics" })).text();
+    try {
+      await d.waitForLog("metrics listener on");
+      const issued = encodeOcspRequest({ certIds: [certIdFor(pub.issuer, pub.issuedSerial)] });
+      const unknown = encodeOcspRequest({
+        certIds: [certIdFor(pub.issuer, Uint8Array.of(0x7f, 1))],
+        nonce: Uint8Array.of(1, 2, 3, 4),
+      });
+      assert.deepEqual(
+        [
+          await ocsp(issued),
+          await ocsp(issued),
+          await ocsp(unknown),
+          await ocsp(Uint8Array.of(0x30, 0)),
+        ],
+        [200, 200, 200, 200],
+      );
+      const index = `${pub.ca.dir}/index.txt`;
+      const good = await Deno.readTextFile(index);
+      await Deno.writeTextFile(index, good + "V\tbroken\n");
+      assert.equal(await ocsp(issued), 200);
+      let text = await scrape();
+      const counts = (name: string) => sample(text, name);
+      assert.equal(counts('svcd_ocsp_responses_total{status="successful"}'), 3, text);
+      assert.equal(counts('svcd_ocsp_responses_total{status="malformed_request"}'), 1);
+      assert.equal(counts('svcd_ocsp_responses_total{status="try_later"}'), 1);
+      assert.equal(counts('svcd_ocsp_certificate_statuses_total{status="good"}'), 2);
+      assert.equal(counts('svcd_ocsp_certificate_statuses_total{status="unknown"}'), 1);
+      assert.equal(counts("svcd_ocsp_cache_hits_total"), 1);
+      assert.equal(counts("svcd_ocsp_cache_misses_total"), 1);
+      assert.equal(counts('svcd_revocation_database_loads_total{result="ok"}'), 1);
+      assert.equal(counts('svcd_revocation_database_loads_total{result="failed"}'), 1);
+      await Deno.writeTextFile(index, good);
+      assert.equal(await ocsp(issued), 200);
+      text = await scrape();
+      assert.equal(counts('svcd_revocation_database_loads_total{result="ok"}'), 2, text);
+      assert.equal(counts('svcd_ocsp_responses_total{status="successful"}'), 4);
+      const check = await promtool(text);
+      assert.equal(check.code, 0, check.out);
+      assert.equal(check.out.trim(), "", check.out);
+    } finally {
+      await d.stop();
+      await token.cleanup();
     }
   },
 });

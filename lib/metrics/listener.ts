@@ -32,10 +32,13 @@ export interface MetricsListenerConfig {
 export class MetricsListener {
   private constructor(private readonly listener: Listener, readonly served: Promise<void>) {}
 
-  /** Opens the socket and serves; `beforeScrape` refreshes this isolate's sampled gauges. */
+  /**
+   * Opens the socket and serves; `beforeScrape` refreshes this isolate's sampled gauges (a scrape
+   * waits for it when it returns a promise).
+   */
   static open(
     config: MetricsListenerConfig,
-    beforeScrape: () => void,
+    beforeScrape: () => void | Promise<void>,
     log?: (event: ListenerEvent) => void,
   ): MetricsListener {
     const listener = Listener.open({
@@ -44,7 +47,7 @@ export class MetricsListener {
       workers: 1,
       queueDepth: 16,
       maxBodyBytes: 1024,
-      handler: (req) => Promise.resolve(metricsRoute(req, beforeScrape)),
+      handler: (req) => metricsRoute(req, beforeScrape),
       log,
     });
     return new MetricsListener(listener, listener.serve());
@@ -55,14 +58,17 @@ export class MetricsListener {
   }
 }
 
-function metricsRoute(req: HttpRequest, beforeScrape: () => void): HttpResponse {
+async function metricsRoute(
+  req: HttpRequest,
+  beforeScrape: () => void | Promise<void>,
+): Promise<HttpResponse> {
   if (req.path !== "/metrics") {
     return problem(404, "Not Found", "The metrics socket serves GET /metrics only.");
   }
   if (req.method !== "GET" && req.method !== "HEAD") {
     return problem(405, "Method Not Allowed", "Use GET.", [["Allow", "GET, HEAD"]]);
   }
-  beforeScrape();
+  await beforeScrape();
   return {
     status: 200,
     headers: [["Content-Type", EXPOSITION_CONTENT_TYPE]],

@@ -18,6 +18,14 @@ import { declareProcessMetrics } from "./process.ts";
 export const metrics: MetricsRegistry = new MetricsRegistry();
 
 const LISTENERS = ["authenticated", "public"];
+/** RFC 6960 OCSPResponseStatus names, snake_case. */
+const OCSP_RESPONSE_STATUSES = [
+  "successful",
+  "malformed_request",
+  "internal_error",
+  "try_later",
+  "unauthorized",
+];
 /** Routes as label values; any other path counts as `other`. */
 const ROUTES = ["/sign", "/verify", "/health", "/token", "/certificates", "/ocsp"];
 const STATUSES = [
@@ -108,6 +116,42 @@ const sessionsMax = metrics.gauge(
   "svcd_token_sessions_max",
   "Cap of the token session pools (every isolate's pool).",
 );
+const throttled = metrics.counter(
+  "svcd_throttled_total",
+  "429 answers, by reason (budget: the identity's refusals crossed the budget; cap: it had --workers − 1 requests in flight).",
+  { reason: ["budget", "cap"] },
+);
+const tokenPresent = metrics.gauge(
+  "svcd_token_present",
+  "1 when the token answers C_GetTokenInfo, else 0 (sampled when scraped).",
+);
+const tokenLoggedIn = metrics.gauge(
+  "svcd_token_logged_in",
+  "1 when a session of the token is in a user state, else 0 (sampled when scraped).",
+);
+const ocspResponses = metrics.counter(
+  "svcd_ocsp_responses_total",
+  "OCSP responses, by response status (successful: signed; the others are unsigned errors).",
+  { status: OCSP_RESPONSE_STATUSES },
+);
+const ocspCertStatuses = metrics.counter(
+  "svcd_ocsp_certificate_statuses_total",
+  "Certificate statuses given in successful OCSP responses (one per CertID).",
+  { status: ["good", "revoked", "unknown"] },
+);
+const ocspCacheHits = metrics.counter(
+  "svcd_ocsp_cache_hits_total",
+  "OCSP requests without a nonce answered from a cached signed response.",
+);
+const ocspCacheMisses = metrics.counter(
+  "svcd_ocsp_cache_misses_total",
+  "OCSP requests without a nonce that needed a new signature (absent, stale or dropped).",
+);
+const revocationLoads = metrics.counter(
+  "svcd_revocation_database_loads_total",
+  "Reads of the revocation database (index.txt) after it changed, by result (failed: unreadable, unparseable or over --ocsp-max-entries; answers are tryLater until it loads).",
+  { result: ["ok", "failed"] },
+);
 declareProcessMetrics(metrics);
 
 const SIGN_SLOT = signSeconds.slot();
@@ -117,6 +161,10 @@ const FAILURE_SLOT = auditFailures.slot();
 const SENT_SLOT = checkpointCopies.slot("sent");
 const DROPPED_SLOT = checkpointCopies.slot("dropped");
 const CROSSING_SLOT = budgetCrossings.slot();
+const THROTTLED_BUDGET_SLOT = throttled.slot("budget");
+const THROTTLED_CAP_SLOT = throttled.slot("cap");
+const CACHE_HIT_SLOT = ocspCacheHits.slot();
+const CACHE_MISS_SLOT = ocspCacheMisses.slot();
 /** Status slots of the /sign route, found once: the hot path does one array write. */
 const signStatus = new Map<string, number[]>(
   LISTENERS.map((l) => [l, STATUSES.map((s) => requests.slot(l, "/sign", s))]),
@@ -195,4 +243,31 @@ export function setIsolateGauges(
     sessionsInUse.set(sessionsInUse.slot(), pool.inUse);
     sessionsMax.set(sessionsMax.slot(), pool.cap);
   }
+}
+
+/** A 429: the refusal budget (`limited`) or the concurrency cap (`capped`). */
+export function countThrottled(reason: "budget" | "cap"): void {
+  throttled.inc(reason === "budget" ? THROTTLED_BUDGET_SLOT : THROTTLED_CAP_SLOT);
+}
+
+/** The token's state as last sampled (main isolate only: one region holds it). */
+export function setTokenState(present: boolean, loggedIn: boolean): void {
+  tokenPresent.set(tokenPresent.slot(), present ? 1 : 0);
+  tokenLoggedIn.set(tokenLoggedIn.slot(), loggedIn ? 1 : 0);
+}
+
+/** The OCSP responder's observations (lib/ocsp Responder's `observer`). */
+export const ocspMetrics = {
+  answered(status: string, certStatuses: readonly string[]): void {
+    ocspResponses.inc(ocspResponses.slot(status));
+    for (const s of certStatuses) ocspCertStatuses.inc(ocspCertStatuses.slot(s));
+  },
+  cacheLookup(hit: boolean): void {
+    (hit ? ocspCacheHits : ocspCacheMisses).inc(hit ? CACHE_HIT_SLOT : CACHE_MISS_SLOT);
+  },
+};
+
+/** The revocation database was read after a change (lib/ocsp IndexFileSource's `onLoad`). */
+export function countRevocationLoad(ok: boolean): void {
+  revocationLoads.inc(revocationLoads.slot(ok ? "ok" : "failed"));
 }

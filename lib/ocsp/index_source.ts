@@ -63,6 +63,8 @@ export interface IndexFileSourceOptions {
   maxEntries?: number;
   /** Told once per change of state, with why the file cannot be used (for the daemon's log). */
   onUnavailable?: (reason: string) => void;
+  /** Told of each read of the file after a change: loaded (true) or not (false). */
+  onLoad?: (ok: boolean) => void;
 }
 
 const IDLE = 0, WRITING = 1;
@@ -185,6 +187,7 @@ export class IndexFileSource implements RevocationSource {
     try {
       bytes = Deno.readFileSync(this.path);
     } catch (e) {
+      this.options.onLoad?.(false);
       return this.#localFail(`cannot read ${this.path}: ${(e as Error).message}`);
     }
     const changedAt = Math.max(stamp.mtime, stamp.ctime + 999);
@@ -215,12 +218,14 @@ export class IndexFileSource implements RevocationSource {
       loadIndexBytes(this.memory, bytes);
       setError(this.memory, null);
       this.#reported = null;
+      this.options.onLoad?.(true);
     } catch (e) {
       const why = e instanceof IndexLimitError || e instanceof IndexFormatError
         ? `${this.path}: ${isNotUtf8(e) ? "not UTF-8 text" : e.message}`
         : `${this.path}: cannot be read (${(e as Error).message})`;
       setError(this.memory, why);
       this.#report(why);
+      this.options.onLoad?.(false);
     }
   }
 

@@ -86,6 +86,24 @@ export interface ResponderOptions {
   cacheBytes?: number;
   /** Told when signing fails (the answer is then internalError). */
   onSignError?: (error: unknown) => void;
+  /** Told of each answer and each cache lookup (the daemon's metrics). */
+  observer?: ResponderObserver;
+}
+
+/** RFC 6960 OCSPResponseStatus of an answer, as the observer is told it. */
+export type ResponseStatusName =
+  | "successful"
+  | "malformed_request"
+  | "internal_error"
+  | "try_later"
+  | "unauthorized";
+
+/** What a Responder tells about its work; each call is cheap and must not throw. */
+export interface ResponderObserver {
+  /** An answer: its response status and, when successful, each CertID's status in order. */
+  answered(status: ResponseStatusName, certStatuses: readonly CertStatus["status"][]): void;
+  /** A request without a nonce found a fresh signed response (hit) or needed a signature. */
+  cacheLookup(hit: boolean): void;
 }
 
 interface CacheEntry {
@@ -119,6 +137,7 @@ export class Responder {
   readonly #cacheByteLimit: number;
   #cacheBytes = 0;
   readonly #onSignError?: (error: unknown) => void;
+  readonly #observer?: ResponderObserver;
   readonly #cache = new Map<string, CacheEntry>();
   #cacheVersion = -1;
   #signatures = 0;
@@ -148,6 +167,7 @@ export class Responder {
     this.#cacheEntries = opts.cacheEntries ?? DEFAULT_CACHE_ENTRIES;
     this.#cacheByteLimit = opts.cacheBytes ?? DEFAULT_CACHE_BYTES;
     this.#onSignError = opts.onSignError;
+    this.#observer = opts.observer;
   }
 
   /** Signatures made so far (cache misses and nonce requests). Example: `responder.signatures`. */
@@ -166,13 +186,24 @@ export class Responder {
     try {
       ({ certIds, nonce } = parseOcspRequest(requestDer));
     } catch {
-      return MALFORMED_REQUEST;
+      return this.#unsigned(MALFORMED_REQUEST, "malformed_request");
     }
-    if (!certIds.every((id) => this.#isOurs(id))) return UNAUTHORIZED;
+    if (!certIds.every((id) => this.#isOurs(id))) {
+      return this.#unsigned(UNAUTHORIZED, "unauthorized");
+    }
     const read = await this.#statuses(certIds);
-    if (!read) return TRY_LATER;
-    if (nonce || this.#cacheEntries === 0) return await this.#sign(certIds, read.statuses, nonce);
-    return await this.#cached(certIds, read.version, read.statuses);
+    if (!read) return this.#unsigned(TRY_LATER, "try_later");
+    const body = nonce || this.#cacheEntries === 0
+      ? await this.#sign(certIds, read.statuses, nonce)
+      : await this.#cached(certIds, read.version, read.statuses);
+    if (body === INTERNAL_ERROR) return this.#unsigned(body, "internal_error");
+    this.#observer?.answered("successful", read.statuses.map((s) => s.status));
+    return body;
+  }
+
+  #unsigned(body: Uint8Array, status: ResponseStatusName): Uint8Array {
+    this.#observer?.answered(status, []);
+    return body;
   }
 
   /**
@@ -220,6 +251,7 @@ export class Responder {
       : certIds.map((c) => latin1(c.der)).join("\n");
     const now = this.#clock();
     const hit = this.#cache.get(key);
+    this.#observer?.cacheLookup(hit !== undefined && now < hit.freshUntil);
     if (hit && now < hit.freshUntil) return await hit.response;
     if (hit) this.#drop(key);
     const response = this.#sign(certIds, statuses, null, now);

@@ -390,3 +390,50 @@ Deno.test("responder: refuses a responder certificate from another CA or a signe
     assert.throws(() => f.responder({ validitySeconds: 0 }), /validity/);
     return Promise.resolve();
   }));
+
+Deno.test("responder: the observer is told each answer's status, each CertID's status and each cache lookup", () =>
+  withFixture(async (f) => {
+    const told: string[] = [];
+    const loads: boolean[] = [];
+    let fail = false;
+    const r = f.responder({
+      source: new IndexFileSource(f.index, { onLoad: (ok) => loads.push(ok) }),
+      signer: {
+        keyType: "ec-p256",
+        sign: (m) => fail ? Promise.reject(new Error("token gone")) : f.ca.signer.sign(m),
+      },
+      observer: {
+        answered: (status, certs) => told.push(`${status}:${certs.join(",")}`),
+        cacheLookup: (hit) => told.push(hit ? "hit" : "miss"),
+      },
+    });
+    const three = encodeOcspRequest({ certIds: [f.id([1]), f.id([2]), f.id([9])] });
+    await r.answer(three);
+    await r.answer(three);
+    await r.answer(encodeOcspRequest({ certIds: [f.id([3])], nonce: Uint8Array.of(1, 2) }));
+    await r.answer(Uint8Array.of(0x30, 0x00));
+    await r.answer(
+      encodeOcspRequest({
+        certIds: [certIdFor(parseCertificate(f.other.der), Uint8Array.of(1), "sha1")],
+      }),
+    );
+    fail = true;
+    await r.answer(encodeOcspRequest({ certIds: [f.id([3])] }));
+    const good = Deno.readTextFileSync(f.index);
+    Deno.writeTextFileSync(f.index, good + "V\tbroken\n");
+    await r.answer(three);
+    assert.deepEqual(told, [
+      "miss",
+      "successful:good,revoked,unknown",
+      "hit",
+      "successful:good,revoked,unknown",
+      "successful:good",
+      "malformed_request:",
+      "unauthorized:",
+      "miss",
+      "internal_error:",
+      "try_later:",
+    ]);
+    // The first read loaded; the broken rewrite did not.
+    assert.deepEqual(loads, [true, false]);
+  }));

@@ -84,7 +84,8 @@ const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 
 /**
- * Runs `svcd audit verify --dir DIR` against a test token (logging in through its credential).
+ * Runs `svcd audit verify --dir DIR` (one `--dir` per folder given) against a test token (logging
+ * in through its credential).
  *
  * @example
  * ```ts
@@ -98,7 +99,7 @@ const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
  */
 export function runAuditVerify(
   token: { env: Record<string, string>; modulePath: string; tokenLabel: string },
-  dir: string,
+  dir: string | string[],
 ): Promise<CommandResult> {
   return runDeno(
     [
@@ -107,8 +108,7 @@ export function runAuditVerify(
       MAIN,
       "audit",
       "verify",
-      "--dir",
-      dir,
+      ...[dir].flat().flatMap((d) => ["--dir", d]),
       "--module",
       token.modulePath,
       "--token",

@@ -17,16 +17,21 @@ import type { Pki } from "./pki.ts";
 
 const EXAMPLE = new URL("../../packaging/nginx-svcd.conf", import.meta.url);
 
-/** Where the example's sockets are for this test (the public one need not exist). */
+/** Where the example's sockets are for this test (the public and metrics ones need not exist). */
 export interface NginxSockets {
   authSocket: string;
   publicSocket?: string;
+  metricsSocket?: string;
 }
 
-/** A running nginx: the HTTPS port of the authenticated server, the HTTP port of the public one. */
+/**
+ * A running nginx: the HTTPS port of the authenticated server, the HTTP ports of the public and
+ * the metrics ones (all on 127.0.0.1).
+ */
 export interface TestNginx {
   port: number;
   publicPort: number;
+  metricsPort: number;
   /** Re-reads the configuration and the CRL (SIGHUP) and waits until new workers serve it. */
   reload(): Promise<void>;
   /** Rewrites the configuration from another example text (same paths and ports) and reloads. */
@@ -43,7 +48,7 @@ export async function nginxConfig(
   dir: string,
   pki: Pki | undefined,
   sockets: NginxSockets | undefined,
-  ports: { port: number; publicPort: number },
+  ports: { port: number; publicPort: number; metricsPort: number },
   example?: string,
 ): Promise<string> {
   const text = example ?? await Deno.readTextFile(EXAMPLE);
@@ -54,6 +59,11 @@ export async function nginxConfig(
       ["unix:/run/svcd/public.sock", `unix:${sockets.publicSocket ?? `${dir}/public.sock`}`],
     );
   }
+  // The metrics server: always on a test port of 127.0.0.1, so two tests' nginx never collide.
+  const metrics: Array<[string, string]> = [
+    ["listen 9464;", `listen 127.0.0.1:${ports.metricsPort};`],
+    ["unix:/run/svcd/metrics.sock", `unix:${sockets?.metricsSocket ?? `${dir}/metrics.sock`}`],
+  ];
   if (pki) {
     paths.push(
       ["/etc/svcd/tls/server.pem", pki.serverCert],
@@ -66,6 +76,7 @@ export async function nginxConfig(
     ...paths,
     ["listen 443 ssl;", `listen 127.0.0.1:${ports.port} ssl;`],
     ["listen 80;", `listen 127.0.0.1:${ports.publicPort};`],
+    ...metrics.filter(([from]) => text.includes(from)),
   ]);
   return `user www-data;
 worker_processes 1;
@@ -107,7 +118,7 @@ export async function startNginx(
   sockets: NginxSockets | undefined,
   example?: string,
 ): Promise<TestNginx> {
-  const ports = { port: freePort(), publicPort: freePort() };
+  const ports = { port: freePort(), publicPort: freePort(), metricsPort: freePort() };
   await Deno.writeTextFile(
     `${dir}/nginx.conf`,
     await nginxConfig(dir, pki, sockets, ports, example),

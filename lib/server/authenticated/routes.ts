@@ -13,6 +13,7 @@ import { clientText } from "../log.ts";
 import type { Admission, AdmissionAnswer } from "./admission.ts";
 import type { DigestName } from "../../token/digest_mode.ts";
 import { digestMechanism, digestRequest } from "./digest_request.ts";
+import { countThrottled } from "../../metrics/svcd.ts";
 
 /** The signing key as the routes see it (a subset of lib/token's SigningKey). */
 export interface RouteKey {
@@ -157,6 +158,7 @@ function routeAndIdentity(
 
 /** The 429 of the refusal budget or of the concurrency cap. */
 function tooMany(answer: Exclude<AdmissionAnswer, { kind: "admitted" }>): HttpResponse {
+  countThrottled(answer.kind === "limited" ? "budget" : "cap");
   if (answer.kind === "limited") {
     return problem(429, "Too Many Requests", "Too many refused requests from this client.", [
       ["Retry-After", String(answer.retryAfterSeconds)],

@@ -20,6 +20,7 @@ import {
   countListenerEvent,
   countPolicyReload,
   metrics,
+  setTokenState,
 } from "../../metrics/svcd.ts";
 
 export { checkFileLimit, StartupError } from "./checks.ts";
@@ -305,7 +306,11 @@ async function serve(
     }
     if (config.metrics) {
       const sampleMain = side.sample ?? (() => {});
-      metricsListener = MetricsListener.open(config.metrics, sampleMain, (event) => {
+      const beforeScrape = () => {
+        sampleMain();
+        return sampleTokenState(running.token);
+      };
+      metricsListener = MetricsListener.open(config.metrics, beforeScrape, (event) => {
         log(`metrics ${listenerEventText(event)}`, `metrics_${event.kind}`);
       });
       log(`metrics listener on ${config.metrics.socket} (peer uid ${config.metrics.peerUid})`);
@@ -328,6 +333,20 @@ async function serve(
   }
   // A Worker that did not close its sessions may still be inside the module.
   return workerClosed === false || sideClosed === false;
+}
+
+/**
+ * The token's state for a scrape: present when C_GetTokenInfo answers, logged in when a session is
+ * in a user state (the live checks /token makes). A module that cannot answer counts as neither.
+ */
+async function sampleTokenState(token: Token): Promise<void> {
+  let present = false, loggedIn = false;
+  try {
+    token.info();
+    present = true;
+    loggedIn = await token.loggedIn();
+  } catch { /* a dead or removed token: both 0 */ }
+  setTokenState(present, loggedIn);
 }
 
 /** --threads 0: the authenticated listener and its routes run on the main thread. */

@@ -7,6 +7,7 @@
  */
 import { Listener } from "../../http/mod.ts";
 import { attachMetrics, countedListener, sampleGauges } from "../../metrics/observe.ts";
+import { countRevocationLoad, ocspMetrics } from "../../metrics/svcd.ts";
 import { IndexFileSource, Responder } from "../../ocsp/mod.ts";
 import { Token } from "../../token/mod.ts";
 import { stopThread } from "./thread_group.ts";
@@ -56,8 +57,11 @@ async function start(setup: PublicThreadSetup): Promise<void> {
   }
   checkResponderKey(files, key);
   const signingToken = token;
+  // Counting starts before the first read of the database, so that load is counted too.
+  attachMetrics(setup.metrics, setup.shared.slot);
   const source = new IndexFileSource(setup.revocationDb, {
     memory: setup.revocationMemory,
+    onLoad: countRevocationLoad,
     onUnavailable: (why) => report({ kind: "log", message: `ocsp: answering tryLater: ${why}` }),
   });
   const responder = new Responder({
@@ -69,9 +73,9 @@ async function start(setup: PublicThreadSetup): Promise<void> {
     // A dead token was already told through onDead; the answer is internalError either way.
     onSignError: (err) =>
       report({ kind: "log", message: `ocsp: signing failed: ${(err as Error).message}` }),
+    observer: ocspMetrics,
   });
   source.current(); // an unloadable database is said now (onUnavailable), not at the first query
-  attachMetrics(setup.metrics, setup.shared.slot);
   listener = Listener.open({
     path: setup.socket,
     shared: setup.shared,

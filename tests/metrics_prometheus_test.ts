@@ -1,0 +1,146 @@
+/**
+ * The metrics as an operator collects them: Debian's Prometheus scrapes the daemon's metrics socket
+ * through nginx's metrics server of the packaged example (packaging/nginx-svcd.conf; nginx's workers
+ * run as www-data, the daemon's --metrics-uid). After a known /sign load, Prometheus' HTTP API
+ * gives the exact /sign count and a non-empty audit fdatasync histogram; `promtool check metrics`
+ * finds nothing in a scrape through nginx; and no stored series carries a client's subject or a key
+ * label a client sent, even from subjects with unusual bytes.
+ */
+import assert from "node:assert/strict";
+import { moduleTempDir } from "./support/temp_dir.ts";
+import { makePki } from "./support/pki.ts";
+import { startNginx, type TestNginx } from "./support/nginx.ts";
+import { startPrometheus, type TestPrometheus } from "./support/prometheus.ts";
+import { makeTestToken } from "./support/token.ts";
+import { startDaemon, type TestDaemon } from "./support/daemon.ts";
+import { request } from "./support/http_client.ts";
+
+const ALICE = "CN=alice,O=Example,C=DE";
+/** Subjects as byte strings (one char per byte): quotes, braces, UTF-8 and a byte that is not. */
+const ODD_SUBJECTS = [
+  'CN=zo\xc3\xab",le="0.5"}',
+  "CN=\xff\xfe{x}\\",
+  "CN=mallory\tstatus=200",
+];
+const LEAKS = ["alice", "zo", "mallory", "secret", "\ufffd", "\xff", "CN="];
+const WWW_DATA = 33;
+const SIGNS = 40;
+
+const canRun = Deno.uid() === 0 && await exists("/usr/sbin/nginx") &&
+  await exists("/usr/bin/prometheus");
+
+async function exists(path: string): Promise<boolean> {
+  return await Deno.stat(path).then(() => true, () => false);
+}
+
+function sign(socket: string, subject: string, key: string) {
+  return request(socket, {
+    method: "POST",
+    path: "/sign",
+    headers: [["X-SVC-Client-Subject", subject], ["X-SVC-Key", key]],
+    body: "message",
+  });
+}
+
+async function promtool(text: string): Promise<{ code: number; out: string }> {
+  const child = new Deno.Command("promtool", {
+    args: ["check", "metrics"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(text));
+  await writer.close();
+  const { code, stdout, stderr } = await child.output();
+  const td = new TextDecoder();
+  return { code, out: td.decode(stdout) + td.decode(stderr) };
+}
+
+Deno.test({
+  name:
+    "metrics: Prometheus scrapes through nginx; the API gives the exact /sign count, the fdatasync histogram, no subject",
+  ignore: !canRun,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    const dir = moduleTempDir("svcd-prometheus-");
+    await Deno.chmod(dir, 0o711);
+    let daemon: TestDaemon | undefined;
+    let nginx: TestNginx | undefined;
+    let prometheus: TestPrometheus | undefined;
+    try {
+      const pki = await makePki(dir, [ALICE]);
+      // The package's layout of /run/svcd: setgid with the proxy's group, so the metrics socket is
+      // www-data's group's. The test itself is the authenticated proxy (uid 0).
+      const workDir = `${dir}/daemon`;
+      await Deno.mkdir(workDir);
+      await Deno.chown(workDir, 0, WWW_DATA);
+      await Deno.chmod(workDir, 0o2750);
+      const metricsSocket = `${workDir}/metrics.sock`;
+      daemon = await startDaemon({
+        token,
+        workDir,
+        proxyUid: 0,
+        policy: `${ALICE}\tk\n`,
+        args: [
+          ...["--metrics-socket", metricsSocket, "--metrics-uid", String(WWW_DATA)],
+          ...["--syslog-socket", "none"],
+        ],
+      });
+      await daemon.waitForLog("metrics listener on");
+      nginx = await startNginx(dir, pki, { authSocket: daemon.socket, metricsSocket });
+      prometheus = await startPrometheus(dir, `127.0.0.1:${nginx.metricsPort}`);
+      await prometheus.waitFor('up{job="svcd"}', (v) => v === 1);
+
+      // Rounds of 8: one identity may hold --workers − 1 (15) requests at once.
+      for (let round = 0; round < SIGNS / 8; round++) {
+        const statuses = await Promise.all(
+          Array.from({ length: 8 }, () => sign(daemon!.socket, ALICE, "k").then((r) => r.status)),
+        );
+        assert.deepEqual(statuses, Array(8).fill(200));
+      }
+      for (const subject of ODD_SUBJECTS) {
+        assert.equal((await sign(daemon.socket, subject, "secret-label-\xff")).status, 403);
+      }
+
+      const signed =
+        'svcd_http_requests_total{job="svcd",listener="authenticated",route="/sign",status="200"}';
+      assert.equal(await prometheus.waitFor(signed, (v) => v >= SIGNS), SIGNS);
+      const refused = signed.replace('status="200"', 'status="403"');
+      assert.equal(await prometheus.waitFor(refused, (v) => v >= 3), ODD_SUBJECTS.length);
+      assert.ok(
+        await prometheus.waitFor(
+          'svcd_audit_fdatasync_duration_seconds_count{job="svcd"}',
+          (v) => v > 0,
+        ) > 0,
+      );
+      assert.equal(await prometheus.value('svcd_token_logged_in{job="svcd"}'), 1);
+
+      // What Prometheus scraped, as nginx serves it: promtool finds nothing.
+      const scrape = await fetch(`http://127.0.0.1:${nginx.metricsPort}/metrics`);
+      assert.equal(scrape.status, 200);
+      const check = await promtool(await scrape.text());
+      assert.equal(check.code, 0, check.out);
+      assert.equal(check.out.trim(), "", check.out);
+
+      // Every stored series of the job: no label name or value carries what a client sent.
+      const series = await prometheus.api("series", [["match[]", '{job="svcd"}']]) as Array<
+        Record<string, string>
+      >;
+      assert.ok(series.length > 50, `${series.length} series`);
+      const names = await prometheus.api("labels", []) as string[];
+      for (const text of [...names, ...series.flatMap((s) => Object.entries(s).flat())]) {
+        for (const leak of LEAKS) {
+          assert.ok(!text.includes(leak), `a series carries ${JSON.stringify(text)}`);
+        }
+      }
+    } finally {
+      await prometheus?.stop();
+      await nginx?.stop();
+      await daemon?.stop();
+      await token.cleanup();
+    }
+  },
+});
