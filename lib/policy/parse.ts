@@ -30,6 +30,8 @@
  */
 import { subjectFormAdvice } from "./subject_form.ts";
 
+import { CompactPolicy, CompactPolicyBuilder, type CompactPolicyData } from "./compact.ts";
+
 /** One `subject<TAB>label` line of the file. */
 export interface Grant {
   subject: string;
@@ -43,24 +45,45 @@ export interface PolicyProblem {
   message: string;
 }
 
-/** Options of the parser: labels no grant may name (the daemon's own keys). */
+/**
+ * Options of the parser: labels no grant may name (the daemon's own keys), and the most grants a
+ * file may hold (a file with more is refused at the first grant past the limit).
+ */
 export interface ParseOptions {
   reservedLabels?: ReadonlySet<string>;
+  maxGrants?: number;
 }
 
-/** One subject's grants: its only grant, or label → grant for several. */
-export type SubjectGrants = Grant | Map<string, Grant>;
+/** Most grants a policy may hold unless `--policy-max-grants` says otherwise. */
+export const MAX_POLICY_GRANTS = 1_000_000;
 
-/** What the parser found: grants in file order, warnings (already prefixed "FILE line N: "), errors. */
+/**
+ * Warnings kept per file: a generated file can warn on every line, and a million warnings logged
+ * at each reload would bury everything else. The count of the rest is said in one more line.
+ */
+export const MAX_POLICY_WARNINGS = 100;
+
+/** What the parser found: the grants (compact, shared), warnings ("FILE line N: " first), errors. */
 export interface ParsedPolicy {
-  grants: Grant[];
-  /**
-   * The grants by subject, in file order: the grant itself for a subject with one label (most of
-   * them; a Map each would be a large part of a big file's garbage), else label → its grant.
-   */
-  bySubject: Map<string, SubjectGrants>;
+  /** The grants by subject, in shared memory (./compact.ts). */
+  compact: CompactPolicyData;
+  /** Number of distinct (subject, label) grants. */
+  size: number;
   warnings: string[];
   errors: PolicyProblem[];
+}
+
+/**
+ * The grants of a parsed policy in file order, one object each (for tests and tools: a large
+ * policy makes as many objects).
+ *
+ * @example
+ * ```ts
+ * grantsInFileOrder(parsePolicyText("CN=a\tk\n", "p")); // → [{ subject: "CN=a", label: "k", line: 1 }]
+ * ```
+ */
+export function grantsInFileOrder(parsed: ParsedPolicy): Grant[] {
+  return new CompactPolicy(parsed.compact).grantsInFileOrder();
 }
 
 const BOM = "\xEF\xBB\xBF";
@@ -81,6 +104,7 @@ export function parsePolicyText(
 ): ParsedPolicy {
   const parser = new LineParser(text, source, opts);
   while (parser.next());
+  for (const _ of parser.layOut());
   return parser.finish();
 }
 
@@ -112,9 +136,17 @@ export async function parsePolicyTextSliced(
   for (;;) {
     const until = performance.now() + PARSE_SLICE_MS;
     let more = true;
-    // Check the clock every 16 lines: a line costs microseconds, a clock read is not free.
+    // Check the clock every 16 lines: a line costs a microsecond or less, a clock read is not free.
     for (let n = 0; (more = parser.next()) && (++n % 16 !== 0 || performance.now() < until););
-    if (!more) return parser.finish();
+    if (!more) break;
+    await yieldToLoop();
+  }
+  const steps = parser.layOut();
+  for (;;) {
+    const until = performance.now() + PARSE_SLICE_MS;
+    let done = false;
+    while (!(done = steps.next().done === true) && performance.now() < until);
+    if (done) return parser.finish();
     await yieldToLoop();
   }
 }
@@ -137,13 +169,21 @@ class LineParser {
   #text: string;
   #source: string;
   #opts: ParseOptions;
-  #out: ParsedPolicy = { grants: [], bySubject: new Map(), warnings: [], errors: [] };
+  #maxGrants: number;
+  /** Lengths of the reserved labels: a label of another length needs no string to be checked. */
+  #reservedLengths: Set<number>;
+  #grants = new CompactPolicyBuilder();
+  #warnings: string[] = [];
+  #warningsLeftOut = 0;
+  #errors: PolicyProblem[] = [];
   #at = 0;
   #line = 0;
 
   constructor(text: string, source: string, opts: ParseOptions) {
     this.#source = source;
     this.#opts = opts;
+    this.#maxGrants = opts.maxGrants ?? MAX_POLICY_GRANTS;
+    this.#reservedLengths = new Set([...opts.reservedLabels ?? []].map((l) => l.length));
     if (text.startsWith(BOM)) {
       text = text.slice(BOM.length);
       this.#warn(
@@ -157,63 +197,117 @@ class LineParser {
   /** Parses the next line; false when there is none left. */
   next(): boolean {
     const text = this.#text;
-    if (this.#at >= text.length) return false;
-    const nl = text.indexOf("\n", this.#at);
+    const start = this.#at;
+    if (start >= text.length) return false;
+    const nl = text.indexOf("\n", start);
     const end = nl < 0 ? text.length : nl;
-    const raw = text.slice(this.#at, end);
     this.#at = end + 1;
-    this.#parse(raw, ++this.#line);
+    const line = ++this.#line;
+    if (!this.#plainGrant(text, start, end, line)) this.#parse(text.slice(start, end), line);
     return true;
   }
 
+  /** Lays the grants out in shared memory, in steps (see CompactPolicyBuilder.finishSteps). */
+  layOut(): Generator<void, void, void> {
+    return this.#grants.finishSteps();
+  }
+
   finish(): ParsedPolicy {
-    const out = this.#out;
-    if (out.grants.length === 0 && out.errors.length === 0) {
-      out.warnings.push(
+    const size = this.#grants.grants;
+    if (size === 0 && this.#errors.length === 0) {
+      this.#warnings.push(
         `${this.#source}: grants nothing; every request on the authenticated socket will be ` +
           `refused with 403 until grants are added (one 'subject<TAB>label' per line)`,
       );
     }
-    return out;
+    if (this.#warningsLeftOut > 0) {
+      this.#warnings.push(
+        `${this.#source}: ${this.#warningsLeftOut} more warning(s) not listed; ` +
+          `svcd serve --check-config lists the first ${MAX_POLICY_WARNINGS} the same way`,
+      );
+    }
+    return {
+      compact: this.#grants.result(),
+      size,
+      warnings: this.#warnings,
+      errors: this.#errors,
+    };
   }
 
   #warn(line: number, message: string): void {
-    this.#out.warnings.push(`${this.#source} line ${line}: ${message}`);
+    if (this.#warnings.length >= MAX_POLICY_WARNINGS) this.#warningsLeftOut++;
+    else this.#warnings.push(`${this.#source} line ${line}: ${message}`);
+  }
+
+  /**
+   * The usual line, `subject<TAB>label` in printable ASCII with no space next to the TAB or at the
+   * ends, that no warning could concern, added without making a string; false for any other line,
+   * which the full grammar (#parse) then handles.
+   */
+  #plainGrant(text: string, start: number, end: number, line: number): boolean {
+    if (end > start && text.charCodeAt(end - 1) === 0x0d) end--;
+    const first = text.charCodeAt(start);
+    // '#' may start a comment, '/' a legacy slash subject (a warning): the full grammar decides.
+    if (end - start < 3 || first <= 0x20 || first === 0x23 || first === 0x2f) return false;
+    let tab = -1;
+    let equals = false;
+    for (let i = start; i < end; i++) {
+      const c = text.charCodeAt(i);
+      if (c === 0x09) {
+        if (tab >= 0) return false;
+        tab = i;
+      } else if (c < 0x20 || c >= 0x7f) return false;
+      else if (c === 0x20) {
+        // ' = ' (OpenSSL's display form) and ' #' (a label that looks like a comment) warn.
+        const after = text.charCodeAt(i + 1);
+        if (after === 0x3d || after === 0x23 || after === 0x09 || i + 1 === end) return false;
+      } else if (c === 0x3d && tab < 0) equals = true;
+    }
+    if (tab < 0 || tab === end - 1 || !equals || text.charCodeAt(tab - 1) === 0x20) return false;
+    if (text.charCodeAt(tab + 1) === 0x20) return false;
+    if (
+      this.#reservedLengths.has(end - tab - 1) &&
+      this.#opts.reservedLabels!.has(text.slice(tab + 1, end))
+    ) return false;
+    this.#add(text, start, tab, tab + 1, end, line);
+    return true;
+  }
+
+  #add(text: string, s0: number, s1: number, l0: number, l1: number, line: number): boolean {
+    const first = this.#grants.add(text, s0, s1, l0, l1, line);
+    if (first !== 0) {
+      this.#warn(line, `duplicate of the grant on line ${first}; it changes nothing`);
+      return false;
+    }
+    if (this.#grants.grants > this.#maxGrants) {
+      this.#errors.push({ line, message: tooManyGrants(this.#maxGrants) });
+      this.#at = this.#text.length; // the rest of the file changes nothing about the refusal
+    }
+    return true;
   }
 
   #parse(raw: string, line: number): void {
     const result = parseLine(raw);
     if (result === undefined) return;
     if ("error" in result) {
-      this.#out.errors.push({ line, message: result.error });
+      this.#errors.push({ line, message: result.error });
       return;
     }
     if (this.#opts.reservedLabels?.has(result.label)) {
-      this.#out.errors.push({ line, message: reservedLabel(result.label) });
+      this.#errors.push({ line, message: reservedLabel(result.label) });
       return;
     }
     const grant: Grant = { subject: result.subject, label: result.label, line };
-    // Built here, in the parser's slices: built afterwards in one piece it held the event loop for
-    // 100–250 ms with a 1 MiB file.
-    const bySubject = this.#out.bySubject;
-    const known = bySubject.get(grant.subject);
-    const first = known === undefined
-      ? undefined
-      : known instanceof Map
-      ? known.get(grant.label)
-      : known.label === grant.label
-      ? known
-      : undefined;
-    if (first !== undefined) {
-      this.#warn(line, `duplicate of the grant on line ${first.line}; it changes nothing`);
-      return;
-    }
-    if (known === undefined) bySubject.set(grant.subject, grant);
-    else if (known instanceof Map) known.set(grant.label, grant);
-    else bySubject.set(grant.subject, new Map([[known.label, known], [grant.label, grant]]));
-    this.#out.grants.push(grant);
+    const pair = `${grant.subject}\t${grant.label}`;
+    const tab = grant.subject.length;
+    if (!this.#add(pair, 0, tab, tab + 1, pair.length, line)) return;
     for (const message of grantWarnings(grant)) this.#warn(line, message);
   }
+}
+
+function tooManyGrants(max: number): string {
+  return `more than ${max} grants; a policy may hold at most ${max} (--policy-max-grants): ` +
+    `remove unused grants or raise the limit`;
 }
 
 type LineResult = undefined | { error: string } | { subject: string; label: string };
