@@ -30,7 +30,7 @@
  * @example
  * ```ts
  * const b = new CompactPolicyBuilder();
- * b.add("CN=a\tk", 0, 4, 5, 6, 1);
+ * b.add(new TextEncoder().encode("CN=a\tk"), 0, 4, 5, 6, 1);
  * for (const _ of b.finishSteps());
  * new CompactPolicy(b.result()).allows("CN=a", "k"); // → true
  * ```
@@ -46,10 +46,17 @@ export interface CompactPolicyData {
   labelTableSize: number;
 }
 
-/** FNV-1a over `text`'s chars `[start, end)` (latin1: one char per byte). */
+/** FNV-1a over `text`'s chars `[start, end)` (latin1: one char per byte, as {@link hashBytes}). */
 function hashChars(text: string, start: number, end: number): number {
   let h = 0x811c9dc5;
   for (let i = start; i < end; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return h | 0;
+}
+
+/** FNV-1a over `bytes[start, end)`. */
+function hashBytes(bytes: Uint8Array, start: number, end: number): number {
+  let h = 0x811c9dc5;
+  for (let i = start; i < end; i++) h = Math.imul(h ^ bytes[i], 0x01000193);
   return h | 0;
 }
 
@@ -62,8 +69,11 @@ function tableSizeFor(n: number): number {
 
 /** A growable Int32Array. */
 class Int32List {
-  a = new Int32Array(1024);
+  a: Int32Array;
   length = 0;
+  constructor(capacity = 1024) {
+    this.a = new Int32Array(Math.max(16, capacity));
+  }
   push(v: number): void {
     if (this.length === this.a.length) this.#grow(this.length + 1);
     this.a[this.length++] = v;
@@ -80,25 +90,33 @@ class Int32List {
  * table slot holds the entry number + 1 and its hash side by side, so a probe reads one cache line.
  */
 class InternTable {
-  heap = new Uint8Array(1 << 16);
+  heap: Uint8Array;
   heapUsed = 0;
-  hashes = new Int32List();
-  ends = new Int32List();
+  hashes: Int32List;
+  ends: Int32List;
   /** Slot pairs: entry + 1 (0 = empty), hash. */
-  table = new Int32Array(32);
+  table: Int32Array;
+
+  /** Sized for `entries` of `heapBytes` in all, so that many need no growth (a pause each). */
+  constructor(entries: number, heapBytes: number) {
+    this.heap = new Uint8Array(Math.max(1 << 12, heapBytes));
+    this.hashes = new Int32List(entries);
+    this.ends = new Int32List(entries);
+    this.table = new Int32Array(2 * tableSizeFor(entries));
+  }
 
   get count(): number {
     return this.ends.length;
   }
 
-  /** The number of `text[start, end)` if it is stored already, else `~number` of the new entry. */
-  intern(text: string, start: number, end: number): number {
-    const hash = hashChars(text, start, end);
+  /** The number of `bytes[start, end)` if it is stored already, else `~number` of the new entry. */
+  intern(bytes: Uint8Array, start: number, end: number): number {
+    const hash = hashBytes(bytes, start, end);
     const table = this.table;
     const mask = (table.length >> 1) - 1;
     let slot = hash & mask;
     for (let entry; (entry = table[2 * slot]) !== 0; slot = (slot + 1) & mask) {
-      if (table[2 * slot + 1] === hash && this.#equals(entry - 1, text, start, end)) {
+      if (table[2 * slot + 1] === hash && this.#equals(entry - 1, bytes, start, end)) {
         return entry - 1;
       }
     }
@@ -109,8 +127,7 @@ class InternTable {
       next.set(this.heap.subarray(0, this.heapUsed));
       this.heap = next;
     }
-    const heap = this.heap;
-    for (let i = 0, at = this.heapUsed; i < length; i++) heap[at + i] = text.charCodeAt(start + i);
+    this.heap.set(bytes.subarray(start, end), this.heapUsed);
     this.heapUsed += length;
     this.hashes.push(hash);
     this.ends.push(this.heapUsed);
@@ -122,11 +139,11 @@ class InternTable {
     return ~index;
   }
 
-  #equals(index: number, text: string, start: number, end: number): boolean {
+  #equals(index: number, bytes: Uint8Array, start: number, end: number): boolean {
     const from = index === 0 ? 0 : this.ends.a[index - 1];
     if (this.ends.a[index] - from !== end - start) return false;
     for (let i = start, at = from; i < end; i++, at++) {
-      if (this.heap[at] !== text.charCodeAt(i)) return false;
+      if (this.heap[at] !== bytes[i]) return false;
     }
     return true;
   }
@@ -147,32 +164,54 @@ class InternTable {
 /** Work units (grants or slots) between two pauses of {@link CompactPolicyBuilder.finishSteps}. */
 const FINISH_STEP = 4096;
 
+/** Bytes copied between two pauses of {@link CompactPolicyBuilder.finishSteps}. */
+const COPY_STEP = 1 << 18;
+
+/** A policy line's usual length: a distinguished name, a TAB, a label. */
+const BYTES_PER_LINE_GUESS = 40;
+
 /**
- * Collects grants as the parser finds them (ranges of the file's latin1 text, so the usual line
+ * Collects grants as the parser finds them (ranges of the file's bytes, so the usual line
  * makes no string), then lays them out in one SharedArrayBuffer in steps.
  *
  * @example
  * ```ts
  * const b = new CompactPolicyBuilder();
- * b.add("CN=a\tk", 0, 4, 5, 6, 1); // → 0 (a new grant)
- * b.add("CN=a\tk", 0, 4, 5, 6, 2); // → 1 (the line it duplicates)
+ * const line = new TextEncoder().encode("CN=a\tk");
+ * b.add(line, 0, 4, 5, 6, 1); // → 0 (a new grant)
+ * b.add(line, 0, 4, 5, 6, 2); // → 1 (the line it duplicates)
  * ```
  */
 export class CompactPolicyBuilder {
-  #subjects = new InternTable();
-  #labels = new InternTable();
+  #subjects: InternTable;
+  #labels: InternTable;
   #labelFirstLine = new Int32List();
-  #grantSubject = new Int32List();
-  #grantLabel = new Int32List();
-  #grantLine = new Int32List();
+  #grantSubject: Int32List;
+  #grantLabel: Int32List;
+  #grantLine: Int32List;
   /** Each subject's first grant; its second and later grants are found in #pairs. */
-  #firstGrant = new Int32List();
+  #firstGrant: Int32List;
   /** Whether the subject has more than one grant (then all of them are in #pairs). */
-  #several = new Uint8Array(1024);
+  #several: Uint8Array;
   /** (subject, label) pairs of subjects with several grants: grant number + 1 per slot. */
   #pairs = new Int32Array(16);
   #pairCount = 0;
   #result: CompactPolicyData | undefined;
+
+  /**
+   * Sized for a file of `fileBytes`: about one grant per {@link BYTES_PER_LINE_GUESS} bytes, so a
+   * usual file never grows a table (each growth is a pause of the event loop) while it is parsed.
+   */
+  constructor(fileBytes = 0) {
+    const grants = Math.ceil(fileBytes / BYTES_PER_LINE_GUESS);
+    this.#subjects = new InternTable(grants, fileBytes);
+    this.#labels = new InternTable(16, 1 << 12);
+    this.#grantSubject = new Int32List(grants);
+    this.#grantLabel = new Int32List(grants);
+    this.#grantLine = new Int32List(grants);
+    this.#firstGrant = new Int32List(grants);
+    this.#several = new Uint8Array(Math.max(1024, grants));
+  }
 
   /** Grants added (duplicates are not). */
   get grants(): number {
@@ -180,19 +219,19 @@ export class CompactPolicyBuilder {
   }
 
   /**
-   * Adds the grant of subject `text[subjectStart, subjectEnd)` and label `text[labelStart,
+   * Adds the grant of subject `bytes[subjectStart, subjectEnd)` and label `bytes[labelStart,
    * labelEnd)` on `line`; 0 when it is new, else the line of the same grant seen before.
    */
   add(
-    text: string,
+    bytes: Uint8Array,
     subjectStart: number,
     subjectEnd: number,
     labelStart: number,
     labelEnd: number,
     line: number,
   ): number {
-    let subject = this.#subjects.intern(text, subjectStart, subjectEnd);
-    let label = this.#labels.intern(text, labelStart, labelEnd);
+    let subject = this.#subjects.intern(bytes, subjectStart, subjectEnd);
+    let label = this.#labels.intern(bytes, labelStart, labelEnd);
     if (label < 0) {
       label = ~label;
       this.#labelFirstLine.push(line);
@@ -267,13 +306,13 @@ export class CompactPolicyBuilder {
       labelTableSize: lT,
     };
     const v = viewsOf(data);
-    v.heap.set(this.#subjects.heap.subarray(0, this.#subjects.heapUsed));
-    v.heap.set(this.#labels.heap.subarray(0, this.#labels.heapUsed), this.#subjects.heapUsed);
-    v.subjectHash.set(this.#subjects.hashes.a.subarray(0, S));
-    v.subjectEnd.set(this.#subjects.ends.a.subarray(0, S));
-    v.labelHash.set(this.#labels.hashes.a.subarray(0, L));
-    v.labelFirstLine.set(this.#labelFirstLine.a.subarray(0, L));
+    yield* copySteps(v.heap, this.#subjects.heap.subarray(0, this.#subjects.heapUsed), 0);
     const labelBase = this.#subjects.heapUsed;
+    yield* copySteps(v.heap, this.#labels.heap.subarray(0, this.#labels.heapUsed), labelBase);
+    yield* copySteps(v.subjectHash, this.#subjects.hashes.a.subarray(0, S), 0);
+    yield* copySteps(v.subjectEnd, this.#subjects.ends.a.subarray(0, S), 0);
+    yield* copySteps(v.labelHash, this.#labels.hashes.a.subarray(0, L), 0);
+    yield* copySteps(v.labelFirstLine, this.#labelFirstLine.a.subarray(0, L), 0);
     for (let l = 0; l < L; l++) v.labelEnd[l] = labelBase + this.#labels.ends.a[l];
     yield;
     yield* placeAll(v.subjectTable, v.subjectHash);
@@ -301,6 +340,17 @@ export class CompactPolicyBuilder {
   result(): CompactPolicyData {
     if (this.#result === undefined) throw new Error("CompactPolicyBuilder: finishSteps not run");
     return this.#result;
+  }
+}
+
+function* copySteps<T extends Uint8Array | Int32Array>(
+  to: T,
+  from: T,
+  at: number,
+): Generator<void, void, void> {
+  for (let i = 0; i < from.length; i += COPY_STEP) {
+    to.set(from.subarray(i, i + COPY_STEP) as never, at + i);
+    yield;
   }
 }
 

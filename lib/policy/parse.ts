@@ -28,6 +28,7 @@
  * // r.grants → [{ subject: "CN=alice,O=Ex", label: "signing-key", line: 1 }]
  * ```
  */
+import { latin1, latin1Bytes } from "../bytes/mod.ts";
 import { subjectFormAdvice } from "./subject_form.ts";
 
 import { CompactPolicy, CompactPolicyBuilder, type CompactPolicyData } from "./compact.ts";
@@ -90,7 +91,7 @@ const BOM = "\xEF\xBB\xBF";
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
- * Parses a latin1-decoded policy file.
+ * Parses a policy file: its bytes, or the same as a latin1 string (one char per byte).
  *
  * @example
  * ```ts
@@ -98,7 +99,7 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
  * ```
  */
 export function parsePolicyText(
-  text: string,
+  text: string | Uint8Array,
   source: string,
   opts: ParseOptions = {},
 ): ParsedPolicy {
@@ -127,7 +128,7 @@ export const PARSE_SLICE_MS = 0.5;
  * ```
  */
 export async function parsePolicyTextSliced(
-  text: string,
+  text: string | Uint8Array,
   source: string,
   opts: ParseOptions = {},
   yieldToLoop: () => Promise<void> = nextMacrotask,
@@ -166,44 +167,50 @@ function nextMacrotask(): Promise<void> {
 
 /** The grammar applied one line at a time, so a caller can pause between lines. */
 class LineParser {
-  #text: string;
+  #bytes: Uint8Array;
   #source: string;
   #opts: ParseOptions;
   #maxGrants: number;
   /** Lengths of the reserved labels: a label of another length needs no string to be checked. */
   #reservedLengths: Set<number>;
-  #grants = new CompactPolicyBuilder();
+  #grants: CompactPolicyBuilder;
   #warnings: string[] = [];
   #warningsLeftOut = 0;
   #errors: PolicyProblem[] = [];
   #at = 0;
   #line = 0;
 
-  constructor(text: string, source: string, opts: ParseOptions) {
+  constructor(text: string | Uint8Array, source: string, opts: ParseOptions) {
     this.#source = source;
     this.#opts = opts;
     this.#maxGrants = opts.maxGrants ?? MAX_POLICY_GRANTS;
     this.#reservedLengths = new Set([...opts.reservedLabels ?? []].map((l) => l.length));
-    if (text.startsWith(BOM)) {
-      text = text.slice(BOM.length);
+    // Bytes, not a string: a latin1 string of a large file is made in one piece, a pause of the
+    // event loop as long as the file is large.
+    const bytes = typeof text === "string" ? latin1Bytes(text) : text;
+    if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
+      this.#at = BOM.length;
       this.#warn(
         1,
         "a UTF-8 byte-order mark starts the file; it was ignored (save without BOM to silence this)",
       );
     }
-    this.#text = text;
+    this.#bytes = bytes;
+    this.#grants = new CompactPolicyBuilder(bytes.length);
   }
 
   /** Parses the next line; false when there is none left. */
   next(): boolean {
-    const text = this.#text;
+    const bytes = this.#bytes;
     const start = this.#at;
-    if (start >= text.length) return false;
-    const nl = text.indexOf("\n", start);
-    const end = nl < 0 ? text.length : nl;
+    if (start >= bytes.length) return false;
+    const nl = bytes.indexOf(0x0a, start);
+    const end = nl < 0 ? bytes.length : nl;
     this.#at = end + 1;
     const line = ++this.#line;
-    if (!this.#plainGrant(text, start, end, line)) this.#parse(text.slice(start, end), line);
+    if (!this.#plainGrant(bytes, start, end, line)) {
+      this.#parse(latin1(bytes.subarray(start, end)), line);
+    }
     return true;
   }
 
@@ -244,44 +251,44 @@ class LineParser {
    * ends, that no warning could concern, added without making a string; false for any other line,
    * which the full grammar (#parse) then handles.
    */
-  #plainGrant(text: string, start: number, end: number, line: number): boolean {
-    if (end > start && text.charCodeAt(end - 1) === 0x0d) end--;
-    const first = text.charCodeAt(start);
+  #plainGrant(bytes: Uint8Array, start: number, end: number, line: number): boolean {
+    if (end > start && bytes[end - 1] === 0x0d) end--;
+    const first = bytes[start];
     // '#' may start a comment, '/' a legacy slash subject (a warning): the full grammar decides.
     if (end - start < 3 || first <= 0x20 || first === 0x23 || first === 0x2f) return false;
     let tab = -1;
     let equals = false;
     for (let i = start; i < end; i++) {
-      const c = text.charCodeAt(i);
+      const c = bytes[i];
       if (c === 0x09) {
         if (tab >= 0) return false;
         tab = i;
       } else if (c < 0x20 || c >= 0x7f) return false;
       else if (c === 0x20) {
         // ' = ' (OpenSSL's display form) and ' #' (a label that looks like a comment) warn.
-        const after = text.charCodeAt(i + 1);
+        const after = bytes[i + 1];
         if (after === 0x3d || after === 0x23 || after === 0x09 || i + 1 === end) return false;
       } else if (c === 0x3d && tab < 0) equals = true;
     }
-    if (tab < 0 || tab === end - 1 || !equals || text.charCodeAt(tab - 1) === 0x20) return false;
-    if (text.charCodeAt(tab + 1) === 0x20) return false;
+    if (tab < 0 || tab === end - 1 || !equals || bytes[tab - 1] === 0x20) return false;
+    if (bytes[tab + 1] === 0x20) return false;
     if (
       this.#reservedLengths.has(end - tab - 1) &&
-      this.#opts.reservedLabels!.has(text.slice(tab + 1, end))
+      this.#opts.reservedLabels!.has(latin1(bytes.subarray(tab + 1, end)))
     ) return false;
-    this.#add(text, start, tab, tab + 1, end, line);
+    this.#add(bytes, start, tab, tab + 1, end, line);
     return true;
   }
 
-  #add(text: string, s0: number, s1: number, l0: number, l1: number, line: number): boolean {
-    const first = this.#grants.add(text, s0, s1, l0, l1, line);
+  #add(bytes: Uint8Array, s0: number, s1: number, l0: number, l1: number, line: number): boolean {
+    const first = this.#grants.add(bytes, s0, s1, l0, l1, line);
     if (first !== 0) {
       this.#warn(line, `duplicate of the grant on line ${first}; it changes nothing`);
       return false;
     }
     if (this.#grants.grants > this.#maxGrants) {
       this.#errors.push({ line, message: tooManyGrants(this.#maxGrants) });
-      this.#at = this.#text.length; // the rest of the file changes nothing about the refusal
+      this.#at = this.#bytes.length; // the rest of the file changes nothing about the refusal
     }
     return true;
   }
@@ -298,7 +305,7 @@ class LineParser {
       return;
     }
     const grant: Grant = { subject: result.subject, label: result.label, line };
-    const pair = `${grant.subject}\t${grant.label}`;
+    const pair = latin1Bytes(`${grant.subject}\t${grant.label}`);
     const tab = grant.subject.length;
     if (!this.#add(pair, 0, tab, tab + 1, pair.length, line)) return;
     for (const message of grantWarnings(grant)) this.#warn(line, message);

@@ -8,7 +8,6 @@
  * policy.allows("CN=alice,O=Ex", "signing-key"); // → true
  * ```
  */
-import { latin1 } from "../bytes/mod.ts";
 import {
   type ParsedPolicy,
   type ParseOptions,
@@ -123,7 +122,7 @@ export class Policy {
    * ```
    */
   static parse(bytes: Uint8Array, source = "<policy>", opts: ParseOptions = {}): Policy {
-    return Policy.#fromParsed(parsePolicyText(latin1(bytes), source, opts), source);
+    return Policy.#fromParsed(parsePolicyText(bytes, source, opts), source);
   }
 
   /**
@@ -140,7 +139,7 @@ export class Policy {
     source = "<policy>",
     opts: ParseOptions = {},
   ): Promise<Policy> {
-    return Policy.#fromParsed(await parsePolicyTextSliced(latin1(bytes), source, opts), source);
+    return Policy.#fromParsed(await parsePolicyTextSliced(bytes, source, opts), source);
   }
 
   static #fromParsed(parsed: ParsedPolicy, source: string): Policy {
