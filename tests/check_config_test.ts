@@ -95,7 +95,7 @@ Deno.test({
         assert.equal(r.code, 0, r.text);
         assert.match(r.text, /no login attempted/);
         assert.match(r.text, /served by the main thread, 16 workers/, "--threads, its default");
-        assert.match(r.text, /policy \(1 grant\(s\), 22 of at most 1048576 bytes\)/);
+        assert.match(r.text, /policy \(1 of at most 1000000 grants, 22 bytes\)/);
         assert.match(r.text, /configuration OK/);
         assert.doesNotMatch(r.text, /FATAL|warning/);
         await Deno.stat(`${dir}/auth.sock`).then(
@@ -119,11 +119,18 @@ Deno.test({
         assert.match(r.text, /broken.*line 2/);
       });
 
-      await t.step("a policy file over 1 MiB is refused with the limit", async () => {
+      await t.step("a policy over --policy-max-grants or its byte limit is refused", async () => {
         await Deno.writeTextFile(`${dir}/huge`, "#".repeat((1 << 20) + 1));
-        const r = await check(f, ["--policy", `${dir}/huge`]);
+        const r = await check(f, ["--policy", `${dir}/huge`, "--policy-max-grants", "2"]);
         assert.equal(r.code, 1, r.text);
         assert.match(r.text, /huge: the file is 1048577 bytes; .*at most 1048576 bytes/);
+        await Deno.writeTextFile(`${dir}/many`, "CN=a,O=Ex\tk\nCN=b,O=Ex\tk\nCN=c,O=Ex\tk\n");
+        const many = await check(f, ["--policy", `${dir}/many`, "--policy-max-grants", "2"]);
+        assert.equal(many.code, 1, many.text);
+        assert.match(many.text, /FATAL.*many line 3: more than 2 grants.*--policy-max-grants/);
+        const fits = await check(f, ["--policy", `${dir}/many`, "--policy-max-grants", "3"]);
+        assert.equal(fits.code, 0, fits.text);
+        assert.match(fits.text, /policy \(3 of at most 3 grants, 36 bytes\)/);
       });
 
       await t.step("a policy label the token does not have: a warning naming it", async () => {

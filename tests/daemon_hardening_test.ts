@@ -5,12 +5,12 @@
  */
 import assert from "node:assert/strict";
 import { makeTestToken } from "./support/token.ts";
-import { startDaemon } from "./support/daemon.ts";
+import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { parseResponse, readAll, request } from "./support/http_client.ts";
 import { daemonPublicKeys, verifyIndependently } from "./support/oracle.ts";
 import { readAtMost } from "./support/raw_http.ts";
-import { MAX_POLICY_BYTES } from "../lib/policy/mod.ts";
-import { policyOfSize } from "./support/policy.ts";
+import { MAX_POLICY_GRANTS } from "../lib/policy/mod.ts";
+import { policyOfGrants } from "./support/policy.ts";
 
 const ALICE = "CN=alice,O=Example";
 const te = new TextEncoder();
@@ -79,52 +79,77 @@ Deno.test({
 });
 
 Deno.test({
-  name:
-    "daemon: requests are served while the largest policy file is reloaded; a larger one is refused",
+  name: "daemon: a policy of --policy-max-grants (1 000 000) grants loads at start and at a " +
+    "reload served in slices, with --threads 0 and 2; one grant more is refused and the policy stays",
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
     const token = await makeTestToken({ keys: { "k-ed": "ed25519", "k-two": "ed25519" } });
-    const daemon = await startDaemon({ token, policy: `${ALICE}\tk-ed\n` });
-    // Alice's /token answer says which policy is in force: one key under the old, two under the new.
-    const keysInForce = async () => {
-      const res = await request(daemon.socket, {
-        path: "/token",
-        headers: [["X-SVC-Client-Subject", ALICE]],
+    const signAs = (daemon: TestDaemon, subject: string) =>
+      request(daemon.socket, {
+        method: "POST",
+        path: "/sign",
+        headers: [["X-SVC-Client-Subject", subject], ["X-SVC-Key", "k-ed"]],
+        body: "m",
       });
-      assert.equal(res.status, 200, res.text());
-      return (res.json() as { keys: unknown[] }).keys.length;
-    };
     try {
-      const largest = policyOfSize(MAX_POLICY_BYTES, [`${ALICE}\tk-ed`, `${ALICE}\tk-two`]);
-      await Deno.writeTextFile(daemon.policyPath, largest);
-      assert.equal(await keysInForce(), 1);
-      daemon.signal("SIGHUP");
-      await daemon.waitForLog("policy reload: reading");
-      // Answers under the old policy after the reload began were served while the file was parsed.
-      let servedDuringReload = 0;
-      while (await keysInForce() === 1) {
-        servedDuringReload++;
-        const signed = await request(daemon.socket, {
-          method: "POST",
-          path: "/sign",
-          headers: [["X-SVC-Client-Subject", ALICE], ["X-SVC-Key", "k-ed"]],
-          body: "during",
+      for (const threads of ["0", "2"]) {
+        const start = policyOfGrants(MAX_POLICY_GRANTS, "k-ed", [`${ALICE}\tk-ed`]);
+        const daemon = await startDaemon({
+          token,
+          policy: start.bytes,
+          args: ["--threads", threads],
         });
-        assert.equal(signed.status, 200, signed.text());
-      }
-      await daemon.waitForLog(/policy reloaded: \d+ grants/);
-      assert.ok(
-        servedDuringReload >= 2,
-        `${servedDuringReload} request(s) served during the reload`,
-      );
+        // Alice's /token answer says which policy is in force: one key under the old, two under the new.
+        const keysInForce = async () => {
+          const res = await request(daemon.socket, {
+            path: "/token",
+            headers: [["X-SVC-Client-Subject", ALICE]],
+          });
+          assert.equal(res.status, 200, res.text());
+          return (res.json() as { keys: unknown[] }).keys.length;
+        };
+        try {
+          const first = await signAs(daemon, start.lastSubject);
+          assert.equal(first.status, 200, `the millionth grant's subject: ${first.text()}`);
+          assert.equal(await keysInForce(), 1);
 
-      await Deno.writeTextFile(daemon.policyPath, largest + "#");
-      daemon.signal("SIGHUP");
-      await daemon.waitForLog(/policy reload failed.*at most 1048576 bytes.*keeping the policy/);
-      assert.equal(await keysInForce(), 2, "the policy in force stays");
+          const next = policyOfGrants(MAX_POLICY_GRANTS, "k-ed", [
+            `${ALICE}\tk-ed`,
+            `${ALICE}\tk-two`,
+          ]);
+          await Deno.writeFile(daemon.policyPath, next.bytes);
+          daemon.signal("SIGHUP");
+          await daemon.waitForLog("policy reload: reading");
+          // Answers under the old policy after the reload began were served while it was parsed.
+          let servedDuringReload = 0;
+          while (await keysInForce() === 1) {
+            servedDuringReload++;
+            const signed = await signAs(daemon, ALICE);
+            assert.equal(signed.status, 200, signed.text());
+          }
+          await daemon.waitForLog(`policy reloaded: ${MAX_POLICY_GRANTS} grants`);
+          assert.ok(
+            servedDuringReload >= 2,
+            `${servedDuringReload} request(s) served during the reload (--threads ${threads})`,
+          );
+          assert.equal((await signAs(daemon, next.lastSubject)).status, 200);
+          assert.equal((await signAs(daemon, start.lastSubject)).status, 403, "revoked");
+
+          const over = policyOfGrants(MAX_POLICY_GRANTS + 1, "k-ed", [`${ALICE}\tk-ed`]);
+          await Deno.writeFile(daemon.policyPath, over.bytes);
+          daemon.signal("SIGHUP");
+          await daemon.waitForLog(
+            /policy reload failed.*more than 1000000 grants.*keeping the policy in force \(1000000 grants\)/,
+          );
+          assert.equal(await keysInForce(), 2, "the policy in force stays");
+          assert.equal((await signAs(daemon, next.lastSubject)).status, 200);
+          assert.equal((await signAs(daemon, over.lastSubject)).status, 403);
+        } finally {
+          await daemon.stop();
+        }
+      }
     } finally {
-      await daemon.stop();
       await token.cleanup();
     }
   },

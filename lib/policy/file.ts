@@ -7,9 +7,10 @@
  * To revoke every grant on purpose, leave a comment line in the file. At start a zero-byte file is
  * valid (there is no earlier policy to keep) and comes with a warning that it refuses everyone.
  *
- * The file is at most {@link MAX_POLICY_BYTES}: a larger one is refused at start and, at a reload,
- * leaves the policy in force. It is parsed in slices that let the event loop run between them, so
- * a reload never stalls the requests being served.
+ * The file holds at most `maxGrants` grants ({@link MAX_POLICY_GRANTS} unless `--policy-max-grants`
+ * says otherwise) and at most {@link policyByteLimit} bytes: a larger one is refused at start and,
+ * at a reload, leaves the policy in force. It is parsed in slices that let the event loop run
+ * between them, so a reload never stalls the requests being served.
  *
  * @example
  * ```ts
@@ -23,13 +24,27 @@
  * ```
  */
 import { Policy, PolicyError } from "./policy.ts";
-import type { ParseOptions } from "./parse.ts";
+import { MAX_POLICY_GRANTS, type ParseOptions } from "./parse.ts";
 
 /**
- * The largest policy file accepted: 1 MiB, some 25 000 grants of a typical subject. Parsing it
- * takes a few hundred ms (in slices); without a bound a 50 MB file took 12 s and 1.8 GB.
+ * Bytes a policy file may spend per grant allowed: room for a long distinguished name and label
+ * on every line, plus comments. The file is read whole before it is parsed, so this bounds the
+ * memory a reload takes before the grant count can refuse it.
  */
-export const MAX_POLICY_BYTES = 1 << 20;
+export const POLICY_BYTES_PER_GRANT = 256;
+
+/**
+ * The largest policy file accepted with `maxGrants` grants allowed: {@link POLICY_BYTES_PER_GRANT}
+ * per grant, at least 1 MiB.
+ *
+ * @example
+ * ```ts
+ * policyByteLimit(1_000_000); // → 256000000
+ * ```
+ */
+export function policyByteLimit(maxGrants: number = MAX_POLICY_GRANTS): number {
+  return Math.max(1 << 20, maxGrants * POLICY_BYTES_PER_GRANT);
+}
 
 /** Result of a reload: the new policy, or why the old one stays. */
 export type ReloadResult = { ok: true; policy: Policy } | { ok: false; error: string };
@@ -68,7 +83,7 @@ export class PolicyFile {
    * ```
    */
   static async load(path: string, options: ParseOptions = {}): Promise<PolicyFile> {
-    const bytes = await readPolicyBytes(path);
+    const bytes = await readPolicyBytes(path, policyByteLimit(options.maxGrants));
     return new PolicyFile(
       path,
       await Policy.parseSliced(bytes, path, options),
@@ -107,7 +122,7 @@ export class PolicyFile {
     const keeping = `; keeping the policy in force (${this.#policy.size} grants)`;
     let bytes: Uint8Array;
     try {
-      bytes = await readPolicyBytes(this.path);
+      bytes = await readPolicyBytes(this.path, policyByteLimit(this.options.maxGrants));
     } catch (e) {
       return { ok: false, error: `${(e as Error).message}${keeping}` };
     }
@@ -129,20 +144,28 @@ export class PolicyFile {
   }
 }
 
-async function readPolicyBytes(path: string): Promise<Uint8Array> {
+async function readPolicyBytes(path: string, limit: number): Promise<Uint8Array> {
   try {
     using file = await Deno.open(path, { read: true });
     const info = await file.stat();
     if (!info.isFile) {
       throw new PolicyError(path, 0, "not a regular file; --policy must name the policy file");
     }
-    if (info.size > MAX_POLICY_BYTES) throw tooLarge(path, `${info.size} bytes`);
-    // Read one byte past the limit: a file that grew after the stat is refused all the same.
-    const buf = new Uint8Array(MAX_POLICY_BYTES + 1);
+    if (info.size > limit) throw tooLarge(path, `${info.size} bytes`, limit);
+    // Room for the size stat-ed and more: a file that grew after the stat is read to its end, and
+    // refused all the same once it passes the limit (one byte past it is enough to tell).
+    let buf = new Uint8Array(Math.min(limit + 1, info.size + 65536));
     let got = 0;
-    for (let n; got < buf.length && (n = await file.read(buf.subarray(got))) !== null;) got += n;
-    if (got > MAX_POLICY_BYTES) throw tooLarge(path, `more than ${MAX_POLICY_BYTES} bytes`);
-    return buf.slice(0, got);
+    for (let n; (n = await file.read(buf.subarray(got))) !== null;) {
+      got += n;
+      if (got > limit) throw tooLarge(path, `more than ${limit} bytes`, limit);
+      if (got === buf.length) {
+        const more = new Uint8Array(Math.min(limit + 1, buf.length * 2));
+        more.set(buf);
+        buf = more;
+      }
+    }
+    return buf.subarray(0, got);
   } catch (e) {
     if (e instanceof PolicyError) throw e;
     throw new PolicyError(
@@ -154,11 +177,11 @@ async function readPolicyBytes(path: string): Promise<Uint8Array> {
   }
 }
 
-function tooLarge(path: string, size: string): PolicyError {
+function tooLarge(path: string, size: string, limit: number): PolicyError {
   return new PolicyError(
     path,
     0,
-    `the file is ${size}; a policy file may have at most ${MAX_POLICY_BYTES} bytes (1 MiB): ` +
-      "remove unused grants",
+    `the file is ${size}; a policy file may have at most ${limit} bytes ` +
+      `(${POLICY_BYTES_PER_GRANT} per grant --policy-max-grants allows): remove unused grants`,
   );
 }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
-import { MAX_POLICY_BYTES, PolicyFile } from "./file.ts";
+import { policyByteLimit, PolicyFile } from "./file.ts";
 import { PolicyError } from "./policy.ts";
 import { parsePolicyText, parsePolicyTextSliced } from "./parse.ts";
 import { policyOfSize } from "../../tests/support/policy.ts";
@@ -19,9 +19,9 @@ async function withPolicy(text: string, fn: (path: string) => Promise<void>) {
   }
 }
 
-async function loadError(path: string): Promise<PolicyError> {
+async function loadError(path: string, options = {}): Promise<PolicyError> {
   try {
-    await PolicyFile.load(path);
+    await PolicyFile.load(path, options);
   } catch (e) {
     assert.ok(e instanceof PolicyError, `expected PolicyError, got ${e}`);
     return e;
@@ -145,36 +145,67 @@ Deno.test("a grant of a reserved label is refused at load and at reload, naming 
   });
 });
 
-Deno.test("a policy file of exactly the limit loads; one byte more is refused at start and at reload", async () => {
-  const largest = policyOfSize(MAX_POLICY_BYTES);
-  assert.equal(largest.length, MAX_POLICY_BYTES);
+Deno.test("a policy of exactly --policy-max-grants grants loads; one grant more is refused at start and at reload", async () => {
+  const maxGrants = 1000;
+  const grants = (n: number) =>
+    "# comment\n" + Array.from({ length: n }, (_, i) => `CN=c${i},O=Ex\tk${i % 3}\n`).join("");
+  await withPolicy(grants(maxGrants) + `CN=c0,O=Ex\tk0\n`, async (path) => {
+    const file = await PolicyFile.load(path, { maxGrants });
+    assert.equal(file.current.size, maxGrants, "a duplicate is not a grant more");
+    assert.ok(file.current.allows(`CN=c${maxGrants - 1},O=Ex`, `k${(maxGrants - 1) % 3}`));
+
+    await Deno.writeTextFile(path, grants(maxGrants + 1));
+    const r = await file.reload();
+    assert.equal(r.ok, false);
+    if (!r.ok) {
+      assert.match(r.error, new RegExp(`line ${maxGrants + 2}: more than ${maxGrants} grants`));
+      assert.match(r.error, /--policy-max-grants/);
+      assert.match(r.error, new RegExp(`keeping the policy in force \\(${maxGrants} grants\\)`));
+    }
+    assert.equal(file.current.size, maxGrants, "the policy in force stays");
+    assert.ok(file.current.allows("CN=c0,O=Ex", "k0"));
+    assert.equal(file.current.allows(`CN=c${maxGrants},O=Ex`, `k${maxGrants % 3}`), false);
+
+    try {
+      await PolicyFile.load(path, { maxGrants });
+      assert.fail("expected load to fail");
+    } catch (e) {
+      assert.ok(e instanceof PolicyError);
+      assert.equal(e.line, maxGrants + 2);
+      assert.match(e.message, /more than 1000 grants; a policy may hold at most 1000/);
+    }
+  });
+});
+
+Deno.test("a policy file of exactly the byte limit loads; one byte more is refused at start and at reload", async () => {
+  const limit = policyByteLimit(10);
+  assert.equal(limit, 1 << 20, "never less than 1 MiB");
+  const largest = policyOfSize(limit, [], 10);
+  assert.equal(largest.length, limit);
   await withPolicy(largest, async (path) => {
-    const file = await PolicyFile.load(path);
+    const file = await PolicyFile.load(path, { maxGrants: 10 });
     assert.ok(file.current.allows("CN=client-0,O=Example,C=DE", "k0"));
-    assert.equal(file.fileBytes, MAX_POLICY_BYTES);
+    assert.equal(file.fileBytes, limit);
     const grants = file.current.size;
 
     await Deno.writeTextFile(path, largest + "\n");
     const r = await file.reload();
     assert.equal(r.ok, false);
     if (!r.ok) {
-      assert.match(
-        r.error,
-        new RegExp(`${MAX_POLICY_BYTES + 1} bytes; .*at most ${MAX_POLICY_BYTES}`),
-      );
+      assert.match(r.error, new RegExp(`${limit + 1} bytes; .*at most ${limit}`));
       assert.match(r.error, new RegExp(`keeping the policy in force \\(${grants} grants\\)`));
     }
     assert.equal(file.current.size, grants, "the policy in force stays");
     assert.ok(file.current.allows("CN=client-0,O=Example,C=DE", "k0"));
 
-    const e = await loadError(path);
+    const e = await loadError(path, { maxGrants: 10 });
     assert.equal(e.line, 0);
-    assert.match(e.message, /at most 1048576 bytes \(1 MiB\): remove unused grants/);
+    assert.match(e.message, /at most 1048576 bytes \(256 per grant --policy-max-grants allows\)/);
   });
 });
 
 Deno.test("sliced parsing lets the event loop run and finds exactly what the one-pass parse finds", async () => {
-  const text = policyOfSize(MAX_POLICY_BYTES) + "CN=x\tk\nno-tab\n/C=DE/CN=y\tk\nCN=x\tk\n";
+  const text = policyOfSize(1 << 20) + "CN=x\tk\nno-tab\n/C=DE/CN=y\tk\nCN=x\tk\n";
   let yields = 0;
   let timerRan = false;
   setTimeout(() => timerRan = true, 0);

@@ -11,7 +11,7 @@
  * ```
  */
 export { Policy, type PolicyData, PolicyError } from "./policy.ts";
-export { MAX_POLICY_BYTES, PolicyFile, type ReloadResult } from "./file.ts";
-export type { ParseOptions } from "./parse.ts";
+export { POLICY_BYTES_PER_GRANT, policyByteLimit, PolicyFile, type ReloadResult } from "./file.ts";
+export { MAX_POLICY_GRANTS, type ParseOptions } from "./parse.ts";
 export { latin1 } from "../bytes/mod.ts";
 export { legacyToRfc4514, subjectFormAdvice } from "./subject_form.ts";

@@ -28,7 +28,10 @@
  * // r.grants → [{ subject: "CN=alice,O=Ex", label: "signing-key", line: 1 }]
  * ```
  */
+import { latin1, latin1Bytes } from "../bytes/mod.ts";
 import { subjectFormAdvice } from "./subject_form.ts";
+
+import { CompactPolicy, CompactPolicyBuilder, type CompactPolicyData } from "./compact.ts";
 
 /** One `subject<TAB>label` line of the file. */
 export interface Grant {
@@ -43,31 +46,52 @@ export interface PolicyProblem {
   message: string;
 }
 
-/** Options of the parser: labels no grant may name (the daemon's own keys). */
+/**
+ * Options of the parser: labels no grant may name (the daemon's own keys), and the most grants a
+ * file may hold (a file with more is refused at the first grant past the limit).
+ */
 export interface ParseOptions {
   reservedLabels?: ReadonlySet<string>;
+  maxGrants?: number;
 }
 
-/** One subject's grants: its only grant, or label → grant for several. */
-export type SubjectGrants = Grant | Map<string, Grant>;
+/** Most grants a policy may hold unless `--policy-max-grants` says otherwise. */
+export const MAX_POLICY_GRANTS = 1_000_000;
 
-/** What the parser found: grants in file order, warnings (already prefixed "FILE line N: "), errors. */
+/**
+ * Warnings kept per file: a generated file can warn on every line, and a million warnings logged
+ * at each reload would bury everything else. The count of the rest is said in one more line.
+ */
+export const MAX_POLICY_WARNINGS = 100;
+
+/** What the parser found: the grants (compact, shared), warnings ("FILE line N: " first), errors. */
 export interface ParsedPolicy {
-  grants: Grant[];
-  /**
-   * The grants by subject, in file order: the grant itself for a subject with one label (most of
-   * them; a Map each would be a large part of a big file's garbage), else label → its grant.
-   */
-  bySubject: Map<string, SubjectGrants>;
+  /** The grants by subject, in shared memory (./compact.ts). */
+  compact: CompactPolicyData;
+  /** Number of distinct (subject, label) grants. */
+  size: number;
   warnings: string[];
   errors: PolicyProblem[];
+}
+
+/**
+ * The grants of a parsed policy in file order, one object each (for tests and tools: a large
+ * policy makes as many objects).
+ *
+ * @example
+ * ```ts
+ * grantsInFileOrder(parsePolicyText("CN=a\tk\n", "p")); // → [{ subject: "CN=a", label: "k", line: 1 }]
+ * ```
+ */
+export function grantsInFileOrder(parsed: ParsedPolicy): Grant[] {
+  return new CompactPolicy(parsed.compact).grantsInFileOrder();
 }
 
 const BOM = "\xEF\xBB\xBF";
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
- * Parses a latin1-decoded policy file.
+ * Parses a policy file: its bytes, or the same as a latin1 string (one char per byte).
  *
  * @example
  * ```ts
@@ -75,12 +99,13 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
  * ```
  */
 export function parsePolicyText(
-  text: string,
+  text: string | Uint8Array,
   source: string,
   opts: ParseOptions = {},
 ): ParsedPolicy {
   const parser = new LineParser(text, source, opts);
   while (parser.next());
+  for (const _ of parser.layOut());
   return parser.finish();
 }
 
@@ -103,7 +128,7 @@ export const PARSE_SLICE_MS = 0.5;
  * ```
  */
 export async function parsePolicyTextSliced(
-  text: string,
+  text: string | Uint8Array,
   source: string,
   opts: ParseOptions = {},
   yieldToLoop: () => Promise<void> = nextMacrotask,
@@ -112,9 +137,17 @@ export async function parsePolicyTextSliced(
   for (;;) {
     const until = performance.now() + PARSE_SLICE_MS;
     let more = true;
-    // Check the clock every 16 lines: a line costs microseconds, a clock read is not free.
+    // Check the clock every 16 lines: a line costs a microsecond or less, a clock read is not free.
     for (let n = 0; (more = parser.next()) && (++n % 16 !== 0 || performance.now() < until););
-    if (!more) return parser.finish();
+    if (!more) break;
+    await yieldToLoop();
+  }
+  const steps = parser.layOut();
+  for (;;) {
+    const until = performance.now() + PARSE_SLICE_MS;
+    let done = false;
+    while (!(done = steps.next().done === true) && performance.now() < until);
+    if (done) return parser.finish();
     await yieldToLoop();
   }
 }
@@ -134,86 +167,154 @@ function nextMacrotask(): Promise<void> {
 
 /** The grammar applied one line at a time, so a caller can pause between lines. */
 class LineParser {
-  #text: string;
+  #bytes: Uint8Array;
   #source: string;
   #opts: ParseOptions;
-  #out: ParsedPolicy = { grants: [], bySubject: new Map(), warnings: [], errors: [] };
+  #maxGrants: number;
+  /** Lengths of the reserved labels: a label of another length needs no string to be checked. */
+  #reservedLengths: Set<number>;
+  #grants: CompactPolicyBuilder;
+  #warnings: string[] = [];
+  #warningsLeftOut = 0;
+  #errors: PolicyProblem[] = [];
   #at = 0;
   #line = 0;
 
-  constructor(text: string, source: string, opts: ParseOptions) {
+  constructor(text: string | Uint8Array, source: string, opts: ParseOptions) {
     this.#source = source;
     this.#opts = opts;
-    if (text.startsWith(BOM)) {
-      text = text.slice(BOM.length);
+    this.#maxGrants = opts.maxGrants ?? MAX_POLICY_GRANTS;
+    this.#reservedLengths = new Set([...opts.reservedLabels ?? []].map((l) => l.length));
+    // Bytes, not a string: a latin1 string of a large file is made in one piece, a pause of the
+    // event loop as long as the file is large.
+    const bytes = typeof text === "string" ? latin1Bytes(text) : text;
+    if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
+      this.#at = BOM.length;
       this.#warn(
         1,
         "a UTF-8 byte-order mark starts the file; it was ignored (save without BOM to silence this)",
       );
     }
-    this.#text = text;
+    this.#bytes = bytes;
+    this.#grants = new CompactPolicyBuilder(bytes.length);
   }
 
   /** Parses the next line; false when there is none left. */
   next(): boolean {
-    const text = this.#text;
-    if (this.#at >= text.length) return false;
-    const nl = text.indexOf("\n", this.#at);
-    const end = nl < 0 ? text.length : nl;
-    const raw = text.slice(this.#at, end);
+    const bytes = this.#bytes;
+    const start = this.#at;
+    if (start >= bytes.length) return false;
+    const nl = bytes.indexOf(0x0a, start);
+    const end = nl < 0 ? bytes.length : nl;
     this.#at = end + 1;
-    this.#parse(raw, ++this.#line);
+    const line = ++this.#line;
+    if (!this.#plainGrant(bytes, start, end, line)) {
+      this.#parse(latin1(bytes.subarray(start, end)), line);
+    }
     return true;
   }
 
+  /** Lays the grants out in shared memory, in steps (see CompactPolicyBuilder.finishSteps). */
+  layOut(): Generator<void, void, void> {
+    return this.#grants.finishSteps();
+  }
+
   finish(): ParsedPolicy {
-    const out = this.#out;
-    if (out.grants.length === 0 && out.errors.length === 0) {
-      out.warnings.push(
+    const size = this.#grants.grants;
+    if (size === 0 && this.#errors.length === 0) {
+      this.#warnings.push(
         `${this.#source}: grants nothing; every request on the authenticated socket will be ` +
           `refused with 403 until grants are added (one 'subject<TAB>label' per line)`,
       );
     }
-    return out;
+    if (this.#warningsLeftOut > 0) {
+      this.#warnings.push(
+        `${this.#source}: ${this.#warningsLeftOut} more warning(s) not listed; ` +
+          `svcd serve --check-config lists the first ${MAX_POLICY_WARNINGS} the same way`,
+      );
+    }
+    return {
+      compact: this.#grants.result(),
+      size,
+      warnings: this.#warnings,
+      errors: this.#errors,
+    };
   }
 
   #warn(line: number, message: string): void {
-    this.#out.warnings.push(`${this.#source} line ${line}: ${message}`);
+    if (this.#warnings.length >= MAX_POLICY_WARNINGS) this.#warningsLeftOut++;
+    else this.#warnings.push(`${this.#source} line ${line}: ${message}`);
+  }
+
+  /**
+   * The usual line, `subject<TAB>label` in printable ASCII with no space next to the TAB or at the
+   * ends, that no warning could concern, added without making a string; false for any other line,
+   * which the full grammar (#parse) then handles.
+   */
+  #plainGrant(bytes: Uint8Array, start: number, end: number, line: number): boolean {
+    if (end > start && bytes[end - 1] === 0x0d) end--;
+    const first = bytes[start];
+    // '#' may start a comment, '/' a legacy slash subject (a warning): the full grammar decides.
+    if (end - start < 3 || first <= 0x20 || first === 0x23 || first === 0x2f) return false;
+    let tab = -1;
+    let equals = false;
+    for (let i = start; i < end; i++) {
+      const c = bytes[i];
+      if (c === 0x09) {
+        if (tab >= 0) return false;
+        tab = i;
+      } else if (c < 0x20 || c >= 0x7f) return false;
+      else if (c === 0x20) {
+        // ' = ' (OpenSSL's display form) and ' #' (a label that looks like a comment) warn.
+        const after = bytes[i + 1];
+        if (after === 0x3d || after === 0x23 || after === 0x09 || i + 1 === end) return false;
+      } else if (c === 0x3d && tab < 0) equals = true;
+    }
+    if (tab < 0 || tab === end - 1 || !equals || bytes[tab - 1] === 0x20) return false;
+    if (bytes[tab + 1] === 0x20) return false;
+    if (
+      this.#reservedLengths.has(end - tab - 1) &&
+      this.#opts.reservedLabels!.has(latin1(bytes.subarray(tab + 1, end)))
+    ) return false;
+    this.#add(bytes, start, tab, tab + 1, end, line);
+    return true;
+  }
+
+  #add(bytes: Uint8Array, s0: number, s1: number, l0: number, l1: number, line: number): boolean {
+    const first = this.#grants.add(bytes, s0, s1, l0, l1, line);
+    if (first !== 0) {
+      this.#warn(line, `duplicate of the grant on line ${first}; it changes nothing`);
+      return false;
+    }
+    if (this.#grants.grants > this.#maxGrants) {
+      this.#errors.push({ line, message: tooManyGrants(this.#maxGrants) });
+      this.#at = this.#bytes.length; // the rest of the file changes nothing about the refusal
+    }
+    return true;
   }
 
   #parse(raw: string, line: number): void {
     const result = parseLine(raw);
     if (result === undefined) return;
     if ("error" in result) {
-      this.#out.errors.push({ line, message: result.error });
+      this.#errors.push({ line, message: result.error });
       return;
     }
     if (this.#opts.reservedLabels?.has(result.label)) {
-      this.#out.errors.push({ line, message: reservedLabel(result.label) });
+      this.#errors.push({ line, message: reservedLabel(result.label) });
       return;
     }
     const grant: Grant = { subject: result.subject, label: result.label, line };
-    // Built here, in the parser's slices: built afterwards in one piece it held the event loop for
-    // 100–250 ms with a 1 MiB file.
-    const bySubject = this.#out.bySubject;
-    const known = bySubject.get(grant.subject);
-    const first = known === undefined
-      ? undefined
-      : known instanceof Map
-      ? known.get(grant.label)
-      : known.label === grant.label
-      ? known
-      : undefined;
-    if (first !== undefined) {
-      this.#warn(line, `duplicate of the grant on line ${first.line}; it changes nothing`);
-      return;
-    }
-    if (known === undefined) bySubject.set(grant.subject, grant);
-    else if (known instanceof Map) known.set(grant.label, grant);
-    else bySubject.set(grant.subject, new Map([[known.label, known], [grant.label, grant]]));
-    this.#out.grants.push(grant);
+    const pair = latin1Bytes(`${grant.subject}\t${grant.label}`);
+    const tab = grant.subject.length;
+    if (!this.#add(pair, 0, tab, tab + 1, pair.length, line)) return;
     for (const message of grantWarnings(grant)) this.#warn(line, message);
   }
+}
+
+function tooManyGrants(max: number): string {
+  return `more than ${max} grants; a policy may hold at most ${max} (--policy-max-grants): ` +
+    `remove unused grants or raise the limit`;
 }
 
 type LineResult = undefined | { error: string } | { subject: string; label: string };

@@ -8,21 +8,21 @@
  * policy.allows("CN=alice,O=Ex", "signing-key"); // → true
  * ```
  */
-import { latin1 } from "../bytes/mod.ts";
 import {
   type ParsedPolicy,
   type ParseOptions,
   parsePolicyText,
   parsePolicyTextSliced,
   type PolicyProblem,
-  type SubjectGrants,
 } from "./parse.ts";
+import { CompactPolicy, type CompactPolicyData } from "./compact.ts";
 
 const MAX_LISTED_ERRORS = 5;
 
 /** A parsed policy as plain data ({@link Policy.toData}), for another isolate. */
 export interface PolicyData {
-  bySubject: Map<string, SubjectGrants>;
+  /** The grants in shared memory: crosses `postMessage` without a copy. */
+  compact: CompactPolicyData;
   warnings: string[];
   size: number;
 }
@@ -69,23 +69,24 @@ function describeProblems(source: string, problems: PolicyProblem[]): string {
  * ```
  */
 export class Policy {
-  readonly #labels: Map<string, SubjectGrants>;
+  readonly #grants: CompactPolicy;
   /** Lines that parse but probably do not do what the operator means; each names file and line. */
   readonly warnings: string[];
   /** Number of distinct (subject, label) grants. */
   readonly size: number;
 
-  private constructor(parsed: Pick<PolicyData, "bySubject" | "warnings" | "size">) {
-    this.#labels = parsed.bySubject;
+  private constructor(parsed: PolicyData) {
+    this.#grants = new CompactPolicy(parsed.compact);
     this.warnings = parsed.warnings;
     this.size = parsed.size;
     Object.freeze(this.warnings);
   }
 
   /**
-   * The policy as plain data (Maps and objects only), to hand to another isolate by structured
-   * clone: the private map does not cross `postMessage`, and parsing the file again in every
-   * isolate would cost each of them the parse (bench/policy-reload.ts).
+   * The policy as plain data, to hand to another isolate: the grants are one SharedArrayBuffer,
+   * which `postMessage` shares instead of copying, so a policy of a million grants reaches every
+   * request thread at once; parsing the file again in every isolate would cost each of them the
+   * parse (bench/policy-reload.ts).
    *
    * @example
    * ```ts
@@ -94,7 +95,7 @@ export class Policy {
    * ```
    */
   toData(): PolicyData {
-    return { bySubject: this.#labels, warnings: [...this.warnings], size: this.size };
+    return { compact: this.#grants.data, warnings: [...this.warnings], size: this.size };
   }
 
   /**
@@ -121,7 +122,7 @@ export class Policy {
    * ```
    */
   static parse(bytes: Uint8Array, source = "<policy>", opts: ParseOptions = {}): Policy {
-    return Policy.#fromParsed(parsePolicyText(latin1(bytes), source, opts), source);
+    return Policy.#fromParsed(parsePolicyText(bytes, source, opts), source);
   }
 
   /**
@@ -138,7 +139,7 @@ export class Policy {
     source = "<policy>",
     opts: ParseOptions = {},
   ): Promise<Policy> {
-    return Policy.#fromParsed(await parsePolicyTextSliced(latin1(bytes), source, opts), source);
+    return Policy.#fromParsed(await parsePolicyTextSliced(bytes, source, opts), source);
   }
 
   static #fromParsed(parsed: ParsedPolicy, source: string): Policy {
@@ -146,7 +147,7 @@ export class Policy {
       const first = parsed.errors[0];
       throw new PolicyError(source, first.line, first.message, parsed.errors);
     }
-    return new Policy({ ...parsed, size: parsed.grants.length });
+    return new Policy({ compact: parsed.compact, warnings: parsed.warnings, size: parsed.size });
   }
 
   /**
@@ -160,9 +161,7 @@ export class Policy {
    * ```
    */
   allows(subject: string, label: string): boolean {
-    const grants = this.#labels.get(subject);
-    if (grants === undefined) return false;
-    return grants instanceof Map ? grants.has(label) : grants.label === label;
+    return this.#grants.allows(subject, label);
   }
 
   /**
@@ -175,13 +174,7 @@ export class Policy {
    * ```
    */
   grantedLabels(): Array<{ label: string; line: number }> {
-    const first = new Map<string, number>();
-    for (const grants of this.#labels.values()) {
-      for (const { label, line } of grants instanceof Map ? grants.values() : [grants]) {
-        if (!(first.get(label)! <= line)) first.set(label, line);
-      }
-    }
-    return [...first].map(([label, line]) => ({ label, line })).sort((a, b) => a.line - b.line);
+    return this.#grants.grantedLabels();
   }
 
   /**
@@ -194,8 +187,6 @@ export class Policy {
    * ```
    */
   labelsFor(subject: string): string[] {
-    const grants = this.#labels.get(subject);
-    if (grants === undefined) return [];
-    return grants instanceof Map ? [...grants.keys()] : [grants.label];
+    return this.#grants.labelsFor(subject);
   }
 }

@@ -94,7 +94,7 @@ export async function startupFindings(
   if (config.public) checkPublicConfig(config.public, config.listener, f);
   let policy: PolicyFile | undefined;
   await f.run(async () => {
-    policy = await loadPolicy(config.policy.path);
+    policy = await loadPolicy(config.policy);
   });
   for (const warning of policy?.current.warnings ?? []) f.warn(`policy: ${warning}`);
   checkPolicyFileMode(config.policy.path, f);
@@ -307,9 +307,12 @@ function groupName(gid: number): string {
   return getgrgid(gid) ?? String(gid);
 }
 
-async function loadPolicy(path: string): Promise<PolicyFile> {
+async function loadPolicy(policy: ServeConfig["policy"]): Promise<PolicyFile> {
   try {
-    return await PolicyFile.load(path, { reservedLabels: DAEMON_KEY_LABELS });
+    return await PolicyFile.load(policy.path, {
+      reservedLabels: DAEMON_KEY_LABELS,
+      maxGrants: policy.maxGrants,
+    });
   } catch (err) {
     throw new StartupError((err as Error).message);
   }

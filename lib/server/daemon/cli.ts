@@ -11,7 +11,6 @@ import { ConfigError, parseServeArgs, type ServeConfig, servedBy, serveHelp } fr
 import { flushLog, runDaemon, StartupError } from "./daemon.ts";
 import { type Finding, startupFindings, stateFileFinding, tokenFindings } from "./checks.ts";
 import { CredentialError } from "../../token/mod.ts";
-import { MAX_POLICY_BYTES } from "../../policy/mod.ts";
 
 /** Runs `serve` (checkOnly false) or `--check-config` (checkOnly true); returns the exit code. */
 export async function runServeCommand(
@@ -57,7 +56,7 @@ async function checkOnly(config: ServeConfig): Promise<number> {
   }
   const { tokenLabel, modulePath } = config.token;
   const size = policy
-    ? ` (${policy.current.size} grant(s), ${policy.fileBytes} of at most ${MAX_POLICY_BYTES} bytes)`
+    ? ` (${policy.current.size} of at most ${config.policy.maxGrants} grants, ${policy.fileBytes} bytes)`
     : "";
   console.error(
     `svcd: check: options, open-file limit, socket, policy${size}, folders, refusal state and ` +

@@ -18,6 +18,7 @@ import { type BudgetTuning, resolveBudgetTuning, TuningError } from "../../throt
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../../token/defaults.ts";
 import { SLOW_TO_MOVE, WINDOW } from "../../token/sign_placement.ts";
 import { MAX_INDEX_ENTRIES } from "../../ocsp/index_compact.ts";
+import { MAX_POLICY_GRANTS } from "../../policy/parse.ts";
 
 /** The authenticated listener: what `Listener.open` takes besides its handler and log. */
 export type ListenerConfig =
@@ -46,6 +47,8 @@ export type ThrottleConfig = BudgetTuning & { stateDir: string };
 /** The policy file (`PolicyFile.load`). */
 export interface PolicyConfig {
   path: string;
+  /** Most grants the file may hold; a larger file is refused (at a reload, the policy in force stays). */
+  maxGrants: number;
 }
 
 /**
@@ -373,6 +376,15 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     help: "most certificates in --revocation-db (about 34 bytes of memory each, shared by the " +
       "public threads); a larger database is refused at start",
   },
+  {
+    flag: "policy-max-grants",
+    kind: "count",
+    fallback: MAX_POLICY_GRANTS,
+    min: 1,
+    max: 8_000_000,
+    help: "most grants in --policy (about 90 bytes of memory each plus the subject, shared by " +
+      "the request threads); a larger file is refused at start and a reload keeps the policy in force",
+  },
 ];
 
 /** Options that only mean something with --public-socket. */
@@ -441,7 +453,7 @@ export function parseServeArgs(
         : given.text("syslog-socket"),
     },
     throttle: { stateDir: given.text("state-dir"), ...budgetTuning(given) },
-    policy: { path: given.text("policy") },
+    policy: { path: given.text("policy"), maxGrants: given.count("policy-max-grants") },
     public: publicConfig(given),
     publicUrl: publicUrl(given),
     metrics: metricsConfig(given),

@@ -17,6 +17,7 @@ Deno.test("config: each option lands in the structure its library takes", () => 
     "--proxy-uid=7",
     "--socket=/s",
     "--policy=/p",
+    "--policy-max-grants=2000000",
     "--module=/m.so",
     "--token=t",
     "--workers=3",
@@ -54,7 +55,7 @@ Deno.test("config: each option lands in the structure its library takes", () => 
     syslogSocket: "/dev/log",
   });
   assert.equal(c.metrics, undefined);
-  assert.deepEqual(c.policy, { path: "/p" });
+  assert.deepEqual(c.policy, { path: "/p", maxGrants: 2_000_000 });
   assert.equal(c.throttle.stateDir, "/st");
   assert.equal(c.throttle.threshold, 4);
   assert.equal(c.throttle.refillSeconds, 60, "unset tuning takes lib/throttle's default");
