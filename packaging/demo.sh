@@ -30,10 +30,10 @@ fi
 export CREDENTIALS_DIRECTORY=$DEMO/creds
 
 echo "demo: initialising token 'demo' in $DEMO/tokens"
-svcd token init --module "$MODULE" --label demo --plain-credential-dir "$DEMO/creds"
+svcd token init --module "$MODULE" --token demo --plain-credential-dir "$DEMO/creds"
 : >"$DEMO/policy"
 for pair in $KEYS; do
-  svcd token keygen --module "$MODULE" --token demo --label "${pair%%:*}" --type "${pair##*:}"
+  svcd token keygen --module "$MODULE" --token demo --key-label "${pair%%:*}" --key-type "${pair##*:}"
   printf '%s\t%s\n' "$SUBJECT" "${pair%%:*}" >>"$DEMO/policy"
 done
 svcd token list --module "$MODULE" --token demo
@@ -78,7 +78,7 @@ demo: the daemon starts below. In another terminal:
       --reason keyCompromise --ca-dir $CA --module $MODULE --token demo
   # audit chain
   CREDENTIALS_DIRECTORY=$DEMO/creds ${SOFTHSM2_CONF:+SOFTHSM2_CONF=$SOFTHSM2_CONF }${SVCMOD_CONF:+SVCMOD_CONF=$SVCMOD_CONF }\\
-      $DENO task -q svcd audit verify --module $MODULE --token demo --dir $DEMO/audit
+      $DENO task -q svcd audit verify --module $MODULE --token demo --audit-dir $DEMO/audit
 
 TXT
 # The demo's PIN is a plain file on disk (no service manager here): accepted, with a warning.

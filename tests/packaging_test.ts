@@ -253,7 +253,7 @@ Deno.test({
           const pem = await host("svcd", [
             "token",
             "pubkey",
-            "--label",
+            "--key-label",
             "web-signing",
             "--user",
             "svcd",

@@ -84,7 +84,7 @@ const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 
 /**
- * Runs `svcd audit verify --dir DIR` against a test token (logging in through its credential).
+ * Runs `svcd audit verify --audit-dir DIR` against a test token (logging in through its credential).
  *
  * @example
  * ```ts
@@ -107,7 +107,7 @@ export function runAuditVerify(
       MAIN,
       "audit",
       "verify",
-      "--dir",
+      "--audit-dir",
       dir,
       "--module",
       token.modulePath,
