@@ -149,9 +149,9 @@ export const CA_COMMAND: CommandGroup = {
       value: "N",
       commands: ["init", "issue", "responder", "crl"],
       group: "command",
-      help: `validity in days (default: init ${DEFAULT_DAYS.ca}, issue ${DEFAULT_DAYS.client}, ` +
-        `responder ${DEFAULT_DAYS.responder}, never past the CA's own expiry; crl: nextUpdate ` +
-        `is now + ${DEFAULT_DAYS.crl} days)`,
+      help: `validity in days (default: ${DEFAULT_DAYS.ca} for init, ${DEFAULT_DAYS.client} for ` +
+        `a client, ${DEFAULT_DAYS.responder} for a responder, never past the CA's own expiry; ` +
+        `crl: nextUpdate is now + ${DEFAULT_DAYS.crl} days)`,
     },
     {
       flag: "csr",

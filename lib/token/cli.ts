@@ -147,8 +147,8 @@ export const TOKEN_COMMAND: CommandGroup = {
   ],
   notes: "On a host set up from the Debian package (see " +
     "/usr/share/doc/svcd/operations.md):\n\n" +
-    "  svcd token init --token svcd --credential-out /etc/svcd/svc-pin.cred \\\n" +
-    "    --user svcd\n" +
+    "  svcd token init --token svcd \\\n" +
+    "    --credential-out /etc/svcd/svc-pin.cred --user svcd\n" +
     "  svcd token keygen --key-label web --key-type ec-p256 \\\n" +
     "    --credential /etc/svcd/svc-pin.cred --user svcd",
 };
