@@ -28,7 +28,7 @@ export function roffText(text: string): string {
       (_, pre, opt) => pre + opt.replaceAll("-", "\\-"),
     )
     .replace(
-      /[^\x00-\x7f]/gu,
+      /[^ -~\t\n]/gu,
       (c) => `\\[u${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}]`,
     )
     .split("\n")
