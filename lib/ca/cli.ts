@@ -220,16 +220,14 @@ export const CA_COMMAND: CommandGroup = {
     {
       flag: "credential",
       value: "FILE",
-      commands: SIGNING_COMMANDS,
       group: "common",
-      help: "log in with the PIN in this encrypted credential (/etc/svcd/svc-pin.cred), " +
-        "decrypted into memory by systemd-creds (needs root); without it, " +
-        "$CREDENTIALS_DIRECTORY/svc-pin is read",
+      help: `the commands that sign (${SIGNING_COMMANDS.join(", ")}) log in with the PIN in ` +
+        "this encrypted credential (/etc/svcd/svc-pin.cred), decrypted into memory by " +
+        "systemd-creds (needs root); without it, $CREDENTIALS_DIRECTORY/svc-pin is read",
     },
     {
       flag: "user",
       value: "NAME",
-      commands: SIGNING_COMMANDS,
       group: "common",
       help: "run as root, make the token calls as this user (the daemon's, svcd), as svcd token " +
         "does; the CA folder and --out files are still written as root",
