@@ -66,6 +66,8 @@ export async function nginxConfig(
     ...paths,
     ["listen 443 ssl;", `listen 127.0.0.1:${ports.port} ssl;`],
     ["listen 80;", `listen 127.0.0.1:${ports.publicPort};`],
+    // The metrics server's fixed port would be shared by every nginx a test starts: a free one.
+    ["listen 9464;", `listen 127.0.0.1:${freePort()};`],
   ]);
   return `user www-data;
 worker_processes 1;
