@@ -5,9 +5,9 @@ export NO_COLOR := 1
 export DENO_NO_UPDATE_CHECK := 1
 
 # Debian packages the daemon, its tests and its demo need.
-APT_PACKAGES := softhsm2 opensc libssl-dev libnss3-dev gcc make nginx-light openssl util-linux curl systemd gnutls-bin python3-cryptography python3-cryptography-vectors e2fsprogs p11-kit p11-kit-modules libp11-kit-dev libcurl4-openssl-dev libjson-c-dev libengine-pkcs11-openssl openssh-client rsyslog prometheus
+APT_PACKAGES := softhsm2 opensc libssl-dev libnss3-dev gcc make nginx-light openssl util-linux curl systemd gnutls-bin python3-cryptography python3-cryptography-vectors e2fsprogs p11-kit p11-kit-modules libp11-kit-dev libcurl4-openssl-dev libjson-c-dev libengine-pkcs11-openssl openssh-client rsyslog prometheus man-db groff-base
 
-.PHONY: setup check test demo bench binary deb clean module fuzz
+.PHONY: setup check test demo bench binary deb clean module fuzz man
 
 setup:
 	@bash packaging/setup-host.sh $(APT_PACKAGES)
@@ -55,6 +55,10 @@ binary:
 
 deb:
 	@bash packaging/build-deb.sh
+
+# svcd(8) and svcd-GROUP(8) into build/man, from the option tables --help prints.
+man:
+	$(DENO) run --allow-read --allow-write packaging/man.ts build/man
 
 clean:
 	rm -rf build .demo

@@ -11,16 +11,20 @@
 import { runTokenCommand } from "./lib/token/cli.ts";
 import { runAuditCommand } from "./lib/audit/cli.ts";
 import { runServeCommand } from "./lib/server/daemon/cli.ts";
+import { EXIT, EXIT_CODES } from "./lib/cli/exit.ts";
+import { HELP_WIDTH, wrap } from "./lib/cli/options.ts";
 import pkg from "./package.json" with { type: "json" };
 
-interface Command {
+/** A command of `svcd`: its names, usage line and what it is for. */
+export interface Command {
   names: string[];
   synopsis: string;
   help: string;
   run(args: string[]): Promise<number>;
 }
 
-const COMMANDS: Command[] = [
+/** The commands of `svcd`, as `svcd --help` and svcd(8) list them. */
+export const COMMANDS: Command[] = [
   {
     names: ["serve"],
     synopsis: "serve [options]",
@@ -63,22 +67,34 @@ const COMMANDS: Command[] = [
   },
 ];
 
-const USAGE = `usage: svcd <command> [options]
-
-commands:
-${
-  COMMANDS.map((c) =>
-    c.synopsis.length <= 28
-      ? `  ${c.synopsis.padEnd(28)} ${c.help}`
-      : `  ${c.synopsis}\n  ${"".padEnd(28)} ${c.help}`
-  ).join("\n")
+/** The exit codes as `svcd --help` lists them: code, then its cause wrapped beside it. */
+export function exitCodeLines(): string[] {
+  return EXIT_CODES.flatMap(({ code, cause }) => {
+    const lines = wrap(cause, HELP_WIDTH, 7, 7);
+    lines[0] = `  ${String(code).padEnd(4)} ${lines[0].trimStart()}`;
+    return lines;
+  });
 }
-  --version                    print the version
 
-exit codes: 0 done, 1 failed (the message says why and what to do), 2 usage;
-  serve: 70 the public listener failed, 75 the token died (the service manager restarts it);
-  token keygen: 3 a requested key type is not offered by the module (the others were made).
-`;
+/** `svcd --help`: every command with its synopsis, then the exit codes. */
+export function usage(): string {
+  const commands = COMMANDS.flatMap((c) => [
+    `  ${c.synopsis}`,
+    ...wrap(c.help, HELP_WIDTH, 6),
+  ]);
+  return [
+    "usage: svcd COMMAND [options]",
+    "",
+    "commands:",
+    ...commands,
+    "  --version",
+    "      print the version",
+    "",
+    "exit codes (the same in every command):",
+    ...exitCodeLines(),
+    "",
+  ].join("\n");
+}
 
 async function main(args: string[]): Promise<number> {
   const [name, ...rest] = args;
@@ -88,16 +104,17 @@ async function main(args: string[]): Promise<number> {
     case "--version":
     case "version":
       console.log(`svcd ${pkg.version} (deno ${Deno.version.deno})`);
-      return 0;
-    case undefined:
+      return EXIT.ok;
     case "-h":
     case "--help":
     case "help":
-      console.log(USAGE);
-      return name === undefined ? 2 : 0;
+      console.log(usage());
+      return EXIT.ok;
     default:
-      console.error(`svcd: unknown command '${name}'\n\n${USAGE}`);
-      return 2;
+      console.error(
+        `svcd: ${name === undefined ? "no command" : `unknown command '${name}'`}\n\n${usage()}`,
+      );
+      return EXIT.usage;
   }
 }
 

@@ -21,11 +21,11 @@ const { values } = parseArgs({
   options: {
     short: { type: "string", default: "2000" },
     long: { type: "string", default: "6000" },
-    // One measured run (inside valgrind): --lines N --module … --token … --credentials …
+    // One measured run (inside valgrind): --lines N --module … --token … --plain-credential-dir …
     lines: { type: "string" },
     module: { type: "string" },
     token: { type: "string" },
-    credentials: { type: "string" },
+    "plain-credential-dir": { type: "string" },
   },
 });
 
@@ -39,7 +39,7 @@ const FIELDS = {
 /** Appends `lines` lines with 16 appenders; prints the log's counters as JSON. */
 async function appendLines(lines: number): Promise<void> {
   const token = Token.open({ modulePath: values.module!, tokenLabel: values.token! });
-  await token.login(Token.readPinCredential(values.credentials!));
+  await token.login(Token.readPinCredential(values["plain-credential-dir"]!));
   const dir = await Deno.makeTempDir({ prefix: "bench-audit-instr-" });
   const log = await AuditLog.open({ dir, keys: auditKeysFromToken(token), login: {} });
   let next = 0;
@@ -82,7 +82,7 @@ async function countedRun(
       token.modulePath,
       "--token",
       token.tokenLabel,
-      "--credentials",
+      "--plain-credential-dir",
       token.credentialsDir,
     ],
     env: token.env,

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make deb`: the one artifact an appliance image ships — build/svcd_<version>_amd64.deb with the
 # Deno runtime, the daemon bundled into one JavaScript file, the systemd unit with its sysusers and
-# tmpfiles, the maintainer scripts, the nginx example, the documentation (README.md, docs/*.md) and,
-# for the client side, the PKCS#11 client module (/usr/lib/x86_64-linux-gnu/svcd/libsvcd-pkcs11.so,
-# built here when not built yet).
+# tmpfiles, the maintainer scripts, the nginx example, the documentation (README.md, docs/*.md), the
+# man pages and, for the client side, the PKCS#11 client module
+# (/usr/lib/x86_64-linux-gnu/svcd/libsvcd-pkcs11.so, built here when not built yet).
 # (`deno compile` needs a denort base no registry here carries; see the design notes.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ OUT=$PWD/build
 ROOT=$OUT/deb-root
 rm -rf "$ROOT"
 mkdir -p "$ROOT"/{DEBIAN,usr/bin,usr/lib/svcd,usr/lib/systemd/system,usr/lib/sysusers.d} \
-  "$ROOT"/{usr/lib/tmpfiles.d,etc/svcd,etc/default,usr/share/doc/svcd,usr/lib/x86_64-linux-gnu/svcd}
+  "$ROOT"/{usr/lib/tmpfiles.d,etc/svcd,etc/default,usr/share/doc/svcd,usr/lib/x86_64-linux-gnu/svcd,usr/share/man/man8}
 
 echo "deb: building the PKCS#11 client module"
 make --no-print-directory -C client/pkcs11 build/libsvcd-pkcs11.so >/dev/null
@@ -51,6 +51,9 @@ install -m 0644 packaging/nginx-svcd.conf README.md docs/*.md "$ROOT/usr/share/d
 # README.md links docs/<page>.md as in a checkout; the pages sit beside it (where the unit's
 # Documentation= and the tools' help name operations.md), so docs/ is that same folder.
 ln -s . "$ROOT/usr/share/doc/svcd/docs"
+# svcd(8) and svcd-GROUP(8), generated from the option tables --help prints, gzipped as Debian wants.
+"$DENO" run --quiet --allow-read --allow-write packaging/man.ts "$ROOT/usr/share/man/man8" >/dev/null
+gzip -9n "$ROOT"/usr/share/man/man8/*.8
 printf '# subject<TAB>key label, one grant per line; reload with: systemctl reload svcd\n' \
   >"$ROOT/etc/svcd/policy"
 chmod 0640 "$ROOT/etc/svcd/policy"

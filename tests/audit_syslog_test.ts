@@ -130,7 +130,12 @@ Deno.test({
       }
       const auditDir = `${workDir}/audit`;
       await collectedAll(rsyslog.collected, auditDir);
-      const intact = await verify(token, ["--dir", auditDir, "--checkpoints", rsyslog.collected]);
+      const intact = await verify(token, [
+        "--audit-dir",
+        auditDir,
+        "--checkpoints",
+        rsyslog.collected,
+      ]);
       assert.equal(intact.code, 0, intact.text);
       assert.match(intact.text, /checkpoints: all \d+ collected checkpoint\(s\) are in the log/);
 
@@ -142,9 +147,14 @@ Deno.test({
       const lastCheckpoint = lines.findLastIndex((l) => l.startsWith('{"event":"checkpoint"'));
       const keep = lines.slice(0, lastCheckpoint).findLastIndex((l) => l.includes('"seal":'));
       await Deno.writeTextFile(newest, lines.slice(0, keep + 1).map((l) => l + "\n").join(""));
-      const alone = await verify(token, ["--dir", auditDir]);
+      const alone = await verify(token, ["--audit-dir", auditDir]);
       assert.equal(alone.code, 0, `the cut is invisible to the log alone: ${alone.text}`);
-      const cut = await verify(token, ["--dir", auditDir, "--checkpoints", rsyslog.collected]);
+      const cut = await verify(token, [
+        "--audit-dir",
+        auditDir,
+        "--checkpoints",
+        rsyslog.collected,
+      ]);
       assert.equal(cut.code, 1, cut.text);
       const seq = JSON.parse(lines[lastCheckpoint]).seq;
       assert.match(
@@ -153,11 +163,21 @@ Deno.test({
       );
 
       await Deno.remove(newest);
-      const removed = await verify(token, ["--dir", auditDir, "--checkpoints", rsyslog.collected]);
+      const removed = await verify(token, [
+        "--audit-dir",
+        auditDir,
+        "--checkpoints",
+        rsyslog.collected,
+      ]);
       assert.equal(removed.code, 1, removed.text);
       assert.match(removed.text, new RegExp(`FAILED: checkpoint seq \\d+ \\(${names.at(-1)},`));
       await Deno.writeTextFile(newest, original);
-      const restored = await verify(token, ["--dir", auditDir, "--checkpoints", rsyslog.collected]);
+      const restored = await verify(token, [
+        "--audit-dir",
+        auditDir,
+        "--checkpoints",
+        rsyslog.collected,
+      ]);
       assert.equal(restored.code, 0, restored.text);
     } finally {
       await rsyslog.stop();

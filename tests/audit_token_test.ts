@@ -94,7 +94,7 @@ Deno.test("real token: written and verified through the credential; public key a
         token.modulePath,
         "--token",
         token.tokenLabel,
-        "--label",
+        "--key-label",
         "svc-audit-sign",
         "--out",
         pem,
@@ -102,7 +102,7 @@ Deno.test("real token: written and verified through the credential; public key a
       token.env,
     );
     assert.equal(exported.code, 0, exported.stderr);
-    const pub = await run([MAIN, "audit", "verify", "--dir", dir, "--public-key", pem], {});
+    const pub = await run([MAIN, "audit", "verify", "--audit-dir", dir, "--public-key", pem], {});
     assert.equal(pub.code, 0, pub.stdout + pub.stderr);
     assert.match(pub.stdout, /MACs NOT checked/);
     let signatures = 0;

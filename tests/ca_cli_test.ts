@@ -160,14 +160,14 @@ Deno.test("ca issue: the printed subject is what nginx passes ($ssl_client_s_dn)
   );
 });
 
-Deno.test("ca issue --pubkey --subject: the certificate carries that key and the RFC 4514 subject as given", async () => {
+Deno.test("ca issue --public-key --subject: the certificate carries that key and the RFC 4514 subject as given", async () => {
   const { ec } = await fixture();
   const key = `${ec.dir}/carol.key`, pub = `${ec.dir}/carol.pub`;
   await openssl(["genpkey", "-algorithm", "ED25519", "-out", key]);
   await openssl(["pkey", "-in", key, "-pubout", "-out", pub]);
   const subject = "CN=carol,OU=Ops,O=Example\\, Inc.,C=DE";
   const out = `${ec.dir}/carol.pem`;
-  const issued = await ec.issue(["--pubkey", pub, "--subject", subject, "--out", out]);
+  const issued = await ec.issue(["--public-key", pub, "--subject", subject, "--out", out]);
   assert.equal(await Deno.readTextFile(out), await Deno.readTextFile(issued.path));
   assert.equal(issued.nginxSubject, subject);
   assert.deepEqual(issued.policyLines, [`${subject}\tKEY-LABEL`]);
@@ -466,16 +466,16 @@ Deno.test("ca: every command has --help; usage mistakes exit 2 and say what to d
     assert.equal(r.code, 0, r.text);
     assert.match(r.stdout, new RegExp(`^usage: svcd ca ${command}`));
   }
-  const both = await ec.run("issue", ["--csr", "x", "--pubkey", "y"]);
+  const both = await ec.run("issue", ["--csr", "x", "--public-key", "y"]);
   assert.equal(both.code, 2);
-  assert.match(both.stderr, /exactly one of --csr FILE or --pubkey FILE/);
+  assert.match(both.stderr, /exactly one of --csr FILE or --public-key FILE/);
   const again = await ec.run("init", ["--key-label", "ca-ed"]);
   assert.equal(again.code, 1);
   assert.match(again.stderr, /already holds a CA/);
   const noCa = await runCaCli(["list", "--ca-dir", `${token.dir}/nowhere`], token.env);
   assert.equal(noCa.code, 1);
   assert.match(noCa.stderr, /no CA in .*run 'svcd ca init' first/);
-  const slash = await ec.run("issue", ["--pubkey", "x", "--subject", "/C=DE/CN=x"]);
+  const slash = await ec.run("issue", ["--public-key", "x", "--subject", "/C=DE/CN=x"]);
   assert.equal(slash.code, 1);
   assert.match(slash.stderr, /legacy slash form.*'CN=x,C=DE'/);
 });
@@ -543,7 +543,7 @@ Deno.test({
       const cred = `${dir}/svc-pin.cred`;
       const as = ["--module", mod.path, "--token", "ca-ru", "--user", user];
       const init = await runTokenCli(
-        ["init", ...as, "--label", "ca-ru", "--credential-out", cred],
+        ["init", ...as, "--token", "ca-ru", "--credential-out", cred],
         mod.env,
       );
       assert.equal(init.code, 0, init.text);
@@ -562,7 +562,7 @@ Deno.test({
       const key = `${dir}/c.key`, pub = `${dir}/c.pub`;
       await openssl(["genpkey", "-algorithm", "ED25519", "-out", key]);
       await openssl(["pkey", "-in", key, "-pubout", "-out", pub]);
-      const issued = await ca("issue", "--pubkey", pub, "--subject", "CN=c");
+      const issued = await ca("issue", "--public-key", pub, "--subject", "CN=c");
       assert.equal(issued.code, 0, issued.text);
       const { serial, path } = parseIssued(issued.stdout);
       assert.equal((await ca("revoke", serial, "--reason", "superseded")).code, 0);

@@ -14,11 +14,14 @@ Deno.test("cli: --help lists every command and the exit codes; --version is pack
   for (const word of ["serve", "--check-config", "pubkey", "selftest", "audit verify", "ca init"]) {
     assert.ok(help.stdout.includes(word), `help lacks '${word}':\n${help.stdout}`);
   }
-  assert.match(help.stdout, /token keygen: 3 a requested key type is not offered/);
-  assert.match(help.stdout, /serve: 70 the public listener failed, 75 the token died/);
+  assert.match(help.stdout, /^ {2}3 +svcd token keygen: a requested key type is not offered/m);
+  assert.match(help.stdout, /^ {2}70 +svcd serve: a listener's thread failed/m);
+  assert.match(help.stdout, /^ {2}75 +svcd serve: the token died/m);
   const version = await runDeno([MAIN, "--version"]);
   assert.equal(version.code, 0);
   assert.equal(version.stdout.trim(), `svcd ${pkg.version} (deno ${Deno.version.deno})`);
   const none = await runDeno([MAIN]);
   assert.equal(none.code, 2, "no command is a usage error");
+  assert.equal(none.stdout, "", "a usage error goes to stderr");
+  assert.match(none.stderr, /^usage: svcd COMMAND/m);
 });

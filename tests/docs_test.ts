@@ -8,6 +8,7 @@
  * docs/api.md has it.
  */
 import assert from "node:assert/strict";
+import { helpInvocations } from "./support/help.ts";
 
 const REPO = new URL("..", import.meta.url).pathname;
 const README_MAX_BYTES = 10 * 1024;
@@ -200,7 +201,7 @@ Deno.test("README.md and docs/*.md: no prose line wider than 100 columns", () =>
   assert.deepEqual(wide, [], "lines wider than 100 columns outside code blocks");
 });
 
-Deno.test("README.md and docs/*.md tell no development history and point nowhere outside", () => {
+Deno.test("README.md, docs/*.md and every --help tell no development history and point nowhere outside", () => {
   const banned: Array<[RegExp, string]> = [
     [/\bsessions? \d+/i, "a work session ('session N')"],
     [/\b(?:this|that|an earlier|the last|the next) session\b/i, "a work session"],
@@ -210,8 +211,13 @@ Deno.test("README.md and docs/*.md tell no development history and point nowhere
     [/\bspec §/i, "the spec's sections (say the rule in the project's words)"],
   ];
   const found: string[] = [];
-  for (const page of pages()) {
-    read(page).split("\n").forEach((line, i) => {
+  const texts: Array<[string, string]> = [
+    ...pages().map((page): [string, string] => [page, read(page)]),
+    // The command line's help texts, which the man pages are made from, are read the same way.
+    ...helpInvocations().map((h): [string, string] => [`svcd ${h.args.join(" ")}`, h.text]),
+  ];
+  for (const [page, text] of texts) {
+    text.split("\n").forEach((line, i) => {
       for (const [re, what] of banned) {
         if (re.test(line)) found.push(`${page}:${i + 1}: ${what}: ${line.trim().slice(0, 80)}`);
       }

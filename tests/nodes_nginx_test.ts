@@ -5,7 +5,7 @@
  * timeout`, non_idempotent off). Sixteen clients sign through nginx; halfway one node is killed with
  * SIGKILL. Every 200 a client got is a signature node:crypto verifies, whose audit line is in one of
  * the two nodes' logs; every other answer is a 502 of a request that was in flight on the killed
- * node; no request outlives its bound; the survivor serves on; `svcd audit verify --dir A --dir B`
+ * node; no request outlives its bound; the survivor serves on; `svcd audit verify --audit-dir A --audit-dir B`
  * passes (the killed node's file is unclosed: its torn tail is reported, not failed); and the
  * killed node, started again, gets requests again (its audit log grows).
  */

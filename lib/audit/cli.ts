@@ -1,17 +1,19 @@
 /**
  * `svcd audit verify`: checks the audit chain and prints one summary line per file; exit 0 only
  * when everything holds (a torn final line is reported, not failed, unless a later file shows it
- * was added after the file was closed), 1 at the first problem (its
- * file, line and what is wrong), 2 for a usage, credential or token error.
+ * was added after the file was closed), 1 at the first problem (its file, line and what is
+ * wrong) or when the log could not be checked (credential, token, file), 2 for a usage mistake.
  *
  * @example
  * ```sh
- * CREDENTIALS_DIRECTORY=/run/creds svcd audit verify --dir /var/log/svcd
+ * CREDENTIALS_DIRECTORY=/run/creds svcd audit verify --audit-dir /var/log/svcd
  * svcd audit verify --public-key audit-sign.pem /var/log/svcd/audit.log.000007
- * svcd audit verify --dir /srv/node1/audit --dir /srv/node2/audit --checkpoints /var/log/svcd-checkpoints.log --public-key audit-sign.pem
+ * svcd audit verify --audit-dir /srv/node1/audit --audit-dir /srv/node2/audit --checkpoints /var/log/svcd-checkpoints.log --public-key audit-sign.pem
  * ```
  */
 import { parseArgs } from "node:util";
+import { type CommandGroup, commandHelp, groupHelp, parseArgsOptions } from "../cli/options.ts";
+import { EXIT } from "../cli/exit.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
 import { asUser, loadPin, Token } from "../token/mod.ts";
 import { auditFileNumber } from "./format.ts";
@@ -29,37 +31,99 @@ import {
 /** Where the daemon writes its audit files unless told otherwise (--audit-dir). */
 export const DEFAULT_AUDIT_DIR = "/var/log/svcd";
 
-const USAGE =
-  `usage: svcd audit verify [--dir DIR]… [FILE…] [--checkpoints FILE] [--public-key FILE]
-                         [--module PATH] [--token LABEL]
+/** `svcd audit`: its one command and the table of its options. */
+export const AUDIT_COMMAND: CommandGroup = {
+  name: "audit",
+  summary: "check the audit log: its hash chain, seals, links between files and checkpoints",
+  usage: ["svcd audit verify [--audit-dir DIR]… [FILE…] [options]"],
+  commands: [
+    {
+      name: "verify",
+      synopsis: "[--audit-dir DIR]… [FILE…] [--checkpoints FILE] [--public-key FILE]",
+      summary: "check the audit log chain",
+      description: "Checks every audit.log.NNNNNN in DIR, oldest first, or the FILEs given: seq " +
+        "continuity, the hash chain and its seals (the MACs of logs from before the seals), " +
+        "the links between files and the signed checkpoints. Prints one line per file; exit " +
+        "0 when all holds (a torn tail from a crash is reported, not failed; in an earlier " +
+        "file it must be the one the next file recorded), 1 at the first problem (file, line, " +
+        "what is wrong) or when the log could not be checked (credential, token, unreadable " +
+        "file), 2 for a usage mistake. FILE…: check these files only (the link into the first " +
+        "one is not checked).",
+    },
+  ],
+  options: [
+    {
+      flag: "audit-dir",
+      value: "DIR",
+      multiple: true,
+      default: DEFAULT_AUDIT_DIR,
+      group: "log",
+      help: "audit folder; the oldest file must start the chain. Give it once per node to " +
+        "check several nodes' folders in one run (each its own chain)",
+    },
+    {
+      flag: "checkpoints",
+      value: "FILE",
+      group: "log",
+      help: "checkpoint lines collected off the host (the syslog copies, identifier " +
+        "svcd-audit): each must be in one of the logs checked; a log that ends before one, or " +
+        "holds another line at its seq, fails naming it. The file must hold only the " +
+        "checkpoints of the folders given (filter by host)",
+    },
+    {
+      flag: "public-key",
+      value: "FILE",
+      group: "keys",
+      help: `PEM public key of ${AUDIT_SIGN_LABEL} ('svcd token pubkey'): check the ` +
+        "checkpoint signatures without the token (seals and MACs are then not checked; " +
+        "hashes are)",
+    },
+    {
+      flag: "module",
+      value: "PATH",
+      default: DEFAULT_MODULE,
+      group: "keys",
+      help: "PKCS#11 module",
+    },
+    {
+      flag: "token",
+      value: "LABEL",
+      default: DEFAULT_TOKEN_LABEL,
+      group: "keys",
+      help: "token label; with --public-key, use the token as well",
+    },
+    {
+      flag: "credential",
+      value: "FILE",
+      group: "keys",
+      help: "log in with the PIN in this encrypted credential (/etc/svcd/svc-pin.cred), " +
+        "decrypted into memory by systemd-creds (needs root); without it, " +
+        "$CREDENTIALS_DIRECTORY/svc-pin is read",
+    },
+    {
+      flag: "plain-credential-dir",
+      value: "DIR",
+      group: "keys",
+      help: "read the PIN from DIR/svc-pin instead (as 'svcd token init " +
+        "--plain-credential-dir' wrote it; tests and demos)",
+    },
+    {
+      flag: "user",
+      value: "NAME",
+      group: "keys",
+      help: "run as root, use the token as this user (the daemon's, svcd)",
+    },
+  ],
+  groups: [
+    { id: "log", title: "what is checked" },
+    { id: "keys", title: "token and keys" },
+  ],
+};
 
-Checks every audit.log.NNNNNN in DIR (default ${DEFAULT_AUDIT_DIR}), oldest first, or the FILEs
-given: seq continuity, the hash chain and its seals (the MACs of logs from before the seals), the
-links between files and the signed checkpoints. Prints one line per file; exit 0 when all holds
-(a torn tail from a crash is reported, not failed; in an earlier file it must be the one the next
-file recorded), 1 at the first problem (file, line, what is wrong), 2 for a usage, credential or
-token error.
+/** A usage mistake: exit 2. */
+class UsageError extends Error {}
 
-  --dir DIR          audit directory; the oldest file must start the chain. Give it once per
-                     node to check several nodes' folders in one run (each its own chain)
-  --checkpoints FILE checkpoint lines collected off the host (the syslog copies, identifier
-                     svcd-audit): each must be in one of the logs checked; a log that ends
-                     before one, or holds another line at its seq, fails naming it. The file
-                     must hold only the checkpoints of the folders given (filter by host)
-  FILE…              check these files only (the link into the first one is not checked)
-  --public-key FILE  PEM public key of ${AUDIT_SIGN_LABEL} ('svcd token pubkey'): check the
-                     checkpoint signatures without the token (seals and MACs are then
-                     not checked; hashes are)
-  --module PATH      PKCS#11 module (default ${DEFAULT_MODULE})
-  --token LABEL      token label (default ${DEFAULT_TOKEN_LABEL}); with --public-key, use the
-                     token as well
-  --credentials DIR  where svc-pin is (default $CREDENTIALS_DIRECTORY), as for the daemon
-  --credential FILE  the encrypted credential instead (/etc/svcd/svc-pin.cred), decrypted into
-                     memory by systemd-creds (needs root)
-  --user NAME        run as root, use the token as this user (the daemon's, svcd)
-`;
-
-/** A usage, credential or token problem: exit 2. */
+/** The log could not be checked (a file, the token, the key): exit 1, without a verdict. */
 class SetupError extends Error {}
 
 /**
@@ -67,14 +131,15 @@ class SetupError extends Error {}
  *
  * @example
  * ```ts
- * Deno.exit(await runAuditCommand(["verify", "--dir", "/var/log/svcd"]));
+ * Deno.exit(await runAuditCommand(["verify", "--audit-dir", "/var/log/svcd"]));
  * ```
  */
 export async function runAuditCommand(args: string[]): Promise<number> {
   const [command, ...rest] = args;
-  if (command === undefined || command === "-h" || command === "--help" || command === "help") {
-    console.log(USAGE);
-    return command === undefined ? 2 : 0;
+  if (command === undefined) return usageError("no command");
+  if (command === "-h" || command === "--help" || command === "help") {
+    console.log(groupHelp(AUDIT_COMMAND));
+    return EXIT.ok;
   }
   if (command !== "verify") return usageError(`unknown command '${command}'`);
   let parsed;
@@ -83,52 +148,45 @@ export async function runAuditCommand(args: string[]): Promise<number> {
       args: rest,
       strict: true,
       allowPositionals: true,
-      options: {
-        dir: { type: "string", multiple: true },
-        checkpoints: { type: "string" },
-        "public-key": { type: "string" },
-        module: { type: "string" },
-        token: { type: "string" },
-        credentials: { type: "string" },
-        credential: { type: "string" },
-        user: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
+      options: parseArgsOptions(AUDIT_COMMAND.options),
     });
   } catch (err) {
     return usageError((err as Error).message);
   }
   if (parsed.values.help) {
-    console.log(USAGE);
-    return 0;
+    console.log(commandHelp(AUDIT_COMMAND, "verify"));
+    return EXIT.ok;
   }
   try {
-    return await verifyCommand(parsed.values, parsed.positionals);
+    return await verifyCommand(parsed.values as VerifyValues, parsed.positionals);
   } catch (err) {
-    // SetupError, CredentialError, an unreadable file: the log was not judged, so not exit 1.
+    if (err instanceof UsageError) return usageError(err.message);
+    // SetupError, CredentialError, an unreadable file: failed, as in every other command.
     console.error(`svcd audit verify: ${(err as Error).message}`);
-    return 2;
+    return EXIT.failed;
   }
 }
 
 interface VerifyValues {
-  dir?: string[];
+  "audit-dir"?: string[];
   checkpoints?: string;
   "public-key"?: string;
   module?: string;
   token?: string;
-  credentials?: string;
+  "plain-credential-dir"?: string;
   credential?: string;
   user?: string;
 }
 
 async function verifyCommand(values: VerifyValues, positionals: string[]): Promise<number> {
-  if (values.dir !== undefined && positionals.length > 0) {
-    throw new SetupError("give --dir or FILEs, not both");
+  if (values["audit-dir"] !== undefined && positionals.length > 0) {
+    throw new UsageError("give --audit-dir or FILEs, not both");
   }
   const chains = positionals.length > 0
     ? [await filesToCheck(DEFAULT_AUDIT_DIR, positionals)]
-    : await Promise.all((values.dir ?? [DEFAULT_AUDIT_DIR]).map((d) => filesToCheck(d, [])));
+    : await Promise.all(
+      (values["audit-dir"] ?? [DEFAULT_AUDIT_DIR]).map((d) => filesToCheck(d, [])),
+    );
   const collected = values.checkpoints ? await readCollected(values.checkpoints) : undefined;
   const publicKey = values["public-key"] ? await readPublicKey(values["public-key"]) : undefined;
   const useToken = !values["public-key"] || values.token !== undefined ||
@@ -137,7 +195,7 @@ async function verifyCommand(values: VerifyValues, positionals: string[]): Promi
   const pin = useToken
     ? await loadPin(
       values.credential ? { encryptedFile: values.credential } : {
-        dir: values.credentials,
+        dir: values["plain-credential-dir"],
       },
     )
     : undefined;
@@ -211,7 +269,7 @@ async function verifyWith(
       ok = printWitnesses(await judgeCheckpoints(collected, held, publicKey), collected.length) &&
         ok;
     }
-    return ok ? 0 : 1;
+    return ok ? EXIT.ok : EXIT.failed;
   } finally {
     token?.close();
   }
@@ -242,7 +300,9 @@ async function filesToCheck(dir: string, positionals: string[]): Promise<Chain> 
   } catch (err) {
     throw new SetupError(`audit directory ${dir} cannot be read: ${(err as Error).message}`);
   }
-  if (names.length === 0) throw new SetupError(`no audit.log.NNNNNN files in ${dir}: check --dir`);
+  if (names.length === 0) {
+    throw new SetupError(`no audit.log.NNNNNN files in ${dir}: check --audit-dir`);
+  }
   return { name: dir, files: names.map((n) => `${dir}/${n}`), fromStart: true };
 }
 
@@ -328,9 +388,10 @@ function fileLine(r: FileReport): string {
   return `${r.file}: ok, ${r.lines} line(s)${seqs}, ${r.checkpoints} checkpoint(s)${signed}${notes}`;
 }
 
+/** A usage mistake: the message, then where the help is; exit 2. */
 function usageError(message: string): number {
-  console.error(`svcd audit: ${message}\n\n${USAGE}`);
-  return 2;
+  console.error(`svcd audit: ${message}\nsee 'svcd audit --help'`);
+  return EXIT.usage;
 }
 
 function basename(path: string): string {

@@ -94,7 +94,7 @@ export async function findChainTail(dir: string): Promise<ChainTail> {
         `cannot continue the audit chain: the last complete line of ${dir}/${
           names[i]
         } is damaged ` +
-          `(${head}); run 'svcd audit verify --dir ${dir}' and have the log examined`,
+          `(${head}); run 'svcd audit verify --audit-dir ${dir}' and have the log examined`,
       );
     }
     return { nextNumber, prevFile: newest, ...prev, ...head };

@@ -445,7 +445,7 @@ Deno.test("tamper: a partial line added to an earlier file is located (exit 1), 
   await Deno.writeTextFile(pem, keys.publicKeyPem);
   const cli = await runCommand(
     DENO,
-    ["run", "-A", MAIN, "audit", "verify", "--public-key", pem, "--dir", dir],
+    ["run", "-A", MAIN, "audit", "verify", "--public-key", pem, "--audit-dir", dir],
     { env: { NO_COLOR: "1" } },
   );
   await Deno.remove(pem);
@@ -507,7 +507,17 @@ Deno.test("svcd audit verify --public-key: exit 0 on the untouched log, 1 naming
   const pem = `${dir}/../audit-sign-${crypto.randomUUID()}.pem`;
   await Deno.writeTextFile(pem, keys.publicKeyPem);
   const run = () =>
-    runCommand(DENO, ["run", "-A", MAIN, "audit", "verify", "--public-key", pem, "--dir", dir], {
+    runCommand(DENO, [
+      "run",
+      "-A",
+      MAIN,
+      "audit",
+      "verify",
+      "--public-key",
+      pem,
+      "--audit-dir",
+      dir,
+    ], {
       env: { NO_COLOR: "1" },
     });
   const good = await run();
@@ -530,7 +540,7 @@ Deno.test("svcd audit verify --public-key: exit 0 on the untouched log, 1 naming
   await Deno.remove(pem);
 });
 
-Deno.test("svcd audit verify: usage and setup errors exit 2 with a message", async () => {
+Deno.test("svcd audit verify: usage mistakes exit 2; a log it cannot check (file, key, credential) exits 1, as in every command", async () => {
   const run = async (args: string[], env: Record<string, string> = {}) => {
     const out = await new Deno.Command(DENO, {
       args: ["run", "-A", MAIN, "audit", ...args],
@@ -542,15 +552,18 @@ Deno.test("svcd audit verify: usage and setup errors exit 2 with a message", asy
   };
   const empty = moduleTempDir("audit-empty-");
   assert.deepEqual(await run(["bogus"]).then((r) => r.code), 2);
-  const none = await run(["verify", "--public-key", "/nonexistent.pem", "--dir", empty]);
-  assert.equal(none.code, 2);
+  const both = await run(["verify", "--audit-dir", empty, "audit.log.000001"]);
+  assert.equal(both.code, 2);
+  assert.match(both.err, /give --audit-dir or FILEs, not both/);
+  const none = await run(["verify", "--public-key", "/nonexistent.pem", "--audit-dir", empty]);
+  assert.equal(none.code, 1);
   assert.match(none.err, /no audit\.log\.NNNNNN files/);
   const { dir } = await fixture();
-  const noKey = await run(["verify", "--public-key", "/nonexistent.pem", "--dir", dir]);
-  assert.equal(noKey.code, 2);
+  const noKey = await run(["verify", "--public-key", "/nonexistent.pem", "--audit-dir", dir]);
+  assert.equal(noKey.code, 1);
   assert.match(noKey.err, /--public-key \/nonexistent\.pem cannot be read/);
-  const noPin = await run(["verify", "--dir", dir], { CREDENTIALS_DIRECTORY: empty });
-  assert.equal(noPin.code, 2);
+  const noPin = await run(["verify", "--audit-dir", dir], { CREDENTIALS_DIRECTORY: empty });
+  assert.equal(noPin.code, 1);
   assert.match(noPin.err, /svc-pin.*no login was attempted/);
 });
 

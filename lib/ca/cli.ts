@@ -35,85 +35,209 @@ import { caStatus } from "./status.ts";
 import { buildCrl, revokedFromIndex } from "./crl.ts";
 import { writeFileAtomic } from "./atomic.ts";
 import { pem } from "../der/mod.ts";
+import {
+  type CommandGroup,
+  commandHelp,
+  groupHelp,
+  parseArgsOptions,
+  strayOption,
+} from "../cli/options.ts";
+import { EXIT } from "../cli/exit.ts";
 
 const DAY_MS = 86_400_000;
 /** Default lifetimes in days. */
 export const DEFAULT_DAYS = { ca: 3650, client: 365, responder: 365, crl: 7 } as const;
 
-const COMMON_HELP = `common options:
-  --ca-dir DIR    the CA folder (default ${DEFAULT_CA_DIR})
-  --module PATH   PKCS#11 module (default ${DEFAULT_MODULE})
-  --token LABEL   token label (default ${DEFAULT_TOKEN_LABEL})
-  --credential FILE  commands that sign (init, issue, responder, crl, status) log in with the PIN
-                  in this encrypted credential (/etc/svcd/svc-pin.cred), decrypted into memory
-                  by systemd-creds (root); without it, with $CREDENTIALS_DIRECTORY/svc-pin
-  --user NAME     run as root, make the token calls as this user (the daemon's, svcd), as svcd
-                  token does; the CA folder and --out files are still written as root`;
+const SIGNING_COMMANDS = ["init", "issue", "responder", "crl", "status"] as const;
 
-const HELP: Record<string, string> = {
-  init: `usage: svcd ca init --key-label L [--key-type TYPE] [--subject DN] [--days N]
-
-Makes a self-signed CA certificate over the token key L and the CA folder around it (ca.pem,
-ca.json, index.txt, index.txt.attr, serial, certs/). With --key-type the key is generated first
-(TYPE: ${KEY_TYPE_NAMES.join(", ")}); without it, L must exist.
-  --subject DN    RFC 4514, most specific first (default "CN=svcd CA")
-  --days N        validity (default ${DEFAULT_DAYS.ca})`,
-  issue:
-    `usage: svcd ca issue (--csr FILE | --pubkey FILE --subject DN) [--grant LABEL]... [--days N] [--out FILE]
-
-Issues a client certificate for the proxy (EKU clientAuth) from a PKCS#10 request (PEM or DER; its
-self-signature is checked) or a public key (PEM "PUBLIC KEY" or DER SPKI). Prints the subject as
-nginx's $ssl_client_s_dn writes it and the policy line(s) to add. Records it in index.txt.
-  --subject DN    RFC 4514 (the form nginx writes); with --csr it replaces the request's subject
-  --grant LABEL   key label the client may use: printed as a policy line (repeatable)
-  --days N        validity (default ${DEFAULT_DAYS.client}; never past the CA's own expiry)
-  --out FILE      also write the certificate (PEM) there`,
-  responder: `usage: svcd ca responder --key-label L [--subject DN] [--days N] [--out FILE]
-
-Issues a delegated OCSP responder certificate (EKU OCSPSigning, id-pkix-ocsp-nocheck) for the
-token key L (the daemon's --ocsp-label); writes it to responder.pem in the CA folder.
-  --subject DN    default "CN=svcd OCSP responder"
-  --days N        validity (default ${DEFAULT_DAYS.responder})`,
-  revoke: `usage: svcd ca revoke SERIAL --reason REASON
-
-Marks the certificate SERIAL (hex, as 'svcd ca list' shows it) revoked in index.txt (an atomic,
-fsynced rewrite; the daemon answers from it on its next query). REASON (RFC 5280): ${
-    revocableReasons().join(", ")
-  }.
-nginx learns of it only from a new CRL: run 'svcd ca crl' (with --out for nginx's copy), then
-'systemctl reload nginx'.`,
-  crl: `usage: svcd ca crl [--out FILE] [--days N]
-
-Signs a CRL (X.509 v2, RFC 5280) of every revoked certificate in index.txt with the CA key:
-serial, revocation time and reason, authorityKeyIdentifier, and a cRLNumber one above the last
-(kept in crlnumber). Writes crl.pem in the CA folder (atomically) and FILE if given; this is
-nginx's ssl_crl. Run it after every 'svcd ca revoke' and before nextUpdate (cron), then reload
-nginx: an expired CRL makes nginx refuse every client of this CA.
-  --days N        nextUpdate = now + N days (default ${DEFAULT_DAYS.crl})
-  --out FILE      also write the CRL (PEM) there`,
-  status: `usage: svcd ca status CERT [--ocsp-label L]
-
-Asks the OCSP core the daemon uses about the certificate in file CERT (PEM or DER), with the
-daemon's request matching and response assembly, signed by the CA key or by L (its
-responder.pem must be the certificate of L). Prints good, revoked (time, reason) or unknown.`,
-  list: `usage: svcd ca list
-
-The index as a table: status, serial, expiry, revocation time and reason, subject.`,
+/** `svcd ca`: its commands and the one table of their options. */
+export const CA_COMMAND: CommandGroup = {
+  name: "ca",
+  summary: "the CA over a token key: client and OCSP responder certificates, revocation, CRL",
+  usage: ["svcd ca COMMAND [options]"],
+  description: "Certificates are signed by the token (the CA key never leaves it); the CA folder " +
+    "is openssl ca-compatible.",
+  commands: [
+    {
+      name: "init",
+      synopsis: "--key-label LABEL [--key-type TYPE] [--subject DN] [--days N]",
+      summary: "self-signed CA certificate over a token key; makes the CA folder",
+      description: "Makes a self-signed CA certificate over the token key LABEL and the CA " +
+        "folder around it (ca.pem, ca.json, index.txt, index.txt.attr, serial, certs/). With " +
+        "--key-type the key is generated first; without it, LABEL must exist.",
+    },
+    {
+      name: "issue",
+      synopsis: "(--csr FILE | --public-key FILE --subject DN) [--grant LABEL]… [--days N] " +
+        "[--out FILE]",
+      summary: "client certificate for the proxy from a CSR or a public key",
+      description: "Issues a client certificate for the proxy (EKU clientAuth) from a PKCS#10 " +
+        "request (PEM or DER; its self-signature is checked) or a public key (PEM PUBLIC KEY or " +
+        "DER SPKI). Prints the subject as nginx's $ssl_client_s_dn writes it and the policy " +
+        "line(s) to add. Records it in index.txt.",
+    },
+    {
+      name: "responder",
+      synopsis: "--key-label LABEL [--subject DN] [--days N] [--out FILE]",
+      summary: "delegated OCSP responder certificate for a token key",
+      description: "Issues a delegated OCSP responder certificate (EKU OCSPSigning, " +
+        "id-pkix-ocsp-nocheck) for the token key LABEL (the daemon's --ocsp-label); writes it " +
+        "to responder.pem in the CA folder.",
+    },
+    {
+      name: "revoke",
+      synopsis: "SERIAL --reason REASON",
+      summary: "revoke a certificate by serial (index.txt)",
+      description: "Marks the certificate SERIAL (hex, as 'svcd ca list' shows it) revoked in " +
+        "index.txt (an atomic, fsynced rewrite; the daemon answers from it on its next query). " +
+        "nginx learns of it only from a new CRL: run 'svcd ca crl' (with --out for nginx's " +
+        "copy), then 'systemctl reload nginx'.",
+    },
+    {
+      name: "crl",
+      synopsis: "[--out FILE] [--days N]",
+      summary: "sign the CRL of the revoked certificates (nginx's ssl_crl)",
+      description: "Signs a CRL (X.509 v2, RFC 5280) of every revoked certificate in index.txt " +
+        "with the CA key: serial, revocation time and reason, authorityKeyIdentifier, and a " +
+        "cRLNumber one above the last (kept in crlnumber). Writes crl.pem in the CA folder " +
+        "(atomically) and FILE if given; this is nginx's ssl_crl. Run it after every " +
+        "'svcd ca revoke' and before nextUpdate (cron), then reload nginx: an expired CRL makes " +
+        "nginx refuse every client of this CA.",
+    },
+    {
+      name: "status",
+      synopsis: "CERT [--ocsp-label LABEL]",
+      summary: "OCSP status of a certificate, answered by the daemon's OCSP core",
+      description: "Asks the OCSP core the daemon uses about the certificate in file CERT (PEM " +
+        "or DER), with the daemon's request matching and response assembly, signed by the CA " +
+        "key or by LABEL (its responder.pem must be the certificate of LABEL). Prints good, " +
+        "revoked (time, reason) or unknown.",
+    },
+    {
+      name: "list",
+      synopsis: "",
+      summary: "the index as a table: status, serial, expiry, revocation time and reason, " +
+        "subject",
+    },
+  ],
+  options: [
+    {
+      flag: "key-label",
+      value: "LABEL",
+      commands: ["init", "responder"],
+      group: "command",
+      help: "the token key: the CA's (init) or the OCSP responder's (responder)",
+    },
+    {
+      flag: "key-type",
+      value: "TYPE",
+      commands: ["init"],
+      group: "command",
+      help: `generate the CA key first, of this type: ${KEY_TYPE_NAMES.join(", ")}`,
+    },
+    {
+      flag: "subject",
+      value: "DN",
+      commands: ["init", "issue", "responder"],
+      group: "command",
+      help: 'RFC 4514, most specific first, the form nginx writes (default: init "CN=svcd ' +
+        'CA", responder "CN=svcd OCSP responder"; issue: the request\'s, required with ' +
+        "--public-key)",
+    },
+    {
+      flag: "days",
+      value: "N",
+      commands: ["init", "issue", "responder", "crl"],
+      group: "command",
+      help: `validity in days (default: ${DEFAULT_DAYS.ca} for init, ${DEFAULT_DAYS.client} for ` +
+        `a client, ${DEFAULT_DAYS.responder} for a responder, never past the CA's own expiry; ` +
+        `crl: nextUpdate is now + ${DEFAULT_DAYS.crl} days)`,
+    },
+    {
+      flag: "csr",
+      value: "FILE",
+      commands: ["issue"],
+      group: "command",
+      help: "PKCS#10 request (PEM or DER) to certify",
+    },
+    {
+      flag: "public-key",
+      value: "FILE",
+      commands: ["issue"],
+      group: "command",
+      help: "public key to certify (PEM PUBLIC KEY or DER SPKI), with --subject",
+    },
+    {
+      flag: "grant",
+      value: "LABEL",
+      multiple: true,
+      commands: ["issue"],
+      group: "command",
+      help: "key label the client may use: printed as a policy line (repeatable)",
+    },
+    {
+      flag: "out",
+      value: "FILE",
+      commands: ["issue", "responder", "crl"],
+      group: "command",
+      help: "also write the certificate or CRL (PEM) there",
+    },
+    {
+      flag: "reason",
+      value: "REASON",
+      commands: ["revoke"],
+      group: "command",
+      help: `RFC 5280 reason: ${revocableReasons().join(", ")}`,
+    },
+    {
+      flag: "ocsp-label",
+      value: "LABEL",
+      commands: ["status"],
+      group: "command",
+      help: "the responder key that signs the answer (default: the CA key)",
+    },
+    {
+      flag: "ca-dir",
+      value: "DIR",
+      default: DEFAULT_CA_DIR,
+      group: "common",
+      help: "the CA folder",
+    },
+    {
+      flag: "module",
+      value: "PATH",
+      default: DEFAULT_MODULE,
+      group: "common",
+      help: "PKCS#11 module",
+    },
+    {
+      flag: "token",
+      value: "LABEL",
+      default: DEFAULT_TOKEN_LABEL,
+      group: "common",
+      help: "token label",
+    },
+    {
+      flag: "credential",
+      value: "FILE",
+      group: "common",
+      help: `the commands that sign (${SIGNING_COMMANDS.join(", ")}) log in with the PIN in ` +
+        "this encrypted credential (/etc/svcd/svc-pin.cred), decrypted into memory by " +
+        "systemd-creds (needs root); without it, $CREDENTIALS_DIRECTORY/svc-pin is read",
+    },
+    {
+      flag: "user",
+      value: "NAME",
+      group: "common",
+      help: "run as root, make the token calls as this user (the daemon's, svcd), as svcd token " +
+        "does; the CA folder and --out files are still written as root",
+    },
+  ],
+  groups: [
+    { id: "command", title: "command options" },
+    { id: "common", title: "common options" },
+  ],
 };
-
-const USAGE = `usage: svcd ca <command> [options]
-
-commands:
-  init        self-signed CA certificate over a token key; makes the CA folder
-  issue       client certificate for the proxy from a CSR or a public key
-  responder   delegated OCSP responder certificate for a token key
-  revoke      revoke a certificate by serial (index.txt)
-  crl         sign the CRL of the revoked certificates (nginx's ssl_crl)
-  status      OCSP status of a certificate, answered by the daemon's OCSP core
-  list        the index as a table
-Each command has --help.
-
-${COMMON_HELP}`;
 
 type Values = Record<string, string | string[] | boolean | undefined>;
 
@@ -132,13 +256,13 @@ function revocableReasons(): string[] {
 /** Runs `svcd ca <args>`; returns the exit code. Example: `await runCaCommand(["list"])`. */
 export async function runCaCommand(args: string[]): Promise<number> {
   const [command, ...rest] = args;
-  if (command === undefined || command === "-h" || command === "--help" || command === "help") {
-    console.log(USAGE);
-    return command === undefined ? 2 : 0;
+  if (command === undefined) return usage(undefined, "no command");
+  if (command === "-h" || command === "--help" || command === "help") {
+    console.log(groupHelp(CA_COMMAND));
+    return EXIT.ok;
   }
-  if (!Object.hasOwn(HELP, command)) {
-    console.error(`svcd ca: unknown command '${command}'\n\n${USAGE}`);
-    return 2;
+  if (!CA_COMMAND.commands.some((c) => c.name === command)) {
+    return usage(undefined, `unknown command '${command}'`);
   }
   let values: Values, positionals: string[];
   try {
@@ -146,32 +270,17 @@ export async function runCaCommand(args: string[]): Promise<number> {
       args: rest,
       strict: true,
       allowPositionals: true,
-      options: {
-        "ca-dir": { type: "string" },
-        module: { type: "string" },
-        token: { type: "string" },
-        "key-label": { type: "string" },
-        "key-type": { type: "string" },
-        subject: { type: "string" },
-        days: { type: "string" },
-        csr: { type: "string" },
-        pubkey: { type: "string" },
-        grant: { type: "string", multiple: true },
-        out: { type: "string" },
-        reason: { type: "string" },
-        "ocsp-label": { type: "string" },
-        credential: { type: "string" },
-        user: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    }));
+      options: parseArgsOptions(CA_COMMAND.options),
+    }) as { values: Values; positionals: string[] });
   } catch (err) {
     return usage(command, (err as Error).message);
   }
   if (values.help) {
-    console.log(`${HELP[command]}\n\n${COMMON_HELP}`);
-    return 0;
+    console.log(commandHelp(CA_COMMAND, command));
+    return EXIT.ok;
   }
+  const stray = strayOption(CA_COMMAND, command, values);
+  if (stray) return usage(command, `--${stray} does not apply to '${command}'`);
   const ctx: Context = {
     dir: str(values["ca-dir"]) ?? DEFAULT_CA_DIR,
     common: {
@@ -208,7 +317,7 @@ export async function runCaCommand(args: string[]): Promise<number> {
   } catch (err) {
     if (err instanceof UsageError) return usage(command, err.message);
     console.error(`svcd ca ${command}: ${err instanceof Error ? err.message : String(err)}`);
-    return 1;
+    return EXIT.failed;
   }
 }
 
@@ -225,9 +334,11 @@ function str(v: string | string[] | boolean | undefined): string | undefined {
   return typeof v === "string" ? v : undefined;
 }
 
-function usage(command: string, message: string): number {
-  console.error(`svcd ca ${command}: ${message}\n\n${HELP[command] ?? USAGE}`);
-  return 2;
+/** A usage mistake: the message, then where the help is; exit 2. */
+function usage(command: string | undefined, message: string): number {
+  const where = command ? `svcd ca ${command}` : "svcd ca";
+  console.error(`${where}: ${message}\nsee '${where} --help'`);
+  return EXIT.usage;
 }
 
 function required(ctx: Context, name: string): string {
@@ -362,12 +473,12 @@ async function init(ctx: Context): Promise<number> {
   return 0;
 }
 
-/** What is certified: subject and SPKI, from --csr or --pubkey. */
+/** What is certified: subject and SPKI, from --csr or --public-key. */
 async function subjectAndKey(ctx: Context) {
-  const csr = str(ctx.values.csr), pubkey = str(ctx.values.pubkey);
+  const csr = str(ctx.values.csr), pubkey = str(ctx.values["public-key"]);
   const subjectText = str(ctx.values.subject);
-  if (!csr === !pubkey) throw new UsageError("give exactly one of --csr FILE or --pubkey FILE");
-  if (pubkey && !subjectText) throw new UsageError("--pubkey needs --subject DN");
+  if (!csr === !pubkey) throw new UsageError("give exactly one of --csr FILE or --public-key FILE");
+  if (pubkey && !subjectText) throw new UsageError("--public-key needs --subject DN");
   if (csr) {
     const request = await readRequest(await Deno.readFile(csr));
     ctx.say(`request ${csr}: self-signature verified`);

@@ -22,38 +22,130 @@ import {
 } from "./settings.ts";
 import { isSignatureFormat, SIGNATURE_FORMATS, type SignatureFormat } from "./format.ts";
 import { listKeys, type Print, signFiles, verifyFile } from "./commands.ts";
+import {
+  type CommandGroup,
+  commandHelp,
+  groupHelp,
+  parseArgsOptions,
+  strayOption,
+} from "../cli/options.ts";
+import { EXIT } from "../cli/exit.ts";
 
-const USAGE = `usage: svcd client <command> [options]
-
-commands:
-  keys [--out-dir DIR]
-        your keys: label, type and the digest modes svcd takes for each; with --out-dir,
-        each public key as DIR/LABEL.pem
-  sign --key-label L [--out SIG] [--format raw|der|base64] FILE…
-        sign each FILE into FILE.sig (or --out for one FILE). The file is hashed here, as it is
-        read, and only its digest is sent where the key type has a digest mode (ECDSA, RSA-PSS;
-        ML-DSA sends mu); otherwise the file itself is sent, and a file larger than --max-body is
-        refused before anything is sent. Each signature is verified here with the key's public
-        key before it is written: one that does not verify is never written (exit 1).
-        --format: raw (default; ECDSA as r||s), der (ECDSA only: the X9.62 form openssl
-        takes), base64 (of raw)
-  verify --key-label L [--remote] [--format raw|der|base64] FILE SIG
-        exit 0 when SIG is the key's valid signature of FILE, 1 when not (as openssl dgst
-        -verify); checked here with the public key, or by svcd's /verify with --remote
-
-connection (flags, else the environment):
-  --addr URL          https://HOST[:PORT] of svcd's proxy (SVCD_ADDR)
-  --ca-cert FILE      PEM CA that issued the proxy's server certificate (SVCD_CACERT)
-  --client-cert FILE  your PEM client certificate (SVCD_CLIENT_CERT)
-  --client-key FILE   its PEM private key (SVCD_CLIENT_KEY)
-  --retries N         how often a 429 or 503 is retried after its Retry-After (default
-                      ${DEFAULT_RETRIES})
-  --max-body BYTES    the largest file sent whole: svcd's --max-body (default ${DEFAULT_MAX_BODY})
-  --insecure-http     allow --addr http://… or unix:/PATH without TLS (tests on one host only)
-
-exit codes: 0 done (verify: valid), 1 failed (verify: not valid; the message says why and what
-to do), 2 usage.
-`;
+/** `svcd client`: its commands and the one table of their options. */
+export const CLIENT_COMMAND: CommandGroup = {
+  name: "client",
+  summary: "sign and verify files through svcd's proxy with a client certificate",
+  usage: ["svcd client COMMAND [options]"],
+  commands: [
+    {
+      name: "keys",
+      synopsis: "[--out-dir DIR]",
+      summary: "your keys: label, type and the digest modes svcd takes for each; with " +
+        "--out-dir, each public key as DIR/LABEL.pem",
+    },
+    {
+      name: "sign",
+      synopsis: "--key-label LABEL [--out FILE] [--format FORMAT] FILE…",
+      summary: "sign each FILE into FILE.sig (or --out for one FILE). The file is hashed here, " +
+        "as it is read, and only its digest is sent where the key type has a digest mode " +
+        "(ECDSA, RSA-PSS; ML-DSA sends mu); otherwise the file itself is sent, and a file " +
+        "larger than --max-body is refused before anything is sent. Each signature is verified " +
+        "here with the key's public key before it is written: one that does not verify is " +
+        "never written (exit 1)",
+    },
+    {
+      name: "verify",
+      synopsis: "--key-label LABEL [--remote] [--format FORMAT] FILE SIG",
+      summary: "exit 0 when SIG is the key's valid signature of FILE, 1 when not (as openssl " +
+        "dgst -verify); checked here with the public key, or by svcd's /verify with --remote",
+    },
+  ],
+  options: [
+    {
+      flag: "key-label",
+      value: "LABEL",
+      commands: ["sign", "verify"],
+      group: "command",
+      help: "the key to use ('svcd client keys' lists yours)",
+    },
+    {
+      flag: "out",
+      value: "FILE",
+      commands: ["sign"],
+      group: "command",
+      help: "write the signature there (one FILE only; default FILE.sig)",
+    },
+    {
+      flag: "out-dir",
+      value: "DIR",
+      commands: ["keys"],
+      group: "command",
+      help: "write each public key as DIR/LABEL.pem",
+    },
+    {
+      flag: "format",
+      value: "FORMAT",
+      default: "raw",
+      commands: ["sign", "verify"],
+      group: "command",
+      help: "raw (ECDSA as r||s), der (ECDSA only: the X9.62 form openssl takes), or base64 " +
+        "(of raw)",
+    },
+    {
+      flag: "remote",
+      commands: ["verify"],
+      group: "command",
+      help: "have svcd's /verify check the signature instead of checking it here",
+    },
+    {
+      flag: "addr",
+      value: "URL",
+      group: "connection",
+      help: "https://HOST[:PORT] of svcd's proxy (default $SVCD_ADDR)",
+    },
+    {
+      flag: "ca-cert",
+      value: "FILE",
+      group: "connection",
+      help: "PEM CA that issued the proxy's server certificate (default $SVCD_CACERT)",
+    },
+    {
+      flag: "client-cert",
+      value: "FILE",
+      group: "connection",
+      help: "your PEM client certificate (default $SVCD_CLIENT_CERT)",
+    },
+    {
+      flag: "client-key",
+      value: "FILE",
+      group: "connection",
+      help: "its PEM private key (default $SVCD_CLIENT_KEY)",
+    },
+    {
+      flag: "retries",
+      value: "N",
+      default: String(DEFAULT_RETRIES),
+      group: "connection",
+      help: "how often a 429 or 503 is retried after its Retry-After",
+    },
+    {
+      flag: "max-body",
+      value: "BYTES",
+      default: String(DEFAULT_MAX_BODY),
+      group: "connection",
+      help: "the largest file sent whole: svcd's --max-body",
+    },
+    {
+      flag: "insecure-http",
+      group: "connection",
+      help: "allow --addr http://… or unix:/PATH without TLS (tests on one host only)",
+    },
+  ],
+  groups: [
+    { id: "command", title: "command options" },
+    { id: "connection", title: "connection (flags, else the environment)" },
+  ],
+};
 
 /** Test seams: where lines go, the environment, how a Retry-After is waited out. */
 export interface ClientIo {
@@ -74,11 +166,12 @@ type Values = Record<string, string | boolean | undefined>;
  */
 export async function runClientCommand(args: string[], io: ClientIo = {}): Promise<number> {
   const [command, ...rest] = args;
-  if (command === undefined || command === "-h" || command === "--help" || command === "help") {
-    console.log(USAGE);
-    return command === undefined ? 2 : 0;
+  if (command === undefined) return usageError("no command");
+  if (command === "-h" || command === "--help" || command === "help") {
+    console.log(groupHelp(CLIENT_COMMAND));
+    return EXIT.ok;
   }
-  if (!["keys", "sign", "verify"].includes(command)) {
+  if (!CLIENT_COMMAND.commands.some((c) => c.name === command)) {
     return usageError(`unknown command '${command}'`);
   }
   let parsed;
@@ -87,41 +180,28 @@ export async function runClientCommand(args: string[], io: ClientIo = {}): Promi
       args: rest,
       strict: true,
       allowPositionals: true,
-      options: {
-        addr: { type: "string" },
-        "ca-cert": { type: "string" },
-        "client-cert": { type: "string" },
-        "client-key": { type: "string" },
-        "insecure-http": { type: "boolean" },
-        retries: { type: "string" },
-        "max-body": { type: "string" },
-        "key-label": { type: "string" },
-        out: { type: "string" },
-        "out-dir": { type: "string" },
-        format: { type: "string" },
-        remote: { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
+      options: parseArgsOptions(CLIENT_COMMAND.options),
     });
   } catch (err) {
     return usageError((err as Error).message);
   }
   if (parsed.values.help) {
-    console.log(USAGE);
-    return 0;
+    console.log(commandHelp(CLIENT_COMMAND, command));
+    return EXIT.ok;
   }
   const print = io.print ?? ((line: string) => console.log(line));
   let conn: SvcdConnection | undefined;
   try {
-    const job = checkCommand(command, parsed.values, parsed.positionals);
-    const settings = resolveSettings(parsed.values, io.env ?? clientEnvironment());
+    const values = parsed.values as Values;
+    const job = checkCommand(command, values, parsed.positionals);
+    const settings = resolveSettings(values, io.env ?? clientEnvironment());
     conn = await SvcdConnection.open(settings, io.wait);
     return await job(conn, settings, print);
   } catch (err) {
     if (err instanceof ClientError) {
       if (err.usage) return usageError(err.message);
       console.error(`svcd client ${command}: ${err.message}`);
-      return 1;
+      return EXIT.failed;
     }
     if (err instanceof Deno.errors.NotCapable) {
       console.error(`svcd client ${command}: ${err.message.split("\n")[0]}: ${NOT_CAPABLE_HINT}`);
@@ -137,16 +217,12 @@ type Job = (conn: SvcdConnection, settings: Settings, print: Print) => Promise<n
 
 /** The command's own options, checked before anything is read or sent. */
 function checkCommand(command: string, values: Values, positionals: string[]): Job {
-  const only = (allowed: string[]) => {
-    for (const flag of ["key-label", "out", "out-dir", "format", "remote"]) {
-      if (values[flag] !== undefined && !allowed.includes(flag)) {
-        throw new ClientError(`--${flag} does not apply to '${command}'`, { usage: true });
-      }
-    }
-  };
+  const stray = strayOption(CLIENT_COMMAND, command, values);
+  if (stray !== undefined) {
+    throw new ClientError(`--${stray} does not apply to '${command}'`, { usage: true });
+  }
   switch (command) {
     case "keys": {
-      only(["out-dir"]);
       if (positionals.length > 0) throw usage(`keys takes no FILE ('${positionals[0]}')`);
       const outDir = values["out-dir"] as string | undefined;
       return async (conn, _settings, print) => {
@@ -155,7 +231,6 @@ function checkCommand(command: string, values: Values, positionals: string[]): J
       };
     }
     case "sign": {
-      only(["key-label", "out", "format"]);
       const keyLabel = needKeyLabel(values);
       const format = formatOf(values);
       if (positionals.length === 0) throw usage("sign needs at least one FILE");
@@ -171,7 +246,6 @@ function checkCommand(command: string, values: Values, positionals: string[]): J
       };
     }
     default: {
-      only(["key-label", "format", "remote"]);
       const keyLabel = needKeyLabel(values);
       const format = formatOf(values);
       if (positionals.length !== 2) throw usage("verify needs FILE and SIG");
@@ -211,9 +285,10 @@ function usage(message: string): ClientError {
   return new ClientError(message, { usage: true });
 }
 
+/** A usage mistake: the message, then where the help is; exit 2. */
 function usageError(message: string): number {
-  console.error(`svcd client: ${message}\n\n${USAGE}`);
-  return 2;
+  console.error(`svcd client: ${message}\nsee 'svcd client --help'`);
+  return EXIT.usage;
 }
 
 /**

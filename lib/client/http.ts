@@ -109,11 +109,11 @@ async function httpClient(endpoint: Endpoint): Promise<Deno.HttpClient | undefin
   // fetch over a UNIX socket speaks to it as to a proxy (absolute-form request targets), which
   // svcd does not take: that path has its own exchange below.
   if (endpoint.kind === "unix") return undefined;
-  const [caCert, cert, key] = await Promise.all([
-    readPem(endpoint.caCert, "--ca-cert", "SVCD_CACERT"),
-    readPem(endpoint.clientCert, "--client-cert", "SVCD_CLIENT_CERT"),
-    readPem(endpoint.clientKey, "--client-key", "SVCD_CLIENT_KEY"),
-  ]);
+  // One after the other: when several files are missing, the message names the first of them,
+  // always the same one (Promise.all would name whichever read failed first).
+  const caCert = await readPem(endpoint.caCert, "--ca-cert", "SVCD_CACERT");
+  const cert = await readPem(endpoint.clientCert, "--client-cert", "SVCD_CLIENT_CERT");
+  const key = await readPem(endpoint.clientKey, "--client-key", "SVCD_CLIENT_KEY");
   try {
     // HTTP/1.1 only: the proxy closes nothing between requests, so a command reuses its TLS
     // connection for every file.

@@ -3,8 +3,8 @@
  *
  * @example
  * ```sh
- * deno task svcd token init --label svcd --credential-out /etc/svcd/svc-pin.cred
- * CREDENTIALS_DIRECTORY=/run/creds deno task svcd token keygen --label web --type ed25519
+ * deno task svcd token init --token svcd --credential-out /etc/svcd/svc-pin.cred
+ * CREDENTIALS_DIRECTORY=/run/creds deno task svcd token keygen --key-label web --key-type ed25519
  * ```
  */
 import { parseArgs } from "node:util";
@@ -21,40 +21,137 @@ import { pem } from "../der/mod.ts";
 import { loadPin, type PinSource } from "./credential.ts";
 import { asUser, isRoot } from "./run_as.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
+import {
+  type CommandGroup,
+  commandHelp,
+  groupHelp,
+  parseArgsOptions,
+  strayOption,
+} from "../cli/options.ts";
+import { EXIT } from "../cli/exit.ts";
 
-const USAGE = `usage: svcd token <command> [options]
-
-commands:
-  init --label LABEL (--credential-out FILE | --plain-credential-dir DIR)
-        initialise a token; PINs are generated and never shown; the user PIN goes only into the
-        encrypted credential svc-pin (systemd-creds), or DIR/svc-pin (mode 0400) for tests/demos;
-        creates the audit keys ${AUDIT_MAC_LABEL} and ${AUDIT_SIGN_LABEL}
-  keygen --label K --type TYPE [--label K2 --type TYPE2 …]
-        generate key pairs (private key sensitive, not extractable); TYPE is one of
-        ${KEY_TYPE_NAMES.join(", ")}; exits 3 if the module does not offer one of them
-  list  keys with label, type, mechanism and SHA-256 fingerprint of the public key
-  selftest
-        sign a fresh random message with every key, verify it in the module and independently;
-        exits non-zero if any check fails
-  pubkey --label K [--out FILE]
-        the public key as PEM (SubjectPublicKeyInfo)
-  rotate-pin --credential FILE
-        a new user PIN (never shown), set on the token with the old one from FILE, then FILE
-        replaced by the new encrypted credential; restart the daemon afterwards
-
-common options:
-  --module PATH       PKCS#11 module (default ${DEFAULT_MODULE})
-  --token LABEL       token label (default ${DEFAULT_TOKEN_LABEL})
-  --credential FILE   keygen, list, selftest, pubkey: log in with the PIN in this encrypted
-                      credential (/etc/svcd/svc-pin.cred), decrypted into memory by systemd-creds
-                      (needs root); without it, $CREDENTIALS_DIRECTORY/svc-pin is read
-  --user NAME         run as root, do the token work as this user (the daemon's, svcd), so the
-                      module's files stay the daemon's; systemd-creds still runs as root
-
-On a host set up from the Debian package (see /usr/share/doc/svcd/operations.md):
-  svcd token init --label svcd --credential-out /etc/svcd/svc-pin.cred --user svcd
-  svcd token keygen --label web --type ec-p256 --credential /etc/svcd/svc-pin.cred --user svcd
-`;
+/** `svcd token`: its commands and the one table of their options. */
+export const TOKEN_COMMAND: CommandGroup = {
+  name: "token",
+  summary: "operator tooling for the token: initialise, generate keys, list, test, rotate the PIN",
+  usage: ["svcd token COMMAND [options]"],
+  commands: [
+    {
+      name: "init",
+      synopsis: "[--token LABEL] (--credential-out FILE | --plain-credential-dir DIR)",
+      summary: "initialise a token; PINs are generated and never shown; the user PIN goes only " +
+        "into the encrypted credential svc-pin (systemd-creds), or DIR/svc-pin (mode 0400) for " +
+        `tests and demos; creates the audit keys ${AUDIT_MAC_LABEL} and ${AUDIT_SIGN_LABEL}`,
+    },
+    {
+      name: "keygen",
+      synopsis: "--key-label LABEL --key-type TYPE [--key-label LABEL --key-type TYPE]…",
+      summary: "generate key pairs (private key sensitive, not extractable); TYPE is one of " +
+        `${KEY_TYPE_NAMES.join(", ")}; exits 3 if the module does not offer one of them`,
+    },
+    {
+      name: "list",
+      synopsis: "",
+      summary: "keys with label, type, mechanism and SHA-256 fingerprint of the public key",
+    },
+    {
+      name: "selftest",
+      synopsis: "",
+      summary: "sign a fresh random message with every key, verify it in the module and " +
+        "independently; exits 1 if any check fails",
+    },
+    {
+      name: "pubkey",
+      synopsis: "--key-label LABEL [--out FILE]",
+      summary: "the public key as PEM (SubjectPublicKeyInfo)",
+    },
+    {
+      name: "rotate-pin",
+      synopsis: "--credential FILE",
+      summary: "a new user PIN (never shown), set on the token with the old one from FILE, then " +
+        "FILE replaced by the new encrypted credential; restart the daemon afterwards",
+    },
+  ],
+  options: [
+    {
+      flag: "key-label",
+      value: "LABEL",
+      multiple: true,
+      commands: ["keygen", "pubkey"],
+      group: "command",
+      help: "the key's label (keygen: repeat with --key-type for several keys)",
+    },
+    {
+      flag: "key-type",
+      value: "TYPE",
+      multiple: true,
+      commands: ["keygen"],
+      group: "command",
+      help: `key type: ${KEY_TYPE_NAMES.join(", ")}`,
+    },
+    {
+      flag: "credential-out",
+      value: "FILE",
+      commands: ["init"],
+      group: "command",
+      help: "write the user PIN into this encrypted credential (systemd-creds, needs root)",
+    },
+    {
+      flag: "plain-credential-dir",
+      value: "DIR",
+      commands: ["init"],
+      group: "command",
+      help: "write the user PIN into DIR/svc-pin, mode 0400, unencrypted (tests and demos only)",
+    },
+    {
+      flag: "out",
+      value: "FILE",
+      commands: ["pubkey"],
+      group: "command",
+      help: "write the PEM there instead of to stdout",
+    },
+    {
+      flag: "module",
+      value: "PATH",
+      default: DEFAULT_MODULE,
+      group: "common",
+      help: "PKCS#11 module",
+    },
+    {
+      flag: "token",
+      value: "LABEL",
+      default: DEFAULT_TOKEN_LABEL,
+      group: "common",
+      help: "token label (init: the label the new token gets)",
+    },
+    {
+      flag: "credential",
+      value: "FILE",
+      commands: ["keygen", "list", "selftest", "pubkey", "rotate-pin"],
+      group: "common",
+      help: "log in with the PIN in this encrypted credential (/etc/svcd/svc-pin.cred), " +
+        "decrypted into memory by systemd-creds (needs root); without it, " +
+        "$CREDENTIALS_DIRECTORY/svc-pin is read",
+    },
+    {
+      flag: "user",
+      value: "NAME",
+      group: "common",
+      help: "run as root, do the token work as this user (the daemon's, svcd), so the module's " +
+        "files stay the daemon's; systemd-creds still runs as root",
+    },
+  ],
+  groups: [
+    { id: "command", title: "command options" },
+    { id: "common", title: "common options" },
+  ],
+  notes: "On a host set up from the Debian package (see " +
+    "/usr/share/doc/svcd/operations.md):\n\n" +
+    "  svcd token init --token svcd \\\n" +
+    "    --credential-out /etc/svcd/svc-pin.cred --user svcd\n" +
+    "  svcd token keygen --key-label web --key-type ec-p256 \\\n" +
+    "    --credential /etc/svcd/svc-pin.cred --user svcd",
+};
 
 /** Which module and token a command works on (--module, --token). */
 export interface Common {
@@ -71,9 +168,13 @@ type Values = Record<string, string | string[] | boolean | undefined>;
 /** Runs `svcd token <args>`; returns the exit code. Example: `await runTokenCommand(["list"])`. */
 export async function runTokenCommand(args: string[]): Promise<number> {
   const [command, ...rest] = args;
-  if (command === undefined || command === "-h" || command === "--help" || command === "help") {
-    console.log(USAGE);
-    return command === undefined ? 2 : 0;
+  if (command === undefined) return usageError("no command");
+  if (command === "-h" || command === "--help" || command === "help") {
+    console.log(groupHelp(TOKEN_COMMAND));
+    return EXIT.ok;
+  }
+  if (!TOKEN_COMMAND.commands.some((c) => c.name === command)) {
+    return usageError(`unknown command '${command}'`);
   }
   let values: Values;
   try {
@@ -81,26 +182,17 @@ export async function runTokenCommand(args: string[]): Promise<number> {
       args: rest,
       strict: true,
       allowPositionals: false,
-      options: {
-        module: { type: "string" },
-        token: { type: "string" },
-        label: { type: "string", multiple: true },
-        type: { type: "string", multiple: true },
-        "credential-out": { type: "string" },
-        "plain-credential-dir": { type: "string" },
-        credential: { type: "string" },
-        user: { type: "string" },
-        out: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    }).values;
+      options: parseArgsOptions(TOKEN_COMMAND.options),
+    }).values as Values;
   } catch (err) {
-    return usageError((err as Error).message);
+    return usageError((err as Error).message, command);
   }
   if (values.help) {
-    console.log(USAGE);
-    return 0;
+    console.log(commandHelp(TOKEN_COMMAND, command));
+    return EXIT.ok;
   }
+  const stray = strayOption(TOKEN_COMMAND, command, values);
+  if (stray) return usageError(`--${stray} does not apply to '${command}'`, command);
   const credential = str(values.credential);
   const common: Common = {
     modulePath: str(values.module) ?? DEFAULT_MODULE,
@@ -126,14 +218,12 @@ export async function runTokenCommand(args: string[]): Promise<number> {
         return await selftest(common);
       case "pubkey":
         return await pubkey(common, values);
-      case "rotate-pin":
-        return await rotatePin(common);
       default:
-        return usageError(`unknown command '${command}'`);
+        return await rotatePin(common);
     }
   } catch (err) {
     console.error(`svcd token ${command}: ${describe(err)}`);
-    return 1;
+    return EXIT.failed;
   }
 }
 
@@ -143,11 +233,13 @@ function str(v: string | string[] | boolean | undefined): string | undefined {
 }
 
 /** Exit code of `keygen` when the module does not offer a requested type (the others are made). */
-export const EXIT_NOT_OFFERED = 3;
+export const EXIT_NOT_OFFERED = EXIT.notOffered;
 
-function usageError(message: string): number {
-  console.error(`svcd token: ${message}\n\n${USAGE}`);
-  return 2;
+/** A usage mistake: the message, then where the help is; exit 2. */
+function usageError(message: string, command?: string): number {
+  const where = command ? `svcd token ${command}` : "svcd token";
+  console.error(`${where}: ${message}\nsee '${where} --help'`);
+  return EXIT.usage;
 }
 
 function describe(err: unknown): string {
@@ -165,12 +257,13 @@ function progress(line: string): void {
 }
 
 async function init(common: Common, values: Values): Promise<number> {
-  const tokenLabel = str(values.label) ?? common.tokenLabel;
+  const tokenLabel = common.tokenLabel;
   const encryptedFile = str(values["credential-out"]);
   const plainDir = str(values["plain-credential-dir"]);
   if (!encryptedFile === !plainDir) {
     return usageError(
       "init needs exactly one of --credential-out FILE or --plain-credential-dir DIR",
+      "init",
     );
   }
   console.log(`svcd token init: token '${tokenLabel}' in ${common.modulePath}`);
@@ -227,14 +320,17 @@ export async function openLoggedIn(common: Common, pin?: Uint8Array): Promise<To
 }
 
 async function keygen(common: Common, values: Values): Promise<number> {
-  const labels = (values.label as string[] | undefined) ?? [];
-  const types = (values.type as string[] | undefined) ?? [];
+  const labels = (values["key-label"] as string[] | undefined) ?? [];
+  const types = (values["key-type"] as string[] | undefined) ?? [];
   if (labels.length === 0 || labels.length !== types.length) {
-    return usageError("keygen needs --label K --type TYPE (pairs may repeat, in order)");
+    return usageError(
+      "keygen needs --key-label LABEL --key-type TYPE (pairs may repeat, in order)",
+      "keygen",
+    );
   }
   const bad = types.find((t) => !isKeyTypeName(t));
   if (bad !== undefined) {
-    return usageError(`unknown key type '${bad}'; one of: ${KEY_TYPE_NAMES.join(", ")}`);
+    return usageError(`unknown key type '${bad}'; one of: ${KEY_TYPE_NAMES.join(", ")}`, "keygen");
   }
   return await withLoggedIn(common, async (token) => {
     let notOffered = 0;
@@ -343,8 +439,8 @@ async function checkMac(token: Token): Promise<string | undefined> {
 }
 
 async function pubkey(common: Common, values: Values): Promise<number> {
-  const label = str(values.label);
-  if (!label) return usageError("pubkey needs --label K");
+  const label = str(values["key-label"]);
+  if (!label) return usageError("pubkey needs --key-label LABEL", "pubkey");
   // A module may keep public objects private until login: have the PIN at hand if one is given
   // (decrypting needs root, so before switching to --user).
   const source = common.pin ?? {};
@@ -385,7 +481,10 @@ async function pubkey(common: Common, values: Values): Promise<number> {
 async function rotatePin(common: Common): Promise<number> {
   const source = common.pin ?? {};
   if (!("encryptedFile" in source)) {
-    return usageError("rotate-pin needs --credential FILE (the encrypted credential it replaces)");
+    return usageError(
+      "rotate-pin needs --credential FILE (the encrypted credential it replaces)",
+      "rotate-pin",
+    );
   }
   const file = source.encryptedFile;
   const staged = `${file}.new`;

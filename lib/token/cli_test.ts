@@ -100,7 +100,7 @@ Deno.test({
         "init",
         "--module",
         mod.path,
-        "--label",
+        "--token",
         "enc",
         "--credential-out",
         credFile,
@@ -145,7 +145,7 @@ Deno.test({
       const cred = `${dir}/svc-pin.cred`;
       const as = ["--module", mod.path, "--token", "ru", "--user", user];
       const init = await runTokenCli(
-        ["init", ...as, "--label", "ru", "--credential-out", cred],
+        ["init", ...as, "--token", "ru", "--credential-out", cred],
         mod.env,
       );
       assert.equal(init.code, 0, init.text);
@@ -157,7 +157,7 @@ Deno.test({
       }
 
       const gen = await runTokenCli(
-        ["keygen", ...as, "--credential", cred, "--label", "k", "--type", "ed25519"],
+        ["keygen", ...as, "--credential", cred, "--key-label", "k", "--key-type", "ed25519"],
         mod.env,
       );
       assert.equal(gen.code, 0, gen.text);
@@ -228,7 +228,7 @@ Deno.test({
             l.startsWith("svc") || t.keys.includes(l)
           )
         ) {
-          const out = await runTokenCli(["pubkey", ...common(t), "--label", label], env);
+          const out = await runTokenCli(["pubkey", ...common(t), "--key-label", label], env);
           assert.equal(out.code, 0, out.stderr);
           const spki = createPublicKey(out.stdout).export({ type: "spki", format: "der" });
           const expected = (await token.publicKey(label))!.publicKeySpki!;
@@ -237,13 +237,16 @@ Deno.test({
         const file = `${t.dir}/audit.pem`;
         assert.equal(
           (await runTokenCli(
-            ["pubkey", ...common(t), "--label", "svc-audit-sign", "--out", file],
+            ["pubkey", ...common(t), "--key-label", "svc-audit-sign", "--out", file],
             env,
           )).code,
           0,
         );
         assert.match(await Deno.readTextFile(file), /^-----BEGIN PUBLIC KEY-----\n/);
-        assert.equal((await runTokenCli(["pubkey", ...common(t), "--label", "nope"], env)).code, 1);
+        assert.equal(
+          (await runTokenCli(["pubkey", ...common(t), "--key-label", "nope"], env)).code,
+          1,
+        );
       } finally {
         token.close();
       }
@@ -261,15 +264,15 @@ Deno.test({
       const dup = await runTokenCli([
         "keygen",
         ...common(t),
-        "--label",
+        "--key-label",
         "k-ed",
-        "--type",
+        "--key-type",
         "ed25519",
       ], env);
       assert.equal(dup.code, 1);
       assert.match(dup.stderr, /already exists/);
       const bad = await runTokenCli(
-        ["keygen", ...common(t), "--label", "x", "--type", "dsa-1024"],
+        ["keygen", ...common(t), "--key-label", "x", "--key-type", "dsa-1024"],
         env,
       );
       assert.equal(bad.code, 2);
@@ -344,7 +347,7 @@ Deno.test({
         });
       }
       const cli = await runTokenCli(
-        ["keygen", ...common(t), "--label", "x", "--type", missing[0]],
+        ["keygen", ...common(t), "--key-label", "x", "--key-type", missing[0]],
         t.env,
       );
       assert.equal(cli.code, 3);

@@ -152,7 +152,7 @@ function initialiseSlot(
 ): number {
   if (findInitialisedSlot(mod, label) !== undefined) {
     throw new Error(
-      `a token labelled '${label}' is already initialised in ${mod.path}; choose another --label`,
+      `a token labelled '${label}' is already initialised in ${mod.path}; choose another --token`,
     );
   }
   const slot = listSlots(mod, true).find((s) =>

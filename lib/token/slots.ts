@@ -73,6 +73,6 @@ export function findSlotByLabel(mod: Pkcs11Module, label: string): number {
     `no initialised token labelled '${label}' in ${mod.path} (found: ${
       seen.map((l) => `'${l}'`).join(", ") || "none"
     }); ` +
-      `run 'svcd token init --label ${label}' or pass --token with the right label`,
+      `run 'svcd token init --token ${label}' or pass --token with the right label`,
   );
 }

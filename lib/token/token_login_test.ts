@@ -54,7 +54,7 @@ Deno.test({
       ) {
         for (const cmd of ["selftest", "list", "keygen"]) {
           const before = logins(made);
-          const extra = cmd === "keygen" ? ["--label", "x", "--type", "ec-p256"] : [];
+          const extra = cmd === "keygen" ? ["--key-label", "x", "--key-type", "ec-p256"] : [];
           const r = await cliInProcess([cmd, ...common(made), ...extra], {
             ...made.module.env,
             ...env,

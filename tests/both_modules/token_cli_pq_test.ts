@@ -26,7 +26,7 @@ Deno.test("token CLI: ML-DSA and composite keys through keygen, list and selftes
     const offered = token.module.name === "svcmod";
     for (const [label, type] of Object.entries(PQ)) {
       const r = await runTokenCli(
-        ["keygen", ...common, "--label", label, "--type", type],
+        ["keygen", ...common, "--key-label", label, "--key-type", type],
         token.env,
       );
       if (!offered) {

@@ -84,7 +84,7 @@ const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 
 /**
- * Runs `svcd audit verify --dir DIR` (one `--dir` per folder given) against a test token (logging
+ * Runs `svcd audit verify --audit-dir DIR` (one `--audit-dir` per folder given) against a test token (logging
  * in through its credential).
  *
  * @example
@@ -108,7 +108,7 @@ export function runAuditVerify(
       MAIN,
       "audit",
       "verify",
-      ...[dir].flat().flatMap((d) => ["--dir", d]),
+      ...[dir].flat().flatMap((d) => ["--audit-dir", d]),
       "--module",
       token.modulePath,
       "--token",

@@ -103,7 +103,7 @@ export async function makeTestToken(opts: TestTokenOptions = {}): Promise<TestTo
     const wanted = Object.entries(opts.keys ?? {});
     const skipped: Record<string, string> = {};
     if (wanted.length > 0) {
-      const pairs = wanted.flatMap(([label, type]) => ["--label", label, "--type", type]);
+      const pairs = wanted.flatMap(([label, type]) => ["--key-label", label, "--key-type", type]);
       const gen = await runTokenCli(["keygen", ...common, ...pairs], { ...base, ...env });
       if (gen.code !== 0 && gen.code !== EXIT_NOT_OFFERED) {
         throw new Error(`svcd token keygen failed (${gen.code}):\n${gen.stdout}${gen.stderr}`);

@@ -133,7 +133,7 @@ export async function tokenFindings(
       f.warn(
         `policy line ${line} grants '${label}', but token '${tokenLabel}' has no key labelled so ` +
           `(as seen without a login): requests for it get 403; create it (svcd token keygen ` +
-          `--label ${label} …) or correct the label`,
+          `--key-label ${label} …) or correct the label`,
       );
     }
   } finally {

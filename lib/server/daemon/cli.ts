@@ -11,6 +11,7 @@ import { ConfigError, parseServeArgs, type ServeConfig, servedBy, serveHelp } fr
 import { flushLog, runDaemon, StartupError } from "./daemon.ts";
 import { type Finding, startupFindings, stateFileFinding, tokenFindings } from "./checks.ts";
 import { CredentialError } from "../../token/mod.ts";
+import { EXIT } from "../../cli/exit.ts";
 
 /** Runs `serve` (checkOnly false) or `--check-config` (checkOnly true); returns the exit code. */
 export async function runServeCommand(
@@ -19,7 +20,7 @@ export async function runServeCommand(
 ): Promise<number> {
   if (args.includes("--help") || args.includes("-h")) {
     console.log(serveHelp());
-    return 0;
+    return EXIT.ok;
   }
   try {
     const config = parseServeArgs(args);
@@ -30,10 +31,10 @@ export async function runServeCommand(
       err instanceof ConfigError || err instanceof StartupError || err instanceof CredentialError
     ) {
       console.error(`svcd: ${err.message}`);
-      return err instanceof ConfigError ? 2 : 1;
+      return err instanceof ConfigError ? EXIT.usage : EXIT.failed;
     }
     console.error(`svcd: ${(err as Error).message}`);
-    return 1;
+    return EXIT.failed;
   } finally {
     flushLog();
   }
@@ -52,7 +53,7 @@ async function checkOnly(config: ServeConfig): Promise<number> {
   const fatal = findings.filter((f) => f.fatal).length;
   if (fatal > 0) {
     console.error(`configuration NOT OK: ${fatal} fatal finding(s) above; no login attempted`);
-    return 1;
+    return EXIT.failed;
   }
   const { tokenLabel, modulePath } = config.token;
   const size = policy
@@ -64,7 +65,7 @@ async function checkOnly(config: ServeConfig): Promise<number> {
       `authenticated socket served by ${servedBy(config)}; no login attempted`,
   );
   console.log("configuration OK");
-  return 0;
+  return EXIT.ok;
 }
 
 function findingLine(f: Finding): string {

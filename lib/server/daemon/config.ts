@@ -14,7 +14,14 @@ import { parseArgs } from "node:util";
 import type { ListenerOptions } from "../../http/listener.ts";
 import type { AuditOptions } from "../../audit/log.ts";
 import type { TokenOptions } from "../../token/token.ts";
-import { type BudgetTuning, resolveBudgetTuning, TuningError } from "../../throttle/options.ts";
+import {
+  budgetDefaults,
+  type BudgetTuning,
+  resolveBudgetTuning,
+  TuningError,
+} from "../../throttle/options.ts";
+import type { CliOption, CommandGroup, OptionGroup } from "../../cli/options.ts";
+import { groupHelp } from "../../cli/options.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../../token/defaults.ts";
 import { SLOW_TO_MOVE, WINDOW } from "../../token/sign_placement.ts";
 import { MAX_INDEX_ENTRIES } from "../../ocsp/index_compact.ts";
@@ -133,13 +140,31 @@ export const DEFAULT_THREADS = 0;
  */
 export const DEFAULT_INLINE_SIGN_LIMIT_US = 300;
 
-/** One option of `svcd serve`: name, type, default, bounds and help. */
+/** The headings of `svcd serve --help`, in their order (OptionSpec.group). */
+export const SERVE_GROUPS = [
+  { id: "sockets", title: "sockets" },
+  { id: "token", title: "token" },
+  { id: "policy", title: "policy and audit" },
+  { id: "limits", title: "limits" },
+  { id: "public", title: "public listener (certificates and OCSP)" },
+  { id: "threads", title: "threads" },
+  { id: "metrics", title: "metrics" },
+  { id: "checkpoints", title: "checkpoints" },
+] as const satisfies readonly OptionGroup[];
+
+/** One option of `svcd serve`: name, type, default, bounds, help, and where `--help` lists it. */
 export interface OptionSpec {
   flag: string;
   /** "switch": an option without a value (true when given). */
   kind: "path" | "text" | "count" | "switch";
+  /** The heading `--help` lists it under. */
+  group: (typeof SERVE_GROUPS)[number]["id"];
+  /** Placeholder of the value in `--help` and the man page (PATH, N, SECONDS…); none for a switch. */
+  value?: string;
   help: string;
   fallback?: string | number;
+  /** The default as `--help` says it, when it is not `fallback` (e.g. another option's value). */
+  shownDefault?: string;
   required?: boolean;
   min?: number;
   max?: number;
@@ -158,12 +183,16 @@ export interface OptionSpec {
 export const SERVE_OPTIONS: readonly OptionSpec[] = [
   {
     flag: "socket",
+    group: "sockets",
+    value: "PATH",
     kind: "path",
     fallback: "/run/svcd/auth.sock",
     help: "authenticated UNIX socket",
   },
   {
     flag: "proxy-uid",
+    group: "sockets",
+    value: "UID",
     kind: "count",
     required: true,
     min: 0,
@@ -172,19 +201,49 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "policy",
+    group: "policy",
+    value: "FILE",
     kind: "path",
     fallback: "/etc/svcd/policy",
     help: "policy file: subject<TAB>key label per line; re-read on SIGHUP",
   },
-  { flag: "module", kind: "path", fallback: DEFAULT_MODULE, help: "PKCS#11 module" },
-  { flag: "token", kind: "text", fallback: DEFAULT_TOKEN_LABEL, help: "token label" },
+  {
+    flag: "policy-max-grants",
+    group: "policy",
+    value: "N",
+    kind: "count",
+    fallback: MAX_POLICY_GRANTS,
+    min: 1,
+    max: 8_000_000,
+    help: "most grants in --policy (about 60 bytes of memory each, shared by the request " +
+      "threads); a larger file is refused at start, and a reload keeps the policy in force",
+  },
+  {
+    flag: "module",
+    group: "token",
+    value: "PATH",
+    kind: "path",
+    fallback: DEFAULT_MODULE,
+    help: "PKCS#11 module",
+  },
+  {
+    flag: "token",
+    group: "token",
+    value: "LABEL",
+    kind: "text",
+    fallback: DEFAULT_TOKEN_LABEL,
+    help: "token label",
+  },
   {
     flag: "allow-weak-credential",
+    group: "token",
     kind: "switch",
     help: "start although svc-pin is not on ramfs (tmpfs or disk: systemd-creds calls it weak)",
   },
   {
     flag: "workers",
+    group: "limits",
+    value: "N",
     kind: "count",
     fallback: 16,
     min: 1,
@@ -193,6 +252,8 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "threads",
+    group: "threads",
+    value: "N",
     kind: "count",
     fallback: DEFAULT_THREADS,
     min: 0,
@@ -202,17 +263,21 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "inline-sign-limit-us",
+    group: "threads",
+    value: "MICROSECONDS",
     kind: "count",
     fallback: DEFAULT_INLINE_SIGN_LIMIT_US,
     min: 0,
     max: 1_000_000,
     help: `a key signs on the thread serving its request until ${SLOW_TO_MOVE} of its last ` +
-      `${WINDOW} signatures held it longer than this (µs of its CPU, or of waiting when the ` +
+      `${WINDOW} signatures held it longer than this (microseconds of its CPU, or of waiting when the ` +
       "module slept); then on the thread pool until SIGHUP " +
       "(0: always the pool)",
   },
   {
     flag: "queue-depth",
+    group: "limits",
+    value: "N",
     kind: "count",
     fallback: 256,
     min: 1,
@@ -221,6 +286,8 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "max-body",
+    group: "limits",
+    value: "BYTES",
     kind: "count",
     fallback: 1 << 20,
     min: 1,
@@ -229,6 +296,8 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "max-sessions",
+    group: "token",
+    value: "N",
     kind: "count",
     fallback: 127,
     min: 1,
@@ -237,18 +306,24 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "audit-dir",
+    group: "policy",
+    value: "DIR",
     kind: "path",
     fallback: "/var/log/svcd",
     help: "folder of audit.log.NNNNNN files",
   },
   {
     flag: "state-dir",
+    group: "policy",
+    value: "DIR",
     kind: "path",
     fallback: "/var/lib/svcd",
     help: "folder of persistent state (refusal counts)",
   },
   {
     flag: "checkpoint-every",
+    group: "checkpoints",
+    value: "LINES",
     kind: "count",
     fallback: 1000,
     min: 1,
@@ -257,6 +332,8 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "checkpoint-interval",
+    group: "checkpoints",
+    value: "SECONDS",
     kind: "count",
     fallback: 60,
     min: 1,
@@ -265,6 +342,8 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "syslog-socket",
+    group: "checkpoints",
+    value: "PATH",
     kind: "text",
     fallback: "/dev/log",
     help:
@@ -272,61 +351,86 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "metrics-socket",
+    group: "metrics",
+    value: "PATH",
     kind: "path",
     help: "UNIX socket serving GET /metrics (Prometheus text format); enables the metrics listener",
   },
   {
     flag: "metrics-uid",
+    group: "metrics",
+    value: "UID",
     kind: "count",
     min: 0,
     max: 0xfffffffe,
-    help: "uid allowed to connect to --metrics-socket (default: --proxy-uid)",
+    shownDefault: "the --proxy-uid",
+    help: "uid allowed to connect to --metrics-socket",
   },
   {
     flag: "refusal-threshold",
+    group: "limits",
+    value: "N",
     kind: "count",
     min: 1,
     max: 1e6,
-    help: "refusals before an identity is delayed (default: lib/throttle)",
+    fallback: budgetDefaults().threshold,
+    help: "refusals before an identity is delayed",
   },
   {
     flag: "refusal-refill",
+    group: "limits",
+    value: "SECONDS",
     kind: "count",
     min: 1,
     max: 86400,
+    fallback: budgetDefaults().refillSeconds,
     help: "seconds for one refusal to be forgotten",
   },
   {
     flag: "refusal-base-delay",
+    group: "limits",
+    value: "SECONDS",
     kind: "count",
     min: 1,
     max: 86400,
+    fallback: budgetDefaults().baseDelaySeconds,
     help: "delay at the first crossing, seconds; doubles per crossing",
   },
   {
     flag: "refusal-max-delay",
+    group: "limits",
+    value: "SECONDS",
     kind: "count",
     min: 1,
     max: 86400,
+    fallback: budgetDefaults().maxDelaySeconds,
     help: "ceiling of the delay, seconds",
   },
   {
     flag: "public-socket",
+    group: "public",
+    value: "PATH",
     kind: "path",
     help: "public UNIX socket (GET /certificates, POST /ocsp); enables the public listener",
   },
   {
     flag: "revocation-db",
+    group: "public",
+    value: "FILE",
     kind: "path",
     help: "revocation database for /ocsp (openssl ca index.txt); needed with --public-socket",
   },
   {
     flag: "ocsp-label",
+    group: "public",
+    value: "LABEL",
     kind: "text",
     help: "token key that signs OCSP answers; needed with --public-socket",
   },
   {
     flag: "ca-cert",
+    group: "public",
+    value: "FILE",
     kind: "path",
     fallback: "/var/lib/svcd/ca/ca.pem",
     help:
@@ -334,17 +438,24 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "ocsp-cert",
+    group: "public",
+    value: "FILE",
     kind: "path",
-    help: "delegated OCSP responder certificate of --ocsp-label (default: the CA key signs)",
+    shownDefault: "none: the CA key signs",
+    help: "delegated OCSP responder certificate of --ocsp-label",
   },
   {
     flag: "public-url",
+    group: "public",
+    value: "URL",
     kind: "text",
-    help: "base URL of the public side behind the proxy, for the Link of 404s " +
-      "(default: http://<Host of the request>)",
+    shownDefault: "http://HOST, the request's Host",
+    help: "base URL of the public side behind the proxy, for the Link of 404s",
   },
   {
     flag: "public-threads",
+    group: "threads",
+    value: "N",
     kind: "count",
     fallback: 2,
     min: 1,
@@ -353,6 +464,8 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "public-nice",
+    group: "threads",
+    value: "NICE",
     kind: "count",
     fallback: 19,
     min: 0,
@@ -361,6 +474,8 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "ocsp-validity",
+    group: "public",
+    value: "SECONDS",
     kind: "count",
     fallback: 3600,
     min: 60,
@@ -369,21 +484,14 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: "ocsp-max-entries",
+    group: "public",
+    value: "N",
     kind: "count",
     fallback: MAX_INDEX_ENTRIES,
     min: 1,
     max: 100_000_000,
     help: "most certificates in --revocation-db (about 34 bytes of memory each, shared by the " +
       "public threads); a larger database is refused at start",
-  },
-  {
-    flag: "policy-max-grants",
-    kind: "count",
-    fallback: MAX_POLICY_GRANTS,
-    min: 1,
-    max: 8_000_000,
-    help: "most grants in --policy (about 90 bytes of memory each plus the subject, shared by " +
-      "the request threads); a larger file is refused at start and a reload keeps the policy in force",
   },
 ];
 
@@ -632,6 +740,39 @@ function readOption(spec: OptionSpec, raw: string | undefined): string | number 
   return n;
 }
 
+/** An option of the table as the help and the man page show it. */
+function cliOption(o: OptionSpec): CliOption {
+  const shown = o.shownDefault ?? (o.fallback === undefined ? undefined : String(o.fallback));
+  return {
+    flag: o.flag,
+    value: o.kind === "switch" ? undefined : o.value ?? o.kind.toUpperCase(),
+    help: o.help,
+    default: shown,
+    required: o.required,
+    group: o.group,
+  };
+}
+
+/**
+ * `svcd serve` and `svcd --check-config` as a command group: what `--help` and svcd-serve(8) show,
+ * from the advertised {@link SERVE_OPTIONS}.
+ */
+export const SERVE_COMMAND: CommandGroup = {
+  name: "serve",
+  summary: "the signing daemon and its start-up checks",
+  usage: ["svcd serve [options]", "svcd --check-config [options]"],
+  description: "serve runs the daemon: it logs in to the token with the user PIN from " +
+    "$CREDENTIALS_DIRECTORY/svc-pin (systemd LoadCredentialEncrypted) and serves the " +
+    "authenticated socket, and with --public-socket the public one. --check-config runs the " +
+    "start-up checks that need no login and no socket, prints one line per finding with what to " +
+    "do, and exits 1 if one is fatal.",
+  commands: [],
+  options: SERVE_OPTIONS.filter((o) => o.advertised !== false).map(cliOption),
+  groups: SERVE_GROUPS,
+  notes: "SIGHUP re-reads the policy file; SIGTERM stops accepting, serves the connections made " +
+    "before it and exits 0.",
+};
+
 /**
  * The help text of `svcd serve`, generated from the advertised {@link SERVE_OPTIONS}.
  *
@@ -641,15 +782,5 @@ function readOption(spec: OptionSpec, raw: string | undefined): string | number 
  * ```
  */
 export function serveHelp(): string {
-  const lines = SERVE_OPTIONS.filter((o) => o.advertised !== false).map((o) => {
-    const dflt = o.required
-      ? " (required)"
-      : o.fallback !== undefined
-      ? ` (default ${o.fallback})`
-      : "";
-    return `  --${o.flag.padEnd(20)} ${o.help}${dflt}`;
-  });
-  return `usage: svcd serve [options]\n       svcd --check-config [options]\n\noptions:\n${
-    lines.join("\n")
-  }\n\nThe user PIN is read from $CREDENTIALS_DIRECTORY/svc-pin (systemd LoadCredentialEncrypted).`;
+  return groupHelp(SERVE_COMMAND);
 }

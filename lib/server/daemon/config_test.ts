@@ -230,7 +230,7 @@ Deno.test("config: --threads is at most --workers; the default is lowered to --w
     () => threads(["--workers=2", "--threads=3"]),
     (e) => e instanceof ConfigError && e.option === "threads" && /--workers 2/.test(e.message),
   );
-  assert.match(serveHelp(), /--threads +threads serving the authenticated socket/);
+  assert.match(serveHelp(), /--threads N +threads serving the authenticated socket/);
 });
 
 Deno.test("checkpoint interval, syslog socket and metrics socket options", () => {

@@ -32,14 +32,15 @@ import {
 } from "../authenticated/routes.ts";
 import { admissionInThisThread } from "../authenticated/admission.ts";
 import { ServiceNotifier } from "./notify.ts";
+import { EXIT } from "../../cli/exit.ts";
 import { PublicThreads, PublicThreadsError } from "../threads/public_threads.ts";
 import { RequestThreads, RequestThreadsError } from "../threads/request_threads.ts";
 
 /** Exit code when a listener's Worker (public or request thread) failed at run time (EX_SOFTWARE). */
-export const EXIT_LISTENER_FAILED = 70;
+export const EXIT_LISTENER_FAILED = EXIT.listenerFailed;
 
 /** Exit code when the token died under the daemon: the service manager restarts it. */
-export const EXIT_TOKEN_DEAD = 75;
+export const EXIT_TOKEN_DEAD = EXIT.tokenDead;
 
 /** How long a stop waits for in-flight requests before it closes their connections. */
 const STOP_GRACE_MS = 10_000;
