@@ -4,17 +4,17 @@
  *
  * Built twice: -DHEADER_NSS against NSS's pkcs11.h (an independent transcription of the OASIS
  * headers, v3.0; its CK_C_INITIALIZE_ARGS carries an NSS-only field, so that structure is not taken
- * from it), and -DHEADER_SVCMOD against the test module's v3.2 header, which alone declares
- * CK_SIGN_ADDITIONAL_CONTEXT. */
+ * from it), and -DHEADER_SVCD against the project's v3.2 header (client/pkcs11/include), which
+ * alone declares CK_SIGN_ADDITIONAL_CONTEXT. */
 #include <stddef.h>
 #include <stdio.h>
 
 #if defined(HEADER_NSS)
 #include <nss/pkcs11.h>
-#elif defined(HEADER_SVCMOD)
+#elif defined(HEADER_SVCD)
 #include "pkcs11.h"
 #else
-#error "define HEADER_NSS or HEADER_SVCMOD"
+#error "define HEADER_NSS or HEADER_SVCD"
 #endif
 
 #define SIZE(T) printf("%s %zu\n", #T, sizeof(T))

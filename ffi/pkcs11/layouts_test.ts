@@ -187,11 +187,11 @@ Deno.test("post-quantum and composite constants; CKR names in errors", () => {
 });
 
 /** Compiles layouts_check.c against one header and returns what the compiler laid out. */
-async function compilerLayout(header: "NSS" | "SVCMOD", dir: string): Promise<Map<string, number>> {
+async function compilerLayout(header: "NSS" | "SVCD", dir: string): Promise<Map<string, number>> {
   const source = new URL("./layouts_check.c", import.meta.url).pathname;
   const include = header === "NSS"
     ? ["-I/usr/include/nss", "-I/usr/include/nspr"]
-    : [`-I${new URL("../../tests/module/src", import.meta.url).pathname}`];
+    : [`-I${new URL("../../client/pkcs11/include", import.meta.url).pathname}`];
   const exe = `${dir}/layouts_${header}`;
   const cc = await new Deno.Command("gcc", {
     args: ["-Wall", "-Werror", `-DHEADER_${header}`, ...include, "-o", exe, source],
@@ -209,7 +209,7 @@ async function compilerLayout(header: "NSS" | "SVCMOD", dir: string): Promise<Ma
 }
 
 Deno.test({
-  name: "SIZE and OFFSET are what a C compiler lays out from NSS's and the test module's headers",
+  name: "SIZE and OFFSET are what a C compiler lays out from NSS's and the project's header",
   permissions: { run: true, read: true, write: true },
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: "svcd-layouts-" });
@@ -219,7 +219,7 @@ Deno.test({
         for (const [field, at] of Object.entries(fields)) ours.set(`${struct}.${field}`, at);
       }
       const seen = new Set<string>();
-      for (const header of ["NSS", "SVCMOD"] as const) {
+      for (const header of ["NSS", "SVCD"] as const) {
         for (const [name, value] of await compilerLayout(header, dir)) {
           assert.ok(ours.has(name), `${name} (${header}) is not in SIZE/OFFSET`);
           assert.equal(

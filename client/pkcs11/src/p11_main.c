@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "functions.h"
+#include "pkcs11_functions.h"
 #include "p11_ops.h"
 #include "state.h"
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "crypto.h"
-#include "functions.h"
+#include "pkcs11_functions.h"
 #include "svcmod.h"
 
 #define EXPORT __attribute__((visibility("default")))

@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 #include "../src/crypto.h"
-#include "../src/functions.h"
+#include "pkcs11_functions.h"
 #include "../src/mldsa.h"
 #include "../src/p11_ops.h"
-#include "../src/pkcs11.h"
+#include "pkcs11.h"
 
 /* Prototypes of p11_main.c, for typing calls through the table. */
 CK_RV C_Initialize(CK_VOID_PTR);

@@ -1,6 +1,6 @@
 /* The 104 entries of the PKCS#11 v3.2 function table, in table order (v2.40: the first 68; 3.0:
  * the first 92). X(name) is expanded by the includer. */
-#define SVCP11_FUNCTIONS(X)                                                                      \
+#define PKCS11_FUNCTIONS(X)                                                                      \
   X(C_Initialize) X(C_Finalize) X(C_GetInfo) X(C_GetFunctionList) X(C_GetSlotList)              \
   X(C_GetSlotInfo) X(C_GetTokenInfo) X(C_GetMechanismList) X(C_GetMechanismInfo) X(C_InitToken) \
   X(C_InitPIN) X(C_SetPIN) X(C_OpenSession) X(C_CloseSession) X(C_CloseAllSessions)             \
@@ -30,5 +30,5 @@
   X(C_AsyncComplete) X(C_AsyncGetID) X(C_AsyncJoin) X(C_WrapKeyAuthenticated)                   \
   X(C_UnwrapKeyAuthenticated)
 
-#define SVCP11_INDEX(name) IDX_##name,
-enum { SVCP11_FUNCTIONS(SVCP11_INDEX) IDX_COUNT };
+#define PKCS11_INDEX(name) IDX_##name,
+enum { PKCS11_FUNCTIONS(PKCS11_INDEX) IDX_COUNT };

@@ -1,9 +1,10 @@
-/* PKCS#11 v3.2 declarations used by the svcd client module, in the style of the project's test
- * module header (tests/module/src/pkcs11.h), written from the OASIS v3.2 base specification (LP64:
- * CK_ULONG is 8 bytes, natural alignment). Only what the client module uses is declared; the rest
- * of the function table is filled with one stub answering CKR_FUNCTION_NOT_SUPPORTED. */
-#ifndef SVCP11_PKCS11_H
-#define SVCP11_PKCS11_H
+/* The PKCS#11 v3.2 declarations of both of the project's modules — the client module
+ * (libsvcd-pkcs11.so) and the test module (tests/module, svcmod) — written from the OASIS v3.2 base
+ * specification (LP64: CK_ULONG is 8 bytes, natural alignment; ffi/pkcs11/layouts_test.ts checks
+ * the layouts against it and against NSS's header). Only what the two modules use is declared; the
+ * rest of each function table is filled with one stub answering CKR_FUNCTION_NOT_SUPPORTED. */
+#ifndef SVCD_PKCS11_H
+#define SVCD_PKCS11_H
 
 #include <stddef.h>
 
@@ -269,6 +270,7 @@ typedef struct {
 /* Mechanisms. */
 #define CKM_ML_DSA_KEY_PAIR_GEN 0x1CUL
 #define CKM_ML_DSA 0x1DUL
+#define CKM_ML_DSA_EXTERNAL_MU 0x403CUL /* PKCS#11 3.3 working draft: ML-DSA over a given mu */
 #define CKM_SHA256 0x250UL
 #define CKM_SHA256_HMAC 0x251UL
 #define CKM_SHA384 0x260UL
@@ -302,7 +304,8 @@ typedef struct {
 #define CK_TABLE_ENTRIES_3_0 92
 #define CK_TABLE_ENTRIES_3_2 104
 
-/* Declarations the client module needs beyond the test module's header. */
+/* What the client module needs besides: RSA keys and PSS, the other hash-and-sign ECDSA
+ * mechanisms, the return codes it maps HTTP answers to. */
 #define CKR_ACTION_PROHIBITED 0x1BUL
 #define CKR_DEVICE_MEMORY 0x31UL
 #define CKR_FUNCTION_CANCELED 0x50UL
