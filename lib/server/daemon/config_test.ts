@@ -4,7 +4,7 @@ import { checkFileLimit, StartupError } from "./daemon.ts";
 
 const env = { get: (_: string) => undefined };
 
-Deno.test("config: defaults from the spec (queue depth 256, session cap 127)", () => {
+Deno.test("config: the contract's defaults (queue depth 256, session cap 127)", () => {
   const c = parseServeArgs(["--proxy-uid", "33"], env);
   assert.equal(c.listener.queueDepth, 256);
   assert.equal(c.token.maxSessions, 127);
