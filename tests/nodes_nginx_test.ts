@@ -179,11 +179,19 @@ Deno.test({
         assert.ok(!x.afterDeath, "a request sent after the kill failed");
       }
       assert.ok(others.length <= CLIENTS, `${others.length} failed`);
-      const survivorServed = answers.filter((x) => x.afterDeath).length;
-      assert.ok(
-        survivorServed >= REQUESTS / 2 - 2 * CLIENTS,
-        `${survivorServed} sent after the kill`,
+      // The survivor serves on: a round sent once B's death was seen is answered by A alone (how
+      // many of phase 1's requests were sent after that depends on how soon the exit is reaped).
+      const afterKill = await Promise.all(
+        Array.from(
+          { length: CLIENTS },
+          (_, i) => ask(new TextEncoder().encode(`survivor ${i} ${crypto.randomUUID()}`)),
+        ),
       );
+      for (const x of afterKill) {
+        assert.ok(x.afterDeath);
+        assert.equal(x.status, 200, new TextDecoder().decode(x.body));
+      }
+      answers.push(...afterKill);
 
       // Phase 2: B again, with its folders; requests reach it again (its audit log grows).
       const beforeRestart = (await signLines(b)).size;
@@ -204,11 +212,6 @@ Deno.test({
         if (!grew) await new Promise((r) => setTimeout(r, REJOIN_POLL_MS));
       }
       assert.ok(grew, `the restarted node got no request in ${REJOIN_MS} ms`);
-      Deno.writeTextFileSync(
-        "/tmp/fin24-rejoin.txt",
-        `${Date.now() - rejoinBy + REJOIN_MS} ms ${answers.length}\n`,
-        { append: true },
-      );
 
       const slowest = Math.max(...answers.map((x) => x.ms));
       assert.ok(slowest < REQUEST_BOUND_MS, `a request took ${slowest} ms`);
