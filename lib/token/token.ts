@@ -4,7 +4,8 @@
  * prescribes. Operator administration (key generation, the user PIN, the MAC key) is admin.ts;
  * the seams tests reach in through are testing.ts. Its other helpers have files named for their
  * job: slots.ts (finding the token by label), public_key.ts (key types and public keys),
- * mechanisms.ts (what the module offers), token_info.ts (what the token says of itself).
+ * mechanisms.ts (what the module offers), token_info.ts (what the token says of itself),
+ * signing_input.ts (what one C_Sign or C_Verify is given).
  *
  * @example
  * ```ts
@@ -15,7 +16,6 @@
  * const sig = await token.sign(key!, new TextEncoder().encode("hello"));
  * ```
  */
-import { createHash } from "node:crypto";
 import {
   check,
   CKM,
@@ -29,23 +29,17 @@ import {
   SIZE,
 } from "../../ffi/pkcs11/mod.ts";
 import { readPinCredential } from "./credential.ts";
-import { type DigestName, digestSigning } from "./digest_mode.ts";
+import type { DigestName } from "./digest_mode.ts";
 import { isKeyProblem, isTokenDead, loginHint } from "./errors.ts";
 import { KeyCache, type KeyInternals, type SigningKey } from "./key_cache.ts";
 import type { KeyTypeName, SigningMechanism } from "./key_types.ts";
 import { MechanismCatalogue } from "./mechanisms.ts";
 import { acquireModule, releaseModule } from "./module_state.ts";
 import { type PoolStats, SessionPool } from "./pool.ts";
-import {
-  type Handle,
-  type MechanismChoice,
-  openSession,
-  signOnce,
-  signOnceSync,
-  verifyOnce,
-} from "./session_ops.ts";
+import { type Handle, openSession, signOnce, signOnceSync, verifyOnce } from "./session_ops.ts";
 import { HoldTimer } from "./sign_placement.ts";
 import { findSlotByLabel } from "./slots.ts";
+import { choiceOf, signingAndData } from "./signing_input.ts";
 import { describeToken, readTokenInfo, type TokenInfo } from "./token_info.ts";
 
 export type { SigningKey } from "./key_cache.ts";
@@ -326,14 +320,8 @@ export class Token {
     return this.#pool.use((s) => {
       const handle = this.#keys.secretHandle(s, secretLabel);
       try {
-        return signOnceSync(
-          this.#mod,
-          s,
-          handle,
-          { mechanism: CKM.SHA256_HMAC },
-          data,
-          HMAC_LENGTH,
-        );
+        const hmac = { mechanism: CKM.SHA256_HMAC };
+        return signOnceSync(this.#mod, s, handle, hmac, data, HMAC_LENGTH);
       } catch (err) {
         this.#keys.forgetStaleSecret(secretLabel, err);
         throw err;
@@ -451,28 +439,4 @@ export class Token {
     this.#keys.close();
     releaseModule(this.#mod);
   }
-}
-
-/** The mechanism and a fresh parameter (its buffers live for one call) of a signing choice. */
-function choiceOf(signing: SigningMechanism): MechanismChoice {
-  return { mechanism: signing.mechanism, parameter: signing.parameter?.() };
-}
-
-/**
- * The signing choice and the data for C_Sign/C_Verify: the key's mechanism over the message, or in
- * digest mode the digest's mechanism over the digest as sent.
- */
-function signingAndData(
-  k: KeyInternals,
-  message: Uint8Array,
-  digest: DigestName | undefined,
-): [SigningMechanism, Uint8Array] {
-  if (digest === undefined) return [k.signing, prepareData(k.signing, message)];
-  const signing = digestSigning(k.spec, digest);
-  if (!signing) throw new RangeError(`${k.spec.name} keys take no ${digest} digest mode`);
-  return [signing, message];
-}
-
-function prepareData(signing: SigningMechanism, message: Uint8Array): Uint8Array {
-  return signing.prehash ? createHash(signing.prehash).update(message).digest() : message;
 }
