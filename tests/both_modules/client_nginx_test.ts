@@ -18,7 +18,7 @@ import { mountFs } from "../support/mounts.ts";
 import { makePki, type Pki } from "../support/pki.ts";
 import { curlNginx, startNginx, type TestNginx } from "../support/nginx.ts";
 import { makeTestToken, type TestToken } from "../support/token.ts";
-import { startDaemon, type TestDaemon } from "../support/daemon.ts";
+import { makeProxyWorkDir, startDaemon, type TestDaemon } from "../support/daemon.ts";
 import { readAuditLines } from "../support/audit.ts";
 import { type CommandResult, runCommand } from "../support/command.ts";
 import { verifyIndependently } from "../support/oracle.ts";
@@ -99,10 +99,7 @@ async function setUp(): Promise<Setup> {
   const dir = moduleTempDir("svcd-client-nginx-");
   await Deno.chmod(dir, 0o711);
   const pki = await makePki(dir, [ALICE]);
-  const workDir = `${dir}/daemon`;
-  await Deno.mkdir(workDir);
-  await Deno.chown(workDir, 0, WWW_DATA);
-  await Deno.chmod(workDir, 0o2750);
+  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
   const daemon = await startDaemon({
     token,
     workDir,

@@ -15,7 +15,7 @@ import { moduleTempDir } from "./temp_dir.ts";
 import { makePki, type Pki } from "./pki.ts";
 import { freePort, startNginx, type TestNginx } from "./nginx.ts";
 import { makeTestToken, type TestToken } from "./token.ts";
-import { startDaemon, type TestDaemon } from "./daemon.ts";
+import { makeProxyWorkDir, startDaemon, type TestDaemon } from "./daemon.ts";
 import type { TestModuleName } from "./modules.ts";
 import assert from "node:assert/strict";
 import {
@@ -75,10 +75,7 @@ export async function startClientBed(
   const token = await makeTestToken({ keys, module: opts.module });
   const dir = moduleTempDir("svcd-p11client-");
   await Deno.chmod(dir, 0o711);
-  const workDir = `${dir}/daemon`;
-  await Deno.mkdir(workDir);
-  await Deno.chown(workDir, 0, WWW_DATA);
-  await Deno.chmod(workDir, 0o2750);
+  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
   const policy = token.keys.map((label) => `${ALICE}\t${label}\n`).join("");
   const pki = await makePki(dir, [ALICE]);
   const start = () =>
