@@ -17,6 +17,7 @@ import { freePort, startNginx, type TestNginx } from "./nginx.ts";
 import { makeTestToken, type TestToken } from "./token.ts";
 import { makeProxyWorkDir, startDaemon, type TestDaemon } from "./daemon.ts";
 import type { TestModuleName } from "./modules.ts";
+import { writeSpkiPem } from "./oracle.ts";
 import assert from "node:assert/strict";
 import {
   CKA,
@@ -198,9 +199,8 @@ export interface TokenKey {
 
 /** Writes the key's SPKI as a PEM file for openssl, and returns its path. */
 export async function writePublicPem(dir: string, key: TokenKey): Promise<string> {
-  const b64 = key.public_key!.match(/.{1,64}/g)!.join("\n");
   const path = `${dir}/${key.label}.pub.pem`;
-  await Deno.writeTextFile(path, `-----BEGIN PUBLIC KEY-----\n${b64}\n-----END PUBLIC KEY-----\n`);
+  await writeSpkiPem(path, key.public_key!);
   return path;
 }
 
