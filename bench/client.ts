@@ -15,7 +15,7 @@
  */
 import { parseArgs } from "node:util";
 import { makeTestToken } from "../tests/support/token.ts";
-import { startDaemon } from "../tests/support/daemon.ts";
+import { makeProxyWorkDir, startDaemon } from "../tests/support/daemon.ts";
 import { makePki } from "../tests/support/pki.ts";
 import { curlNginx, startNginx } from "../tests/support/nginx.ts";
 import { mountFs } from "../tests/support/mounts.ts";
@@ -46,10 +46,7 @@ const cleanups: Array<() => Promise<unknown>> = [
 ];
 try {
   const pki = await makePki(dir, [ALICE]);
-  const workDir = `${dir}/daemon`;
-  await Deno.mkdir(workDir);
-  await Deno.chown(workDir, 0, WWW_DATA);
-  await Deno.chmod(workDir, 0o2750);
+  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
   const daemon = await startDaemon({
     token,
     workDir,

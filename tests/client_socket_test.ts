@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { makeTestToken } from "./support/token.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { type CommandResult, runCommand } from "./support/command.ts";
-import { daemonPublicKeys } from "./support/oracle.ts";
+import { daemonPublicKeys, opensslVerifyFile, writeSpkiPem } from "./support/oracle.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
@@ -155,33 +155,9 @@ Deno.test({
             new RegExp(`\\(${label === "k-ec" ? "ec-p256" : "ed25519"}, ${mode}\\)`),
           );
           const pem = `${dir}/${label}.pem`;
-          const spki = publicKeys.get(label)!.spki!.toBase64().match(/.{1,64}/g)!.join("\n");
-          await Deno.writeTextFile(
-            pem,
-            `-----BEGIN PUBLIC KEY-----\n${spki}\n-----END PUBLIC KEY-----\n`,
-          );
-          const v = label === "k-ec"
-            ? await runCommand("openssl", [
-              "dgst",
-              "-sha256",
-              "-verify",
-              pem,
-              "-signature",
-              sig,
-              file,
-            ])
-            : await runCommand("openssl", [
-              "pkeyutl",
-              "-verify",
-              "-pubin",
-              "-inkey",
-              pem,
-              "-rawin",
-              "-in",
-              file,
-              "-sigfile",
-              sig,
-            ]);
+          await writeSpkiPem(pem, publicKeys.get(label)!.spki!.toBase64());
+          const keyType = label === "k-ec" ? "ec-p256" : "ed25519";
+          const v = await opensslVerifyFile(keyType, pem, file, sig);
           assert.equal(v.code, 0, `${label}: ${v.text}`);
           // The daemon's /verify agrees, through the same socket.
           const remote = await client([

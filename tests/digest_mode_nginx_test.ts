@@ -13,7 +13,7 @@ import { moduleTempDir } from "./support/temp_dir.ts";
 import { makePki } from "./support/pki.ts";
 import { curlNginx, startNginx, type TestNginx } from "./support/nginx.ts";
 import { makeTestToken } from "./support/token.ts";
-import { startDaemon, type TestDaemon } from "./support/daemon.ts";
+import { makeProxyWorkDir, startDaemon, type TestDaemon } from "./support/daemon.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const BOB = "CN=bob,O=Example,C=DE";
@@ -43,10 +43,7 @@ Deno.test({
       const labels = ["alice-ec", "alice-rsa"].filter((l) => token.keys.includes(l));
       assert.ok(labels.includes("alice-ec"));
       const pki = await makePki(dir, [ALICE, BOB]);
-      const workDir = `${dir}/daemon`;
-      await Deno.mkdir(workDir);
-      await Deno.chown(workDir, 0, WWW_DATA);
-      await Deno.chmod(workDir, 0o2750);
+      const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
       daemon = await startDaemon({
         token,
         workDir,
@@ -192,10 +189,7 @@ Deno.test({
     try {
       assert.deepEqual(token.keys, ["alice-ml", "alice-ec"]);
       const pki = await makePki(dir, [ALICE, BOB]);
-      const workDir = `${dir}/daemon`;
-      await Deno.mkdir(workDir);
-      await Deno.chown(workDir, 0, WWW_DATA);
-      await Deno.chmod(workDir, 0o2750);
+      const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
       daemon = await startDaemon({
         token,
         workDir,

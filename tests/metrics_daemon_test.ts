@@ -12,44 +12,15 @@ import { makeTestToken } from "./support/token.ts";
 import { publicListenerSetup } from "./support/ca.ts";
 import { certIdFor, encodeOcspRequest } from "../lib/ocsp/mod.ts";
 import { moduleTempDir } from "./support/temp_dir.ts";
+import { ODD_SUBJECTS, promtoolCheckMetrics, signAs } from "./support/metrics.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
-/** Subjects as byte strings (one char per byte): quotes, braces, UTF-8 and a byte that is not. */
-const ODD_SUBJECTS = [
-  'CN=zo\xc3\xab",le="0.5"}',
-  "CN=\xff\xfe{x}\\",
-  "CN=mallory\tstatus=200",
-];
 const SIGNS = 24;
-
-function sign(socket: string, subject: string, key: string) {
-  return request(socket, {
-    method: "POST",
-    path: "/sign",
-    headers: [["X-SVC-Client-Subject", subject], ["X-SVC-Key", key]],
-    body: "message",
-  });
-}
 
 /** The value of one series line, e.g. `svcd_x_total{a="b"}`; undefined when absent. */
 function sample(text: string, series: string): number | undefined {
   const line = text.split("\n").find((l) => l.startsWith(series + " "));
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
-
-async function promtool(text: string): Promise<{ code: number; out: string }> {
-  const child = new Deno.Command("promtool", {
-    args: ["check", "metrics"],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  await writer.write(new TextEncoder().encode(text));
-  await writer.close();
-  const { code, stdout, stderr } = await child.output();
-  const td = new TextDecoder();
-  return { code, out: td.decode(stdout) + td.decode(stderr) };
 }
 
 for (const threads of ["0", "2"]) {
@@ -71,12 +42,12 @@ for (const threads of ["0", "2"]) {
         // Rounds of 8: one identity may hold --workers − 1 (15) requests at once.
         for (let round = 0; round < SIGNS / 8; round++) {
           const statuses = await Promise.all(
-            Array.from({ length: 8 }, () => sign(d.socket, ALICE, "k").then((r) => r.status)),
+            Array.from({ length: 8 }, () => signAs(d.socket, ALICE, "k").then((r) => r.status)),
           );
           assert.deepEqual(statuses, Array(8).fill(200));
         }
         for (const subject of ODD_SUBJECTS) {
-          assert.equal((await sign(d.socket, subject, "secret-label-\xff")).status, 403);
+          assert.equal((await signAs(d.socket, subject, "secret-label-\xff")).status, 403);
         }
         const res = await request(metricsSocket, { method: "GET", path: "/metrics" });
         assert.equal(res.status, 200);
@@ -106,7 +77,7 @@ for (const threads of ["0", "2"]) {
         for (const leak of ["alice", "zo", "mallory", "secret", "\ufffd", "\xff", "CN="]) {
           assert.ok(!text.includes(leak), `the scrape carries ${JSON.stringify(leak)}`);
         }
-        const check = await promtool(text);
+        const check = await promtoolCheckMetrics(text);
         assert.equal(check.code, 0, check.out);
         assert.equal(check.out.trim(), "", check.out);
         const other = await request(metricsSocket, { method: "GET", path: "/sign" });
@@ -179,12 +150,12 @@ Deno.test({
     try {
       await d.waitForLog("metrics listener on");
       const mallory: number[] = [];
-      for (let i = 0; i < 6; i++) mallory.push((await sign(d.socket, MALLORY, "nope")).status);
+      for (let i = 0; i < 6; i++) mallory.push((await signAs(d.socket, MALLORY, "nope")).status);
       assert.deepEqual(mallory, [403, 403, 403, 429, 429, 429]);
       let capped = 0;
       for (let round = 0; round < 20 && capped === 0; round++) {
         const answers = await Promise.all(
-          Array.from({ length: 8 }, () => sign(d.socket, ALICE, "k").then((r) => r.status)),
+          Array.from({ length: 8 }, () => signAs(d.socket, ALICE, "k").then((r) => r.status)),
         );
         for (const s of answers) assert.ok(s === 200 || s === 429, String(s));
         capped += answers.filter((s) => s === 429).length;
@@ -196,7 +167,7 @@ Deno.test({
       assert.equal(sample(text, "svcd_refusal_budget_crossings_total"), 1, text);
       assert.equal(sample(text, "svcd_token_present"), 1, text);
       assert.equal(sample(text, "svcd_token_logged_in"), 1, text);
-      const check = await promtool(text);
+      const check = await promtoolCheckMetrics(text);
       assert.equal(check.code, 0, check.out);
       assert.equal(check.out.trim(), "", check.out);
     } finally {
@@ -271,7 +242,7 @@ Deno.test({
       text = await scrape();
       assert.equal(counts('svcd_revocation_database_loads_total{result="ok"}'), 2, text);
       assert.equal(counts('svcd_ocsp_responses_total{status="successful"}'), 4);
-      const check = await promtool(text);
+      const check = await promtoolCheckMetrics(text);
       assert.equal(check.code, 0, check.out);
       assert.equal(check.out.trim(), "", check.out);
     } finally {

@@ -8,20 +8,14 @@
  */
 import assert from "node:assert/strict";
 import { moduleTempDir } from "./support/temp_dir.ts";
+import { ODD_SUBJECTS, promtoolCheckMetrics, signAs } from "./support/metrics.ts";
 import { makePki } from "./support/pki.ts";
 import { startNginx, type TestNginx } from "./support/nginx.ts";
 import { startPrometheus, type TestPrometheus } from "./support/prometheus.ts";
 import { makeTestToken } from "./support/token.ts";
-import { startDaemon, type TestDaemon } from "./support/daemon.ts";
-import { request } from "./support/http_client.ts";
+import { makeProxyWorkDir, startDaemon, type TestDaemon } from "./support/daemon.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
-/** Subjects as byte strings (one char per byte): quotes, braces, UTF-8 and a byte that is not. */
-const ODD_SUBJECTS = [
-  'CN=zo\xc3\xab",le="0.5"}',
-  "CN=\xff\xfe{x}\\",
-  "CN=mallory\tstatus=200",
-];
 const LEAKS = ["alice", "zo", "mallory", "secret", "\ufffd", "\xff", "CN="];
 const WWW_DATA = 33;
 const SIGNS = 40;
@@ -31,30 +25,6 @@ const canRun = Deno.uid() === 0 && await exists("/usr/sbin/nginx") &&
 
 async function exists(path: string): Promise<boolean> {
   return await Deno.stat(path).then(() => true, () => false);
-}
-
-function sign(socket: string, subject: string, key: string) {
-  return request(socket, {
-    method: "POST",
-    path: "/sign",
-    headers: [["X-SVC-Client-Subject", subject], ["X-SVC-Key", key]],
-    body: "message",
-  });
-}
-
-async function promtool(text: string): Promise<{ code: number; out: string }> {
-  const child = new Deno.Command("promtool", {
-    args: ["check", "metrics"],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  await writer.write(new TextEncoder().encode(text));
-  await writer.close();
-  const { code, stdout, stderr } = await child.output();
-  const td = new TextDecoder();
-  return { code, out: td.decode(stdout) + td.decode(stderr) };
 }
 
 Deno.test({
@@ -74,10 +44,7 @@ Deno.test({
       const pki = await makePki(dir, [ALICE]);
       // The package's layout of /run/svcd: setgid with the proxy's group, so the metrics socket is
       // www-data's group's. The test itself is the authenticated proxy (uid 0).
-      const workDir = `${dir}/daemon`;
-      await Deno.mkdir(workDir);
-      await Deno.chown(workDir, 0, WWW_DATA);
-      await Deno.chmod(workDir, 0o2750);
+      const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
       const metricsSocket = `${workDir}/metrics.sock`;
       daemon = await startDaemon({
         token,
@@ -97,12 +64,12 @@ Deno.test({
       // Rounds of 8: one identity may hold --workers − 1 (15) requests at once.
       for (let round = 0; round < SIGNS / 8; round++) {
         const statuses = await Promise.all(
-          Array.from({ length: 8 }, () => sign(daemon!.socket, ALICE, "k").then((r) => r.status)),
+          Array.from({ length: 8 }, () => signAs(daemon!.socket, ALICE, "k").then((r) => r.status)),
         );
         assert.deepEqual(statuses, Array(8).fill(200));
       }
       for (const subject of ODD_SUBJECTS) {
-        assert.equal((await sign(daemon.socket, subject, "secret-label-\xff")).status, 403);
+        assert.equal((await signAs(daemon.socket, subject, "secret-label-\xff")).status, 403);
       }
 
       const signed =
@@ -121,7 +88,7 @@ Deno.test({
       // What Prometheus scraped, as nginx serves it: promtool finds nothing.
       const scrape = await fetch(`http://127.0.0.1:${nginx.metricsPort}/metrics`);
       assert.equal(scrape.status, 200);
-      const check = await promtool(await scrape.text());
+      const check = await promtoolCheckMetrics(await scrape.text());
       assert.equal(check.code, 0, check.out);
       assert.equal(check.out.trim(), "", check.out);
 

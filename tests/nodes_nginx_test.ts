@@ -15,7 +15,7 @@ import { moduleTempDir } from "./support/temp_dir.ts";
 import { makePki, type Pki } from "./support/pki.ts";
 import { startNginx, type TestNginx } from "./support/nginx.ts";
 import { makeTestToken, type TestToken } from "./support/token.ts";
-import { startDaemon, type TestDaemon } from "./support/daemon.ts";
+import { makeProxyWorkDir, startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { readAuditLines, runAuditVerify } from "./support/audit.ts";
 import { verifyIndependently } from "./support/oracle.ts";
 
@@ -70,15 +70,6 @@ async function twoNodeExample(socketB: string): Promise<string> {
     );
 }
 
-/** A node's folder as the package lays out /run/svcd: setgid with the proxy's group. */
-async function nodeDir(dir: string, name: string): Promise<string> {
-  const workDir = `${dir}/${name}`;
-  await Deno.mkdir(workDir);
-  await Deno.chown(workDir, 0, WWW_DATA);
-  await Deno.chmod(workDir, 0o2750);
-  return workDir;
-}
-
 function startNode(token: TestToken, workDir: string): Promise<TestDaemon> {
   return startDaemon({
     token,
@@ -114,7 +105,8 @@ Deno.test({
     let client: Deno.HttpClient | undefined;
     try {
       const pki: Pki = await makePki(dir, [ALICE]);
-      const dirA = await nodeDir(dir, "a"), dirB = await nodeDir(dir, "b");
+      const dirA = await makeProxyWorkDir(`${dir}/a`, WWW_DATA);
+      const dirB = await makeProxyWorkDir(`${dir}/b`, WWW_DATA);
       // One after the other: two processes logging in to one SoftHSM token folder at the same
       // instant can see C_Login fail (CKR_GENERAL_ERROR); an HSM cluster serialises that itself.
       a = await startNode(token, dirA);

@@ -11,7 +11,7 @@ import { verifyIndependently } from "./support/oracle.ts";
 import { makePki, type Pki, revokeClient } from "./support/pki.ts";
 import { curlNginx, startNginx, type TestNginx } from "./support/nginx.ts";
 import { makeTestToken } from "./support/token.ts";
-import { startDaemon, type TestDaemon } from "./support/daemon.ts";
+import { makeProxyWorkDir, startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { readAuditLines } from "./support/audit.ts";
 import { makeTestCa, opensslRequest, publicListenerArgs } from "./support/ca.ts";
@@ -65,12 +65,9 @@ Deno.test({
       const daveRequest = await opensslRequest(ca.dir, "dave", DAVE_SLASH);
       const dave = await ca.issue(["--csr", daveRequest.request, "--grant", "dave-ed"]);
       await Deno.writeTextFile(pki.caCert, await Deno.readTextFile(ca.caPem), { append: true });
-      const workDir = `${dir}/daemon`;
       // The package's layout of /run/svcd: setgid with the proxy's group, so the socket the
       // daemon creates there is the proxy's group's (0660).
-      await Deno.mkdir(workDir);
-      await Deno.chown(workDir, 0, WWW_DATA);
-      await Deno.chmod(workDir, 0o2750);
+      const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
       daemon = await startDaemon({
         token,
         workDir,

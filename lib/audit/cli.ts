@@ -11,8 +11,8 @@
  * svcd audit verify --audit-dir /srv/node1/audit --audit-dir /srv/node2/audit --checkpoints /var/log/svcd-checkpoints.log --public-key audit-sign.pem
  * ```
  */
-import { parseArgs } from "node:util";
-import { type CommandGroup, commandHelp, groupHelp, parseArgsOptions } from "../cli/options.ts";
+import { type CommandGroup } from "../cli/options.ts";
+import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
 import { asUser, loadPin, Token } from "../token/mod.ts";
@@ -135,30 +135,14 @@ class SetupError extends Error {}
  * ```
  */
 export async function runAuditCommand(args: string[]): Promise<number> {
-  const [command, ...rest] = args;
-  if (command === undefined) return usageError("no command");
-  if (command === "-h" || command === "--help" || command === "help") {
-    console.log(groupHelp(AUDIT_COMMAND));
-    return EXIT.ok;
-  }
-  if (command !== "verify") return usageError(`unknown command '${command}'`);
-  let parsed;
+  // verify is the group's one command.
+  const line = parseCommandLine(AUDIT_COMMAND, args, {
+    allowPositionals: true,
+    usageError: (message) => usageError(message),
+  });
+  if ("exit" in line) return line.exit;
   try {
-    parsed = parseArgs({
-      args: rest,
-      strict: true,
-      allowPositionals: true,
-      options: parseArgsOptions(AUDIT_COMMAND.options),
-    });
-  } catch (err) {
-    return usageError((err as Error).message);
-  }
-  if (parsed.values.help) {
-    console.log(commandHelp(AUDIT_COMMAND, "verify"));
-    return EXIT.ok;
-  }
-  try {
-    return await verifyCommand(parsed.values as VerifyValues, parsed.positionals);
+    return await verifyCommand(line.values as VerifyValues, line.positionals);
   } catch (err) {
     if (err instanceof UsageError) return usageError(err.message);
     // SetupError, CredentialError, an unreadable file: failed, as in every other command.

@@ -10,7 +10,6 @@
  * svcd ca revoke 4F1A2B --reason keyCompromise
  * ```
  */
-import { parseArgs } from "node:util";
 import * as pkijs from "pkijs";
 import { CRL_REASON, type IndexEntry, REASON_NAME } from "../ocsp/index_db.ts";
 import type { Signer } from "../ocsp/algorithms.ts";
@@ -35,13 +34,8 @@ import { caStatus } from "./status.ts";
 import { buildCrl, revokedFromIndex } from "./crl.ts";
 import { writeFileAtomic } from "./atomic.ts";
 import { pem } from "../der/mod.ts";
-import {
-  type CommandGroup,
-  commandHelp,
-  groupHelp,
-  parseArgsOptions,
-  strayOption,
-} from "../cli/options.ts";
+import { type CommandGroup } from "../cli/options.ts";
+import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
 
 const DAY_MS = 86_400_000;
@@ -255,32 +249,12 @@ function revocableReasons(): string[] {
 
 /** Runs `svcd ca <args>`; returns the exit code. Example: `await runCaCommand(["list"])`. */
 export async function runCaCommand(args: string[]): Promise<number> {
-  const [command, ...rest] = args;
-  if (command === undefined) return usage(undefined, "no command");
-  if (command === "-h" || command === "--help" || command === "help") {
-    console.log(groupHelp(CA_COMMAND));
-    return EXIT.ok;
-  }
-  if (!CA_COMMAND.commands.some((c) => c.name === command)) {
-    return usage(undefined, `unknown command '${command}'`);
-  }
-  let values: Values, positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
-      args: rest,
-      strict: true,
-      allowPositionals: true,
-      options: parseArgsOptions(CA_COMMAND.options),
-    }) as { values: Values; positionals: string[] });
-  } catch (err) {
-    return usage(command, (err as Error).message);
-  }
-  if (values.help) {
-    console.log(commandHelp(CA_COMMAND, command));
-    return EXIT.ok;
-  }
-  const stray = strayOption(CA_COMMAND, command, values);
-  if (stray) return usage(command, `--${stray} does not apply to '${command}'`);
+  const line = parseCommandLine(CA_COMMAND, args, {
+    allowPositionals: true,
+    usageError: (message, command) => usage(command, message),
+  });
+  if ("exit" in line) return line.exit;
+  const { command, values, positionals } = line;
   const ctx: Context = {
     dir: str(values["ca-dir"]) ?? DEFAULT_CA_DIR,
     common: {

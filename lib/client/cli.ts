@@ -10,7 +10,6 @@
  * svcd client verify --key-label release release.tar.gz release.tar.gz.sig
  * ```
  */
-import { parseArgs } from "node:util";
 import { ClientError, NOT_CAPABLE_HINT } from "./errors.ts";
 import { type RetryWait, SvcdConnection } from "./http.ts";
 import {
@@ -22,13 +21,8 @@ import {
 } from "./settings.ts";
 import { isSignatureFormat, SIGNATURE_FORMATS, type SignatureFormat } from "./format.ts";
 import { listKeys, type Print, signFiles, verifyFile } from "./commands.ts";
-import {
-  type CommandGroup,
-  commandHelp,
-  groupHelp,
-  parseArgsOptions,
-  strayOption,
-} from "../cli/options.ts";
+import { type CommandGroup } from "../cli/options.ts";
+import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
 
 /** `svcd client`: its commands and the one table of their options. */
@@ -165,35 +159,17 @@ type Values = Record<string, string | boolean | undefined>;
  * ```
  */
 export async function runClientCommand(args: string[], io: ClientIo = {}): Promise<number> {
-  const [command, ...rest] = args;
-  if (command === undefined) return usageError("no command");
-  if (command === "-h" || command === "--help" || command === "help") {
-    console.log(groupHelp(CLIENT_COMMAND));
-    return EXIT.ok;
-  }
-  if (!CLIENT_COMMAND.commands.some((c) => c.name === command)) {
-    return usageError(`unknown command '${command}'`);
-  }
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: rest,
-      strict: true,
-      allowPositionals: true,
-      options: parseArgsOptions(CLIENT_COMMAND.options),
-    });
-  } catch (err) {
-    return usageError((err as Error).message);
-  }
-  if (parsed.values.help) {
-    console.log(commandHelp(CLIENT_COMMAND, command));
-    return EXIT.ok;
-  }
+  const line = parseCommandLine(CLIENT_COMMAND, args, {
+    allowPositionals: true,
+    usageError: (message) => usageError(message),
+  });
+  if ("exit" in line) return line.exit;
+  const { command, positionals } = line;
   const print = io.print ?? ((line: string) => console.log(line));
   let conn: SvcdConnection | undefined;
   try {
-    const values = parsed.values as Values;
-    const job = checkCommand(command, values, parsed.positionals);
+    const values = line.values as Values;
+    const job = checkCommand(command, values, positionals);
     const settings = resolveSettings(values, io.env ?? clientEnvironment());
     conn = await SvcdConnection.open(settings, io.wait);
     return await job(conn, settings, print);
@@ -217,10 +193,6 @@ type Job = (conn: SvcdConnection, settings: Settings, print: Print) => Promise<n
 
 /** The command's own options, checked before anything is read or sent. */
 function checkCommand(command: string, values: Values, positionals: string[]): Job {
-  const stray = strayOption(CLIENT_COMMAND, command, values);
-  if (stray !== undefined) {
-    throw new ClientError(`--${stray} does not apply to '${command}'`, { usage: true });
-  }
   switch (command) {
     case "keys": {
       if (positionals.length > 0) throw usage(`keys takes no FILE ('${positionals[0]}')`);

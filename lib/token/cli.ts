@@ -7,7 +7,6 @@
  * CREDENTIALS_DIRECTORY=/run/creds deno task svcd token keygen --key-label web --key-type ed25519
  * ```
  */
-import { parseArgs } from "node:util";
 import { CredentialError, MechanismUnavailableError, Pkcs11Error } from "./errors.ts";
 import { verifyIndependently } from "./independent_verify.ts";
 import { isKeyTypeName, KEY_TYPE_NAMES, type KeyTypeName } from "./key_types.ts";
@@ -21,13 +20,8 @@ import { pem } from "../der/mod.ts";
 import { loadPin, type PinSource } from "./credential.ts";
 import { asUser, isRoot } from "./run_as.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
-import {
-  type CommandGroup,
-  commandHelp,
-  groupHelp,
-  parseArgsOptions,
-  strayOption,
-} from "../cli/options.ts";
+import { type CommandGroup } from "../cli/options.ts";
+import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
 
 /** `svcd token`: its commands and the one table of their options. */
@@ -167,32 +161,9 @@ type Values = Record<string, string | string[] | boolean | undefined>;
 
 /** Runs `svcd token <args>`; returns the exit code. Example: `await runTokenCommand(["list"])`. */
 export async function runTokenCommand(args: string[]): Promise<number> {
-  const [command, ...rest] = args;
-  if (command === undefined) return usageError("no command");
-  if (command === "-h" || command === "--help" || command === "help") {
-    console.log(groupHelp(TOKEN_COMMAND));
-    return EXIT.ok;
-  }
-  if (!TOKEN_COMMAND.commands.some((c) => c.name === command)) {
-    return usageError(`unknown command '${command}'`);
-  }
-  let values: Values;
-  try {
-    values = parseArgs({
-      args: rest,
-      strict: true,
-      allowPositionals: false,
-      options: parseArgsOptions(TOKEN_COMMAND.options),
-    }).values as Values;
-  } catch (err) {
-    return usageError((err as Error).message, command);
-  }
-  if (values.help) {
-    console.log(commandHelp(TOKEN_COMMAND, command));
-    return EXIT.ok;
-  }
-  const stray = strayOption(TOKEN_COMMAND, command, values);
-  if (stray) return usageError(`--${stray} does not apply to '${command}'`, command);
+  const line = parseCommandLine(TOKEN_COMMAND, args, { allowPositionals: false, usageError });
+  if ("exit" in line) return line.exit;
+  const { command, values } = line;
   const credential = str(values.credential);
   const common: Common = {
     modulePath: str(values.module) ?? DEFAULT_MODULE,

@@ -18,10 +18,10 @@ import { mountFs } from "../support/mounts.ts";
 import { makePki, type Pki } from "../support/pki.ts";
 import { curlNginx, startNginx, type TestNginx } from "../support/nginx.ts";
 import { makeTestToken, type TestToken } from "../support/token.ts";
-import { startDaemon, type TestDaemon } from "../support/daemon.ts";
+import { makeProxyWorkDir, startDaemon, type TestDaemon } from "../support/daemon.ts";
 import { readAuditLines } from "../support/audit.ts";
 import { type CommandResult, runCommand } from "../support/command.ts";
-import { verifyIndependently } from "../support/oracle.ts";
+import { opensslVerifyFile, verifyIndependently, writeSpkiPem } from "../support/oracle.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const WWW_DATA = 33;
@@ -99,10 +99,7 @@ async function setUp(): Promise<Setup> {
   const dir = moduleTempDir("svcd-client-nginx-");
   await Deno.chmod(dir, 0o711);
   const pki = await makePki(dir, [ALICE]);
-  const workDir = `${dir}/daemon`;
-  await Deno.mkdir(workDir);
-  await Deno.chown(workDir, 0, WWW_DATA);
-  await Deno.chmod(workDir, 0o2750);
+  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
   const daemon = await startDaemon({
     token,
     workDir,
@@ -151,11 +148,6 @@ function digestSent(key: ListedKey): string | undefined {
   return DIGEST_SENT[key.key_type];
 }
 
-async function writePem(path: string, spki: string): Promise<void> {
-  const body = spki.match(/.{1,64}/g)!.join("\n");
-  await Deno.writeTextFile(path, `-----BEGIN PUBLIC KEY-----\n${body}\n-----END PUBLIC KEY-----\n`);
-}
-
 /**
  * Signs `file` with the client (DER for ECDSA, raw otherwise) and checks the signature with a
  * verifier the project did not write.
@@ -178,38 +170,11 @@ async function signAndCheck(s: Setup, key: ListedKey, file: string): Promise<voi
   const mode = digestSent(key);
   assert.match(r.stdout, new RegExp(mode ? `digest ${mode}` : "message"), r.stdout);
   const pem = `${sig}.pub.pem`;
-  if (key.public_key) await writePem(pem, key.public_key);
+  if (key.public_key) await writeSpkiPem(pem, key.public_key);
   try {
-    if (ecdsa || key.key_type === "rsa-3072") {
-      const hash = key.key_type === "ec-p384" ? "-sha384" : "-sha256";
-      const pss = key.key_type === "rsa-3072"
-        ? ["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:32"]
-        : [];
-      const v = await runCommand("openssl", [
-        "dgst",
-        hash,
-        ...pss,
-        "-verify",
-        pem,
-        "-signature",
-        sig,
-        file,
-      ]);
-      assert.equal(v.code, 0, `openssl dgst: ${v.text}`);
-    } else if (key.key_type === "ed25519") {
-      const v = await runCommand("openssl", [
-        "pkeyutl",
-        "-verify",
-        "-pubin",
-        "-inkey",
-        pem,
-        "-rawin",
-        "-in",
-        file,
-        "-sigfile",
-        sig,
-      ]);
-      assert.equal(v.code, 0, `openssl pkeyutl: ${v.text}`);
+    if (ecdsa || key.key_type === "rsa-3072" || key.key_type === "ed25519") {
+      const v = await opensslVerifyFile(key.key_type, pem, file, sig);
+      assert.equal(v.code, 0, `openssl (${key.key_type}): ${v.text}`);
     } else if (key.key_type in ML_DSA) {
       const dsa = ML_DSA[key.key_type as keyof typeof ML_DSA];
       const message = await Deno.readFile(file);

@@ -21,6 +21,17 @@ import { moduleTempDir } from "./temp_dir.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
+/**
+ * Makes the folder `path` as the package lays out /run/svcd: root's, setgid with the proxy's group
+ * (`proxyGid`), mode 02750, so every socket the daemon creates there is the proxy's group's.
+ */
+export async function makeProxyWorkDir(path: string, proxyGid: number): Promise<string> {
+  await Deno.mkdir(path);
+  await Deno.chown(path, 0, proxyGid);
+  await Deno.chmod(path, 0o2750);
+  return path;
+}
+
 /** The parts of a test token the daemon needs (tests/support/token.ts makes one). */
 export interface DaemonToken {
   dir: string;

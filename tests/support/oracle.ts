@@ -15,6 +15,7 @@ import assert from "node:assert/strict";
 import { verifyIndependently as verifyKey } from "../../lib/token/independent_verify.ts";
 import { isKeyTypeName } from "../../lib/token/mod.ts";
 import { request } from "./http_client.ts";
+import { type CommandResult, runCommand } from "./command.ts";
 
 /** A public key as GET /token lists it: raw, and as SPKI where the type has one. */
 export interface DaemonPublicKey {
@@ -59,4 +60,44 @@ export async function verifyIndependently(
     publicKeySpki: publicKey.spki,
   };
   return (await verifyKey(key, message, signature)).ok;
+}
+
+/** Writes a PUBLIC KEY PEM file at `path` from the base64 of its SPKI. */
+export async function writeSpkiPem(path: string, spkiBase64: string): Promise<void> {
+  const body = spkiBase64.match(/.{1,64}/g)!.join("\n");
+  await Deno.writeTextFile(path, `-----BEGIN PUBLIC KEY-----\n${body}\n-----END PUBLIC KEY-----\n`);
+}
+
+/**
+ * openssl's check of the signature file `sig` over `file` with the PEM public key `pem`: ECDSA
+ * (DER) and RSA-PSS (SHA-256, salt 32) by `openssl dgst`, Ed25519 by `openssl pkeyutl -rawin`.
+ */
+export function opensslVerifyFile(
+  keyType: string,
+  pem: string,
+  file: string,
+  sig: string,
+): Promise<CommandResult> {
+  if (keyType === "ed25519") {
+    return runCommand("openssl", [
+      "pkeyutl",
+      "-verify",
+      "-pubin",
+      "-inkey",
+      pem,
+      "-rawin",
+      "-in",
+      file,
+      "-sigfile",
+      sig,
+    ]);
+  }
+  if (!["ec-p256", "ec-p384", "rsa-3072"].includes(keyType)) {
+    throw new Error(`openssl does not check key type ${keyType} here`);
+  }
+  const hash = keyType === "ec-p384" ? "-sha384" : "-sha256";
+  const pss = keyType === "rsa-3072"
+    ? ["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:32"]
+    : [];
+  return runCommand("openssl", ["dgst", hash, ...pss, "-verify", pem, "-signature", sig, file]);
 }

@@ -15,8 +15,9 @@ import { moduleTempDir } from "./temp_dir.ts";
 import { makePki, type Pki } from "./pki.ts";
 import { freePort, startNginx, type TestNginx } from "./nginx.ts";
 import { makeTestToken, type TestToken } from "./token.ts";
-import { startDaemon, type TestDaemon } from "./daemon.ts";
+import { makeProxyWorkDir, startDaemon, type TestDaemon } from "./daemon.ts";
 import type { TestModuleName } from "./modules.ts";
+import { writeSpkiPem } from "./oracle.ts";
 import assert from "node:assert/strict";
 import {
   CKA,
@@ -75,10 +76,7 @@ export async function startClientBed(
   const token = await makeTestToken({ keys, module: opts.module });
   const dir = moduleTempDir("svcd-p11client-");
   await Deno.chmod(dir, 0o711);
-  const workDir = `${dir}/daemon`;
-  await Deno.mkdir(workDir);
-  await Deno.chown(workDir, 0, WWW_DATA);
-  await Deno.chmod(workDir, 0o2750);
+  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
   const policy = token.keys.map((label) => `${ALICE}\t${label}\n`).join("");
   const pki = await makePki(dir, [ALICE]);
   const start = () =>
@@ -201,9 +199,8 @@ export interface TokenKey {
 
 /** Writes the key's SPKI as a PEM file for openssl, and returns its path. */
 export async function writePublicPem(dir: string, key: TokenKey): Promise<string> {
-  const b64 = key.public_key!.match(/.{1,64}/g)!.join("\n");
   const path = `${dir}/${key.label}.pub.pem`;
-  await Deno.writeTextFile(path, `-----BEGIN PUBLIC KEY-----\n${b64}\n-----END PUBLIC KEY-----\n`);
+  await writeSpkiPem(path, key.public_key!);
   return path;
 }
 

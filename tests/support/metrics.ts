@@ -1,0 +1,46 @@
+/**
+ * What the metrics tests share: subjects that must never leak into a series, a /sign as a proxy
+ * sends it, and `promtool check metrics` over a scrape.
+ *
+ * @example
+ * ```ts
+ * declare const socket: string, scrape: string;
+ * for (const subject of ODD_SUBJECTS) console.log((await signAs(socket, subject, "k")).status);
+ * const check = await promtoolCheckMetrics(scrape);
+ * if (check.code !== 0) throw new Error(check.out);
+ * ```
+ */
+import { type ClientResponse, request } from "./http_client.ts";
+
+/** Subjects as byte strings (one char per byte): quotes, braces, UTF-8 and a byte that is not. */
+export const ODD_SUBJECTS: readonly string[] = [
+  'CN=zo\xc3\xab",le="0.5"}',
+  "CN=\xff\xfe{x}\\",
+  "CN=mallory\tstatus=200",
+];
+
+/** POST /sign of the body "message" with `key`, as the proxy sends it for `subject`. */
+export function signAs(socket: string, subject: string, key: string): Promise<ClientResponse> {
+  return request(socket, {
+    method: "POST",
+    path: "/sign",
+    headers: [["X-SVC-Client-Subject", subject], ["X-SVC-Key", key]],
+    body: "message",
+  });
+}
+
+/** `promtool check metrics` over `text`: its exit code and what it printed. */
+export async function promtoolCheckMetrics(text: string): Promise<{ code: number; out: string }> {
+  const child = new Deno.Command("promtool", {
+    args: ["check", "metrics"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(text));
+  await writer.close();
+  const { code, stdout, stderr } = await child.output();
+  const td = new TextDecoder();
+  return { code, out: td.decode(stdout) + td.decode(stderr) };
+}
