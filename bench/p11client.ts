@@ -9,7 +9,11 @@
  *   no TLS, no policy, no audit).
  *
  * The two run `--rounds` times, interleaved, and the medians are compared, since other work on a
- * shared machine moves every rate. Per signature: the load process's CPU (what the client module
+ * shared machine moves every rate. nginx runs `worker_processes auto` (one worker per core, as
+ * Debian's nginx.conf has it), not the tests' 1: `--nginx-workers N` changes it. `--serve-args`
+ * adds options of `svcd serve` (comma-separated, e.g. `--threads,2`); `--without audit` runs the
+ * daemon through bench/serve.ts without its audit log — a diagnostic of what the durable audit
+ * line costs, never the product's figure. Per signature: the load process's CPU (what the client module
  * costs the signing program) and the server side's (svcd, or `p11-kit server`). Target: svcd ≥ 0.8 ×
  * p11-kit remote. Needs what tests/p11client_*_test.ts need (root, nginx, the built client module)
  * and gcc, libp11-kit-dev, p11-kit, p11-kit-modules.
@@ -17,6 +21,7 @@
  * @example
  * ```sh
  * node_modules/.bin/deno run -A bench/p11client.ts --seconds 5 --rounds 3
+ * node_modules/.bin/deno run -A bench/p11client.ts --without audit --serve-args=--threads,2
  * ```
  */
 import { parseArgs } from "node:util";
@@ -30,12 +35,19 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "5" },
     rounds: { type: "string", default: "3" },
     threads: { type: "string", default: "16" },
+    "nginx-workers": { type: "string", default: "auto" },
+    "serve-args": { type: "string", default: "" },
+    without: { type: "string", default: "" },
   },
 });
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
 const threads = Number(values.threads);
 const KEY = "k-ec";
+const nginxWorkers = values["nginx-workers"];
+const serveArgs = values["serve-args"].split(",").filter(Boolean);
+const without = values.without;
+const BENCH_SERVE = new URL("./serve.ts", import.meta.url).pathname;
 
 /** One load run: the load's figures and the server side's CPU µs per signature. */
 interface Figures extends CLoad {
@@ -103,11 +115,23 @@ function median(xs: number[]): number {
 
 const f0 = (x: number) => x.toFixed(0);
 
+/** The 1, 5 and 15 minute load averages, as /proc/loadavg gives them. */
+function loadAverage(): string {
+  return Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
+}
+
 async function main(): Promise<void> {
   // One identity holds at most --workers minus one requests at once: 16 threads need 17.
   const bed = await startClientBed({ [KEY]: "ec-p256" }, {
-    daemonArgs: ["--workers", String(threads + 1)],
+    daemonArgs: ["--workers", String(threads + 1), ...serveArgs],
+    daemonEntry: without ? [BENCH_SERVE, "--without", without] : undefined,
+    nginxWorkers,
   });
+  console.log(
+    `load average ${loadAverage()}; nginx worker_processes ${nginxWorkers}; svcd serve ` +
+      `--workers ${threads + 1} ${serveArgs.join(" ")}` +
+      (without ? ` (bench/serve.ts --without ${without}: a diagnostic)` : ""),
+  );
   const server = await startP11KitServer(bed.token, bed.dir);
   try {
     const binary = await buildCLoad(bed.dir);
@@ -172,6 +196,7 @@ async function main(): Promise<void> {
         ratio >= 0.8 ? "met" : "NOT met"
       })`,
     );
+    console.log(`load average ${loadAverage()}`);
   } finally {
     await server.stop();
     await bed.stop();
