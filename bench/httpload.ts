@@ -30,6 +30,8 @@ export interface HttploadOptions {
   seconds: number;
   /** Seconds of requests at the start that are not counted. 0.5 */
   warmup?: number;
+  /** A command that runs the program, e.g. `setpriv` as the proxy's user (default: none). */
+  runAs?: string[];
 }
 
 /**
@@ -68,7 +70,9 @@ export async function runHttpload(program: string, o: HttploadOptions): Promise<
     "--warmup",
     String(o.warmup ?? 0.5),
   ];
-  const out = await new Deno.Command(program, { args, stdout: "piped", stderr: "piped" }).output();
+  const [cmd, ...cmdArgs] = [...(o.runAs ?? []), program, ...args];
+  const out = await new Deno.Command(cmd, { args: cmdArgs, stdout: "piped", stderr: "piped" })
+    .output();
   if (out.code !== 0) {
     throw new Error(
       `httpload ${args.join(" ")} exited ${out.code}: ${new TextDecoder().decode(out.stderr)}`,

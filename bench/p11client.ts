@@ -8,8 +8,17 @@
  * - p11-kit remote: the same load → p11-kit-client.so → `p11-kit server` → SoftHSM2 (a UNIX socket,
  *   no TLS, no policy, no audit).
  *
+ * - svcd alone (each round, for the breakdown): bench/httpload.c as nginx's user straight on svcd's
+ *   socket, `threads` connections at a time, one request per connection, the same /sign as the
+ *   client module sends (X-SVC-Digest sha-256, alice's subject): what svcd does without TLS, nginx
+ *   or the client module on the same cores.
+ *
  * The two run `--rounds` times, interleaved, and the medians are compared, since other work on a
- * shared machine moves every rate. Per signature: the load process's CPU (what the client module
+ * shared machine moves every rate. nginx runs `worker_processes auto` (one worker per core, as
+ * Debian's nginx.conf has it), not the tests' 1: `--nginx-workers N` changes it. `--serve-args`
+ * adds options of `svcd serve` (comma-separated, e.g. `--threads,2`); `--without audit` runs the
+ * daemon through bench/serve.ts without its audit log — a diagnostic of what the durable audit
+ * line costs, never the product's figure. Per signature: the load process's CPU (what the client module
  * costs the signing program) and the server side's (svcd, or `p11-kit server`). Target: svcd ≥ 0.8 ×
  * p11-kit remote. Needs what tests/p11client_*_test.ts need (root, nginx, the built client module)
  * and gcc, libp11-kit-dev, p11-kit, p11-kit-modules.
@@ -17,12 +26,14 @@
  * @example
  * ```sh
  * node_modules/.bin/deno run -A bench/p11client.ts --seconds 5 --rounds 3
+ * node_modules/.bin/deno run -A bench/p11client.ts --without audit --serve-args=--threads,2
  * ```
  */
 import { parseArgs } from "node:util";
 import { buildCLoad, type CLoad, P11KIT_CLIENT, startP11KitServer } from "./p11kit.ts";
 import { cpuSeconds, daemonCpu } from "./proc_cpu.ts";
-import { CLIENT_MODULE, startClientBed } from "../tests/support/p11client.ts";
+import { buildHttpload, runHttpload } from "./httpload.ts";
+import { ALICE, CLIENT_MODULE, startClientBed } from "../tests/support/p11client.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -30,12 +41,32 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "5" },
     rounds: { type: "string", default: "3" },
     threads: { type: "string", default: "16" },
+    "nginx-workers": { type: "string", default: "auto" },
+    "serve-args": { type: "string", default: "" },
+    without: { type: "string", default: "" },
   },
 });
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
 const threads = Number(values.threads);
 const KEY = "k-ec";
+const nginxWorkers = values["nginx-workers"];
+const serveArgs = values["serve-args"].split(",").filter(Boolean);
+const without = values.without;
+const BENCH_SERVE = new URL("./serve.ts", import.meta.url).pathname;
+/** nginx's workers' user: svcd takes requests on its socket only from the proxy's uid. */
+const AS_WWW_DATA = ["setpriv", "--reuid=33", "--regid=33", "--clear-groups"];
+
+/**
+ * svcd alone: its rate, its CPU per request and the requests it refused (a closed loop on one
+ * identity can open its next connection before the daemon has counted the last one's answer
+ * out, and a 17th request of the identity is refused).
+ */
+interface Direct {
+  perSecond: number;
+  serverCpuUs: number;
+  errors: number;
+}
 
 /** One load run: the load's figures and the server side's CPU µs per signature. */
 interface Figures extends CLoad {
@@ -103,11 +134,23 @@ function median(xs: number[]): number {
 
 const f0 = (x: number) => x.toFixed(0);
 
+/** The 1, 5 and 15 minute load averages, as /proc/loadavg gives them. */
+function loadAverage(): string {
+  return Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
+}
+
 async function main(): Promise<void> {
   // One identity holds at most --workers minus one requests at once: 16 threads need 17.
   const bed = await startClientBed({ [KEY]: "ec-p256" }, {
-    daemonArgs: ["--workers", String(threads + 1)],
+    daemonArgs: ["--workers", String(threads + 1), ...serveArgs],
+    daemonEntry: without ? [BENCH_SERVE, "--without", without] : undefined,
+    nginxWorkers,
   });
+  console.log(
+    `load average ${loadAverage()}; nginx worker_processes ${nginxWorkers}; svcd serve ` +
+      `--workers ${threads + 1} ${serveArgs.join(" ")}` +
+      (without ? ` (bench/serve.ts --without ${without}: a diagnostic)` : ""),
+  );
   const server = await startP11KitServer(bed.token, bed.dir);
   try {
     const binary = await buildCLoad(bed.dir);
@@ -135,12 +178,37 @@ async function main(): Promise<void> {
         },
         () => p11KitServerCpu(server.pid, serverChildren),
       );
+    const httpload = await buildHttpload(bed.dir);
+    const digestFile = `${bed.dir}/digest`;
+    await Deno.writeFile(digestFile, new Uint8Array(32).fill(7));
+    const directRun = async (): Promise<Direct> => {
+      const before = (await daemonCpu(bed.daemon.pid)).all;
+      const r = await runHttpload(httpload, {
+        unix: bed.daemon.socket,
+        path: "/sign",
+        bodyFile: digestFile,
+        headers: [`X-SVC-Key: ${KEY}`, "X-SVC-Digest: sha-256", `X-SVC-Client-Subject: ${ALICE}`],
+        concurrency: threads,
+        seconds,
+        // Every request counts, as every request's CPU does (the daemon is warm by then).
+        warmup: 0,
+        runAs: AS_WWW_DATA,
+      });
+      const used = (await daemonCpu(bed.daemon.pid)).all - before;
+      return {
+        perSecond: r.perSecond,
+        serverCpuUs: used * 1e6 / (r.requests + r.errors),
+        errors: r.errors,
+      };
+    };
     const svcd: Figures[] = [];
     const p11kit: Figures[] = [];
+    const direct: Direct[] = [];
     for (let round = 0; round < rounds; round++) {
       svcd.push(await svcdRun());
       p11kit.push(await p11kitRun());
-      const [s, p] = [svcd.at(-1)!, p11kit.at(-1)!];
+      direct.push(await directRun());
+      const [s, p, d] = [svcd.at(-1)!, p11kit.at(-1)!, direct.at(-1)!];
       console.log(
         `round ${round + 1}: client module → nginx → svcd ${f0(s.perSecond)}/s ` +
           `(client CPU ${f0(s.cpuUsPerSignature)} µs/sig, nginx ${f0(s.proxyCpuUs)}, ` +
@@ -148,7 +216,7 @@ async function main(): Promise<void> {
           `p11-kit remote ${f0(p.perSecond)}/s (client CPU ${f0(p.cpuUsPerSignature)} µs/sig, ` +
           `p11-kit server ${f0(p.serverCpuUs)} µs/sig); ratio ${
             (s.perSecond / p.perSecond).toFixed(2)
-          }`,
+          }; svcd alone ${f0(d.perSecond)}/s (${f0(d.serverCpuUs)} µs/sig, ${d.errors} refused)`,
       );
     }
     const m = (xs: Figures[], f: (x: Figures) => number) => median(xs.map(f));
@@ -166,12 +234,18 @@ async function main(): Promise<void> {
         `${f0(m(p11kit, (x) => x.cpuUsPerSignature))} µs/sig; p11-kit server CPU ` +
         `${f0(m(p11kit, (x) => x.serverCpuUs))} µs/sig`,
     );
+    console.log(
+      `  svcd alone (bench/httpload.c on its socket, no TLS): ` +
+        `${f0(median(direct.map((x) => x.perSecond)))}/s; svcd CPU ` +
+        `${f0(median(direct.map((x) => x.serverCpuUs)))} µs/sig`,
+    );
     const ratio = svcdRate / p11kitRate;
     console.log(
       `  svcd / p11-kit remote: ${ratio.toFixed(2)} (target ≥ 0.8: ${
         ratio >= 0.8 ? "met" : "NOT met"
       })`,
     );
+    console.log(`load average ${loadAverage()}`);
   } finally {
     await server.stop();
     await bed.stop();

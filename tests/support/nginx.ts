@@ -50,6 +50,7 @@ export async function nginxConfig(
   sockets: NginxSockets | undefined,
   ports: { port: number; publicPort: number; metricsPort: number },
   example?: string,
+  workerProcesses = "1",
 ): Promise<string> {
   const text = example ?? await Deno.readTextFile(EXAMPLE);
   const paths: Array<[string, string]> = [];
@@ -79,7 +80,7 @@ export async function nginxConfig(
     ...metrics.filter(([from]) => text.includes(from)),
   ]);
   return `user www-data;
-worker_processes 1;
+worker_processes ${workerProcesses};
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log warn;
 events { worker_connections 256; }
@@ -110,19 +111,19 @@ export function freePort(): number {
 
 /**
  * Starts nginx with the example for `sockets` in `dir` (which www-data must be able to enter) and
- * waits until it accepts.
+ * waits until it accepts. `workerProcesses` is nginx's `worker_processes`: 1 for tests (one
+ * worker's CPU is one process to read), `auto` for benches (one per core, as Debian's nginx.conf).
  */
 export async function startNginx(
   dir: string,
   pki: Pki | undefined,
   sockets: NginxSockets | undefined,
   example?: string,
+  workerProcesses = "1",
 ): Promise<TestNginx> {
   const ports = { port: freePort(), publicPort: freePort(), metricsPort: freePort() };
-  await Deno.writeTextFile(
-    `${dir}/nginx.conf`,
-    await nginxConfig(dir, pki, sockets, ports, example),
-  );
+  const config = (text?: string) => nginxConfig(dir, pki, sockets, ports, text, workerProcesses);
+  await Deno.writeTextFile(`${dir}/nginx.conf`, await config(example));
   const child = new Deno.Command("/usr/sbin/nginx", {
     args: ["-c", `${dir}/nginx.conf`, "-g", "daemon off;"],
     stdout: "null",
@@ -147,10 +148,7 @@ export async function startNginx(
     ...ports,
     reload,
     reconfigure: async (text: string) => {
-      await Deno.writeTextFile(
-        `${dir}/nginx.conf`,
-        await nginxConfig(dir, pki, sockets, ports, text),
-      );
+      await Deno.writeTextFile(`${dir}/nginx.conf`, await config(text));
       await reload();
     },
     stop: async () => {

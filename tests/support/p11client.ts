@@ -68,10 +68,20 @@ export interface ClientBed {
   stop(): Promise<void>;
 }
 
+/** How a bed runs its daemon and nginx (benches set these; tests keep the defaults). */
+export interface ClientBedOptions {
+  module?: TestModuleName;
+  daemonArgs?: string[];
+  /** Script and leading arguments instead of `main.ts serve` (bench/serve.ts). */
+  daemonEntry?: string[];
+  /** nginx's `worker_processes` (default 1). */
+  nginxWorkers?: string;
+}
+
 /** Starts a token with `keys` (label → key type), the daemon granting them all to alice, nginx. */
 export async function startClientBed(
   keys: Record<string, string>,
-  opts: { module?: TestModuleName; daemonArgs?: string[] } = {},
+  opts: ClientBedOptions = {},
 ): Promise<ClientBed> {
   const token = await makeTestToken({ keys, module: opts.module });
   const dir = moduleTempDir("svcd-p11client-");
@@ -80,9 +90,22 @@ export async function startClientBed(
   const policy = token.keys.map((label) => `${ALICE}\t${label}\n`).join("");
   const pki = await makePki(dir, [ALICE]);
   const start = () =>
-    startDaemon({ token, workDir, proxyUid: WWW_DATA, policy, args: opts.daemonArgs });
+    startDaemon({
+      token,
+      workDir,
+      proxyUid: WWW_DATA,
+      policy,
+      args: opts.daemonArgs,
+      entry: opts.daemonEntry,
+    });
   let daemon = await start();
-  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket }, await bedExample());
+  const nginx = await startNginx(
+    dir,
+    pki,
+    { authSocket: daemon.socket },
+    await bedExample(),
+    opts.nginxWorkers,
+  );
   const alice = pki.clients[0];
   const bed: ClientBed = {
     dir,
