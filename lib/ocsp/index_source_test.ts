@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { withTempDir } from "../../tests/support/ocsp.ts";
 import { formatIndexLine } from "./index_db.ts";
 import { createIndexMemory, IndexFileSource, type IndexMemory } from "./index_source.ts";
-import type { IndexWorkerQuestion } from "./testing_index_worker.ts";
+import type { IndexWorkerQuestion } from "../../tests/support/index_source_worker.ts";
 
 const EXP = Date.UTC(2035, 5, 30, 12, 0, 0);
 const REV = Date.UTC(2026, 0, 2, 3, 4, 5);
@@ -121,7 +121,10 @@ Deno.test("index source: threads sharing a memory parse each version of the file
     const memory: IndexMemory = createIndexMemory(100_000);
     const workers = Array.from(
       { length: 2 },
-      () => new Worker(new URL("./testing_index_worker.ts", import.meta.url), { type: "module" }),
+      () =>
+        new Worker(new URL("../../tests/support/index_source_worker.ts", import.meta.url), {
+          type: "module",
+        }),
     );
     const here = new IndexFileSource(path, { memory });
     try {
