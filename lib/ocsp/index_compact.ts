@@ -69,6 +69,11 @@ export const H = {
   maxEntries: 9,
   /** 1 when the last load failed because of the entry limit. */
   overLimit: 10,
+  /** Checks of the file begun (under the write lock) and finished, by every thread. */
+  checksBegun: 11,
+  checksDone: 12,
+  /** Whole reads of the file, by every thread (tests count them). */
+  reads: 13,
 } as const;
 
 /** Float64 slots of the header (bytes 64…): the stamp of the file the database came from. */
@@ -77,12 +82,16 @@ export const F = {
   dev: 9,
   ino: 10,
   size: 11,
-  mtime: 12,
-  ctime: 13,
-  /** Latest file time seen (mtime, or ctime rounded up), ms. */
-  changedAt: 14,
+  mtimeSec: 12,
+  mtimeNsec: 13,
+  ctimeSec: 14,
+  ctimeNsec: 15,
+  /** Latest file time of the stamp (mtime or ctime, rounded up), ms. */
+  changedAt: 16,
+  /** How long after changedAt a rewrite may still leave the stamp unchanged, ms. */
+  racyWindow: 17,
   /** When the content was last read and matched, ms. */
-  verifiedAt: 15,
+  verifiedAt: 18,
 } as const;
 
 const HASH_AT = 160;

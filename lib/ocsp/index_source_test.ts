@@ -9,8 +9,40 @@ const REV = Date.UTC(2026, 0, 2, 3, 4, 5);
 
 const withDir = (fn: (dir: string) => Promise<void> | void) => withTempDir("ocsp-idx-", fn);
 
-Deno.test("index source: a same-size rewrite in the same instant is seen on the next query", () =>
+for (const coarseTimes of [false, true]) {
+  const times = coarseTimes ? "Deno's millisecond times" : "statx's nanosecond times";
+  Deno.test(`index source (${times}): a same-size rewrite in the same instant is seen next`, () =>
+    sameInstantRewrite(coarseTimes));
+}
+
+Deno.test("index source: queries after a change do not read the file again", () =>
   withDir(async (dir) => {
+    const path = `${dir}/index.txt`;
+    const line = (status: "V" | "R") =>
+      formatIndexLine({
+        status,
+        expires: EXP,
+        ...(status === "R" ? { revokedAt: REV } : {}),
+        serial: "0C",
+        subject: "/CN=a",
+      });
+    Deno.writeTextFileSync(path, line("V"));
+    const source = new IndexFileSource(path);
+    assert.equal((await source.current())!.lookup("C")!.status, "V");
+    // A revocation as `openssl ca` writes it (a new file renamed over the old), then queries
+    // at once, while the file is younger than any window in which a rewrite could hide.
+    Deno.writeTextFileSync(`${path}.new`, line("R"));
+    Deno.renameSync(`${path}.new`, path);
+    const reads = source.reads;
+    const revoked = (await source.current())!;
+    assert.equal(revoked.lookup("C")!.status, "R");
+    for (let i = 0; i < 50; i++) assert.equal(await source.current(), revoked);
+    assert.equal(source.reads, reads + 1, "the change was read once");
+    assert.equal(source.parses, 2);
+  }));
+
+function sameInstantRewrite(coarseTimes: boolean) {
+  return withDir(async (dir) => {
     const path = `${dir}/index.txt`;
     const v = formatIndexLine({ status: "V", expires: EXP, serial: "01", subject: "/CN=a" });
     const r = formatIndexLine({
@@ -21,7 +53,7 @@ Deno.test("index source: a same-size rewrite in the same instant is seen on the 
       subject: "/CN=a",
     });
     Deno.writeTextFileSync(path, v);
-    const source = new IndexFileSource(path);
+    const source = new IndexFileSource(path, { coarseTimes });
     const first = (await source.current())!;
     assert.equal(first.lookup("1")!.status, "V");
     // Same inode, same size (revocation field replaces nothing: pad V's line to R's length),
@@ -45,7 +77,8 @@ Deno.test("index source: a same-size rewrite in the same instant is seen on the 
     const parses = source.parses;
     assert.equal((await source.current())!.version, third.version);
     assert.equal(source.parses, parses);
-  }));
+  });
+}
 
 Deno.test("index source: corrupt or missing → unavailable; restored → answers again", () =>
   withDir(async (dir) => {
