@@ -108,16 +108,18 @@ async function postTcp(port: number, body: Uint8Array): Promise<Uint8Array | nul
   }
 }
 
-/** Resolves once the port accepts a connection. */
-async function untilAccepting(port: number): Promise<void> {
-  for (;;) {
-    try {
-      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
-      return;
-    } catch {
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
+/** Resolves once openssl says it accepts connections (an empty connection would spin it). */
+async function untilAccepting(proc: Deno.ChildProcess): Promise<void> {
+  let said = "";
+  const decoder = new TextDecoder();
+  const reader = proc.stderr.getReader();
+  while (!said.includes("waiting for OCSP client connections")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`openssl ocsp ended before accepting: ${said}`);
+    said += decoder.decode(value, { stream: true });
   }
+  reader.releaseLock();
+  void proc.stderr.pipeTo(new WritableStream()); // drained from now on
 }
 
 /** The compact reader alone over `bytes`: the best of three loads, ms. */
@@ -172,6 +174,7 @@ await withTempDir("ocsp-scale-", async (dir) => {
         const port = 20000 + Math.floor(Math.random() * 20000);
         const start = performance.now();
         let pid: number, stop: () => Promise<void>, t: Target;
+        let ready: Promise<void> = Promise.resolve();
         if (who === "svcd") {
           const workDir = await Deno.makeTempDir({ dir });
           const daemon = await startDaemon({
@@ -211,7 +214,7 @@ await withTempDir("ocsp-scale-", async (dir) => {
               "60",
             ],
             stdout: "null",
-            stderr: "null",
+            stderr: "piped",
           }).spawn(); // deno-fmt-ignore
           pid = proc.pid;
           stop = async () => {
@@ -219,9 +222,10 @@ await withTempDir("ocsp-scale-", async (dir) => {
             await proc.status;
           };
           t = { ask: (body) => postTcp(port, body) };
+          ready = untilAccepting(proc);
         }
         try {
-          if (who === "openssl") await untilAccepting(port);
+          await ready;
           const readyMs = performance.now() - start;
           const firstMs = await until(t, req.plain, "good");
           const rss = rssMiB(pid);
