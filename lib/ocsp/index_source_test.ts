@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { withTempDir } from "../../tests/support/ocsp.ts";
 import { formatIndexLine } from "./index_db.ts";
 import { createIndexMemory, IndexFileSource, type IndexMemory } from "./index_source.ts";
+import { H } from "./index_compact.ts";
 import type { IndexWorkerQuestion } from "../../tests/support/index_source_worker.ts";
 
 const EXP = Date.UTC(2035, 5, 30, 12, 0, 0);
@@ -79,6 +80,42 @@ function sameInstantRewrite(coarseTimes: boolean) {
     assert.equal(source.parses, parses);
   });
 }
+
+Deno.test("index source: a check begun after a query arrived answers for it", () =>
+  withDir(async (dir) => {
+    const path = `${dir}/index.txt`;
+    Deno.writeTextFileSync(
+      path,
+      formatIndexLine({ status: "V", expires: EXP, serial: "0D", subject: "/CN=a" }),
+    );
+    // Changed "in the future": with coarse times every query needs a content check.
+    const later = new Date(Date.now() + 600_000);
+    Deno.utimeSync(path, later, later);
+    const memory = createIndexMemory(10);
+    const [a, b] = [0, 1].map(() => new IndexFileSource(path, { memory, coarseTimes: true }));
+    assert.equal((await a.current())!.lookup("D")!.status, "V");
+    const i32 = new Int32Array(memory.buffer, 0, 16);
+    Atomics.store(i32, H.state, 1); // as if another thread were checking the file
+    const waiting = b.current();
+    assert.ok(waiting instanceof Promise, "waits for the check under way");
+    Atomics.store(i32, H.state, 0);
+    Atomics.notify(i32, H.state);
+    // Before b's wait ends, a check begins (and ends) after b's query arrived.
+    const reads = a.reads;
+    assert.equal((await a.current())!.lookup("D")!.status, "V");
+    assert.equal(a.reads, reads + 1, "a's query checked the content");
+    // Deno does not count a pending Atomics.waitAsync as work: a timer keeps the loop running.
+    const alive = setInterval(() => {}, 1000);
+    try {
+      assert.equal((await waiting)!.lookup("D")!.status, "V");
+    } finally {
+      clearInterval(alive);
+    }
+    assert.equal(b.reads, reads + 1, "b's query was answered by a's check");
+    // A query arriving now needs a check of its own.
+    await b.current();
+    assert.equal(b.reads, reads + 2);
+  }));
 
 Deno.test("index source: corrupt or missing → unavailable; restored → answers again", () =>
   withDir(async (dir) => {
