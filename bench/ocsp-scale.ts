@@ -2,10 +2,14 @@
  * The revocation database at scale: index.txt of 10 000, 100 000 and 1 000 000 lines (16-byte
  * serials, as `svcd ca` issues them), each served by `svcd serve --public-socket` (2 public threads)
  * and by `openssl ocsp -index` over the same lines, in the same run. For each: the server's RSS
- * once it answered, the time from start to the first answer, the time from writing a revocation
+ * once it answered, the time from start to ready (svcd: its "listening on" log line, after the
+ * start-up checks, which read the database; openssl: its port accepts), the time from ready to the
+ * first answer, the time from writing a revocation
  * (a new file renamed over the old, as `openssl ca -revoke` does) to the first answer that shows
- * it, and cached / nonce answers per second at c=16 (bench/httpload.c, one connection per request).
- * Figures are printed, nothing is asserted; they go to bench/BREAKDOWN.md with this command.
+ * it, and cached / nonce answers per second at c=16 (bench/httpload.c, one connection per request);
+ * cached right after the revocation too. Before the servers: the compact reader alone
+ * (`loadIndexBytes`, in this process, best of 3). Figures are printed, nothing is asserted; they
+ * go to bench/BREAKDOWN.md with this command.
  *
  * @example
  * ```sh
@@ -16,6 +20,7 @@ import { parseArgs } from "node:util";
 import { certIdFor, encodeOcspRequest, serialContent } from "../lib/ocsp/request.ts";
 import { parseCertificate, readCertificates } from "../lib/ocsp/certificate.ts";
 import { formatIndexLine } from "../lib/ocsp/index_db.ts";
+import { createIndexMemory, loadIndexBytes } from "../lib/ocsp/index_compact.ts";
 import { parseOcspResponse } from "../lib/ocsp/response.ts";
 import { opensslCa, withTempDir } from "../tests/support/ocsp.ts";
 import { makeTestToken } from "../tests/support/token.ts";
@@ -103,6 +108,32 @@ async function postTcp(port: number, body: Uint8Array): Promise<Uint8Array | nul
   }
 }
 
+/** Resolves once openssl says it accepts connections (an empty connection would spin it). */
+async function untilAccepting(proc: Deno.ChildProcess): Promise<void> {
+  let said = "";
+  const decoder = new TextDecoder();
+  const reader = proc.stderr.getReader();
+  while (!said.includes("waiting for OCSP client connections")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`openssl ocsp ended before accepting: ${said}`);
+    said += decoder.decode(value, { stream: true });
+  }
+  reader.releaseLock();
+  void proc.stderr.pipeTo(new WritableStream()); // drained from now on
+}
+
+/** The compact reader alone over `bytes`: the best of three loads, ms. */
+function readerMs(bytes: Uint8Array): number {
+  const memory = createIndexMemory(Math.max(1, bytes.length >> 6));
+  let best = Infinity;
+  for (let i = 0; i < 3; i++) {
+    const start = performance.now();
+    loadIndexBytes(memory, bytes);
+    best = Math.min(best, performance.now() - start);
+  }
+  return best;
+}
+
 async function writeAtomically(path: string, text: string): Promise<void> {
   await Deno.writeTextFile(`${path}.new`, text);
   await Deno.rename(`${path}.new`, path);
@@ -119,7 +150,13 @@ await withTempDir("ocsp-scale-", async (dir) => {
       const target = Math.floor(size / 2);
       const text = indexText(size);
       const revokedText = indexText(size, target);
-      const bytes = new TextEncoder().encode(text).length;
+      const encoded = new TextEncoder().encode(text);
+      const bytes = encoded.length;
+      rows.push(
+        `${String(size).padStart(8)} lines ${(bytes / 2 ** 20).toFixed(1).padStart(6)} MiB  ` +
+          `reader alone (loadIndexBytes, best of 3) ${readerMs(encoded).toFixed(0)} ms`,
+      );
+      console.log(rows.at(-1));
       const requests = (issuerDer: Uint8Array) => {
         const certIds = [certIdFor(parseCertificate(issuerDer), serialContent(serialOf(target)))];
         return {
@@ -137,6 +174,7 @@ await withTempDir("ocsp-scale-", async (dir) => {
         const port = 20000 + Math.floor(Math.random() * 20000);
         const start = performance.now();
         let pid: number, stop: () => Promise<void>, t: Target;
+        let ready: Promise<void> = Promise.resolve();
         if (who === "svcd") {
           const workDir = await Deno.makeTempDir({ dir });
           const daemon = await startDaemon({
@@ -176,7 +214,7 @@ await withTempDir("ocsp-scale-", async (dir) => {
               "60",
             ],
             stdout: "null",
-            stderr: "null",
+            stderr: "piped",
           }).spawn(); // deno-fmt-ignore
           pid = proc.pid;
           stop = async () => {
@@ -184,10 +222,12 @@ await withTempDir("ocsp-scale-", async (dir) => {
             await proc.status;
           };
           t = { ask: (body) => postTcp(port, body) };
+          ready = untilAccepting(proc);
         }
         try {
-          await until(t, req.plain, "good");
-          const firstMs = performance.now() - start;
+          await ready;
+          const readyMs = performance.now() - start;
+          const firstMs = await until(t, req.plain, "good");
           const rss = rssMiB(pid);
           await writeAtomically(index, revokedText);
           const revokeMs = await until(t, req.plain, "revoked");
@@ -206,16 +246,18 @@ await withTempDir("ocsp-scale-", async (dir) => {
             });
             return `${r.perSecond.toFixed(0)}/s${r.errors ? ` (${r.errors} errors)` : ""}`;
           };
+          const cachedAfterRevocation = await load(req.plain);
           const cached = await load(req.plain);
           const nonce = await load(req.nonce);
           rows.push(
             `${String(size).padStart(8)} lines ${(bytes / 2 ** 20).toFixed(1).padStart(6)} MiB  ` +
               `${who.padEnd(7)} RSS ${rss.toFixed(0).padStart(4)} MiB (${
                 rssAfter.toFixed(0)
-              } after the revocation)  first answer ${firstMs.toFixed(0).padStart(5)} ms  ` +
-              `revocation seen ${
-                revokeMs.toFixed(0).padStart(5)
-              } ms  c=16 cached ${cached}, nonce ${nonce}`,
+              } after the revocation)  start to ready ${
+                readyMs.toFixed(0).padStart(5)
+              } ms, then first answer ${firstMs.toFixed(0).padStart(4)} ms  ` +
+              `revocation seen ${revokeMs.toFixed(0).padStart(5)} ms  c=16 cached ` +
+              `${cachedAfterRevocation} right after it, then ${cached}, nonce ${nonce}`,
           );
           console.log(rows.at(-1));
         } finally {

@@ -35,6 +35,7 @@
  * new CompactIndex(memory).find("001a"); // { status: "R", revokedAt: 1735689600000, reason: 1 }
  * ```
  */
+import { isUtf8 } from "node:buffer";
 import {
   IndexFormatError,
   parseIndexLine,
@@ -69,6 +70,13 @@ export const H = {
   maxEntries: 9,
   /** 1 when the last load failed because of the entry limit. */
   overLimit: 10,
+  /** Checks of the file begun (under the write lock) and finished, by every thread. */
+  checksBegun: 11,
+  checksDone: 12,
+  /** Whole reads of the file, by every thread (tests count them). */
+  reads: 13,
+  /** The hash table's tag bits (see `tagMaskOf`): a mask, 0 when the table holds no tags. */
+  tagMask: 14,
 } as const;
 
 /** Float64 slots of the header (bytes 64…): the stamp of the file the database came from. */
@@ -77,12 +85,16 @@ export const F = {
   dev: 9,
   ino: 10,
   size: 11,
-  mtime: 12,
-  ctime: 13,
-  /** Latest file time seen (mtime, or ctime rounded up), ms. */
-  changedAt: 14,
+  mtimeSec: 12,
+  mtimeNsec: 13,
+  ctimeSec: 14,
+  ctimeNsec: 15,
+  /** Latest file time of the stamp (mtime or ctime, rounded up), ms. */
+  changedAt: 16,
+  /** How long after changedAt a rewrite may still leave the stamp unchanged, ms. */
+  racyWindow: 17,
   /** When the content was last read and matched, ms. */
-  verifiedAt: 15,
+  verifiedAt: 18,
 } as const;
 
 const HASH_AT = 160;
@@ -238,12 +250,13 @@ const TAB = 9, LF = 10, HASH_SIGN = 0x23, COMMA = 0x2c, ZERO = 0x30, Z = 0x5a;
 
 /**
  * One pass over the bytes: each line checked field by field and its entry appended. No string is
- * made for a line except the reason of a revoked one; non-ASCII lines are checked as UTF-8.
+ * made for a line except the reason of a revoked one; the whole file is checked as UTF-8 first.
  */
 function readEntries(v: Views, bytes: Uint8Array): number {
   const n = bytes.length;
+  // The whole file at once, natively: the loop below then treats every byte ≥ 0x80 as text.
+  if (!isUtf8(bytes)) throw NOT_UTF8;
   if (n > 0 && bytes[n - 1] !== LF) {
-    if (!isUtf8(bytes)) throw NOT_UTF8;
     throw new IndexFormatError(
       countLines(bytes, n) + 1,
       "the last line has no newline (file cut short?)",
@@ -257,54 +270,50 @@ function readEntries(v: Views, bytes: Uint8Array): number {
     line++;
     const start = p;
     let b = bytes[p];
-    let nonAscii = false;
     if (b === HASH_SIGN) {
-      while ((b = bytes[p]) !== LF) {
-        if (b >= 0x80) nonAscii = true;
-        p++;
-      }
+      while (bytes[p] !== LF) p++;
       p++;
-      if (nonAscii && !isUtf8(bytes.subarray(start, p))) throw NOT_UTF8;
       continue;
     }
-    const fault = () => lineFault(v, bytes, start, line, count);
     // status
     const status = b === 0x56 ? 0 : b === 0x52 ? 1 : b === 0x45 ? 2 : -1;
-    if (status < 0 || bytes[p + 1] !== TAB) return fault();
+    if (status < 0 || bytes[p + 1] !== TAB) return lineFault(v, bytes, start, line, count);
     p += 2;
     // expiry: UTCTime or GeneralizedTime
     let q = p;
     while (CLASS[bytes[q]] === DIGIT) q++;
     const digits = q - p;
-    if ((digits !== 12 && digits !== 14) || bytes[q] !== Z || bytes[q + 1] !== TAB) return fault();
-    if (!validTime(bytes, p, digits)) return fault();
+    if ((digits !== 12 && digits !== 14) || bytes[q] !== Z || bytes[q + 1] !== TAB) {
+      return lineFault(v, bytes, start, line, count);
+    }
+    if (!validTime(bytes, p, digits)) return lineFault(v, bytes, start, line, count);
     p = q + 2;
     // revocation (R only)
     let revokedAt = 0, reason = NO_REASON;
     if (status === 1) {
       q = p;
       while (CLASS[bytes[q]] === DIGIT) q++;
-      if (q - p !== 12 || bytes[q] !== Z) return fault();
-      if (!validTime(bytes, p, 12)) return fault();
+      if (q - p !== 12 || bytes[q] !== Z) return lineFault(v, bytes, start, line, count);
+      if (!validTime(bytes, p, 12)) return lineFault(v, bytes, start, line, count);
       revokedAt = unixSeconds(bytes, p) + EPOCH_1950_S;
       p = q + 1;
       if (bytes[p] === COMMA) {
         q = p;
         while ((b = bytes[q]) !== TAB && b !== LF) q++;
         const code = reasonOf(bytes, p + 1, q);
-        if (code < 0) return fault();
+        if (code < 0) return lineFault(v, bytes, start, line, count);
         reason = code;
         p = q;
       }
     }
-    if (bytes[p] !== TAB) return fault();
+    if (bytes[p] !== TAB) return lineFault(v, bytes, start, line, count);
     p++;
     // serial: upper-case hex, kept without leading zeros, packed two digits a byte
     let s = p;
     while (bytes[s] === ZERO) s++;
     q = s;
     while (CLASS[bytes[q]] !== 0) q++;
-    if (bytes[q] !== TAB || q === p) return fault();
+    if (bytes[q] !== TAB || q === p) return lineFault(v, bytes, start, line, count);
     if (s === q) s--; // all zeros: the serial 0
     const nibbles = q - s, odd = nibbles & 1;
     const keyBytes = (nibbles + 1) >> 1;
@@ -326,22 +335,17 @@ function readEntries(v: Views, bytes: Uint8Array): number {
     // file: not empty
     q = p;
     while ((b = bytes[q]) !== TAB) {
-      if (b === LF) return fault();
-      if (b >= 0x80) nonAscii = true;
+      if (b === LF) return lineFault(v, bytes, start, line, count);
       q++;
     }
-    if (q === p) return fault();
+    if (q === p) return lineFault(v, bytes, start, line, count);
     p = q + 1;
     // subject: anything but TAB up to the newline
     while ((b = bytes[p]) !== LF) {
-      if (b < 0x20 || b >= 0x80) {
-        if (b === TAB) return fault();
-        if (b >= 0x80) nonAscii = true;
-      }
+      if (b === TAB) return lineFault(v, bytes, start, line, count);
       p++;
     }
     p++;
-    if (nonAscii && !isUtf8(bytes.subarray(start, p))) throw NOT_UTF8;
     revoked[count] = revokedAt;
     meta[count] = status | (reason << 2) | (odd << 7);
     keyEnd[++count] = heapAt;
@@ -400,15 +404,6 @@ function unixSeconds(bytes: Uint8Array, at: number): number {
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
-function isUtf8(bytes: Uint8Array): boolean {
-  try {
-    UTF8.decode(bytes);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 const NOT_UTF8 = new IndexFormatError(0, "");
 Object.defineProperty(NOT_UTF8, "message", { value: "not UTF-8 text" });
 
@@ -455,19 +450,37 @@ function buildTable(v: Views, count: number): Duplicate | null {
   const table = v.table;
   table.fill(0, 0, cap);
   v.i32[H.tableCap] = cap;
+  const tagMask = tagMaskOf(count), entryMask = ~tagMask;
+  v.i32[H.tagMask] = tagMask;
   const { keyEnd, heap, meta } = v;
   for (let e = 0; e < count; e++) {
     const from = keyEnd[e], to = keyEnd[e + 1], odd = meta[e] >> 7;
-    let slot = hashKey(heap, from, to, odd) % cap;
+    const h = hashKey(heap, from, to, odd), tag = h & tagMask;
+    let slot = h % cap;
     for (;;) {
       const other = table[slot];
       if (other === 0) break;
-      if (sameKey(v, other - 1, heap, from, to, odd)) return { first: other - 1, second: e };
+      if ((other & tagMask) === tag) {
+        const first = (other & entryMask) - 1;
+        if (sameKey(v, first, heap, from, to, odd)) return { first, second: e };
+      }
       if (++slot === cap) slot = 0;
     }
-    table[slot] = e + 1;
+    table[slot] = tag | (e + 1);
   }
   return null;
+}
+
+/** Bits of an entry number a table slot never needs while the index has fewer entries. */
+const TAG_BITS = 6, TAGGED_ENTRIES = 2 ** (32 - TAG_BITS) - 1;
+
+/**
+ * The slot bits that carry the top bits of the key's hash beside the entry number: a probe skips
+ * a slot whose tag differs without reading that entry's key (a cache miss in a large index).
+ * Untagged (0) when entry numbers need all 32 bits.
+ */
+function tagMaskOf(count: number): number {
+  return count < TAGGED_ENTRIES ? ~TAGGED_ENTRIES : 0;
 }
 
 function hashKey(key: Uint8Array, from: number, to: number, odd: number): number {
@@ -487,10 +500,11 @@ function sameKey(
   odd: number,
 ): boolean {
   const a = v.keyEnd[entry], b = v.keyEnd[entry + 1];
-  if (b - a !== to - from || v.meta[entry] >> 7 !== odd) return false;
+  if (b - a !== to - from) return false;
   const heap = v.heap;
-  for (let i = 0; i < to - from; i++) if (heap[a + i] !== key[from + i]) return false;
-  return true;
+  // From the last byte: serials issued in sequence differ there, random ones anywhere.
+  for (let i = to - from - 1; i >= 0; i--) if (heap[a + i] !== key[from + i]) return false;
+  return v.meta[entry] >> 7 === odd;
 }
 
 /** The line-by-line reader's message for a repeated serial: the second line, naming the first. */
@@ -557,11 +571,16 @@ export class CompactIndex {
     }
     const cap = v.i32[H.tableCap];
     if (cap === 0) return undefined;
-    let slot = hashKey(key, 0, length, odd) % cap;
+    const tagMask = v.i32[H.tagMask], entryMask = ~tagMask;
+    const h = hashKey(key, 0, length, odd), tag = h & tagMask;
+    let slot = h % cap;
     for (;;) {
-      const e = v.table[slot];
-      if (e === 0) return undefined;
-      if (sameKey(v, e - 1, key, 0, length, odd)) return entryOf(v, e - 1);
+      const other = v.table[slot];
+      if (other === 0) return undefined;
+      if ((other & tagMask) === tag) {
+        const e = (other & entryMask) - 1;
+        if (sameKey(v, e, key, 0, length, odd)) return entryOf(v, e);
+      }
       if (++slot === cap) slot = 0;
     }
   }

@@ -2,16 +2,20 @@
  * The index file on disk as the responder sees it: checked on every query, re-read when it changed,
  * and read once for every thread that shares its {@link IndexMemory}.
  *
- * Every query stats the file (device, inode, size, mtime, ctime) and compares the stamp with the
- * one the shared database was read from. Deno gives mtime in milliseconds and ctime in whole
- * seconds, too coarse to tell two rewrites in the same instant apart, so while the file is less
- * than `RACY_MS` old its content is also compared with what was parsed (by SHA-256; the "racy"
- * check git uses for its index): a same-second rewrite is seen on the very next query, and a file
- * left alone costs one stat per query.
+ * Every query stats the file (device, inode, size, mtime and ctime to the nanosecond, by statx)
+ * and compares the stamp with the one the shared database was read from. A rewrite can leave the
+ * stamp unchanged only while the file system's clock has not moved on from the file's last change:
+ * the kernel stamps files from a clock that advances in ticks of a few milliseconds. So a re-read
+ * of a file changed less than `RACY_WINDOW_MS` ago first waits for that window to pass; once read
+ * after it, any later rewrite changes the stamp, and a file left alone costs one stat per query.
+ * Where only coarse times are available (no statx; a file system storing whole seconds) the window
+ * is `RACY_MS`, too long to wait: a file read within it is compared by content (SHA-256, computed
+ * once per read) until a read falls outside it (the "racy" check git uses for its index).
  *
- * When the file changed, the first thread to see it takes the shared write lock and re-reads it
- * into the shared memory; a query in any thread that arrives meanwhile waits for that one re-read
- * (`Atomics.waitAsync`), then answers from it. Lookups hold a read lock for the few microseconds
+ * When the file changed, the first thread to see it takes the shared write lock and checks it (and
+ * re-reads it into the shared memory if needed); a query in any thread that arrives meanwhile waits
+ * (`Atomics.waitAsync`), and a check that began after a query arrived answers for that query too,
+ * so queries arriving together cost one check. Lookups hold a read lock for the few microseconds
  * they take, and a snapshot taken before a re-read refuses to answer (StaleSnapshotError) rather
  * than answer from a half-written database. A file that cannot be read, holds more certificates
  * than the memory was made for, or does not parse is unavailable (null) until it is fixed; the
@@ -27,6 +31,7 @@
  */
 import { createHash } from "node:crypto";
 import { bytesEqual } from "../bytes/mod.ts";
+import { fileStamp } from "../../ffi/libc.ts";
 import {
   IndexFormatError,
   type RevocationEntry,
@@ -52,8 +57,13 @@ import {
 
 export { createIndexMemory, IndexLimitError, type IndexMemory, MAX_INDEX_ENTRIES };
 
-/** A file modified this recently is also compared by content (see the module comment). */
+/** With times in whole seconds or milliseconds: a file changed this recently is compared by content. */
 export const RACY_MS = 2000;
+/**
+ * With nanosecond times: how long after a file's last change a rewrite may still get the same
+ * times (the kernel's file clock advances once per scheduler tick, 1–10 ms; twice that for margin).
+ */
+export const RACY_WINDOW_MS = 20;
 
 /** Options of an IndexFileSource. */
 export interface IndexFileSourceOptions {
@@ -65,6 +75,11 @@ export interface IndexFileSourceOptions {
   onUnavailable?: (reason: string) => void;
   /** Told of each read of the file after a change: loaded (true) or not (false). */
   onLoad?: (ok: boolean) => void;
+  /**
+   * Stat with Deno's millisecond times instead of statx's nanoseconds (default false; also used
+   * when FFI is not allowed). Tests use it to exercise the content comparison.
+   */
+  coarseTimes?: boolean;
 }
 
 const IDLE = 0, WRITING = 1;
@@ -73,9 +88,17 @@ interface Stamp {
   dev: number;
   ino: number;
   size: number;
-  mtime: number;
-  ctime: number;
+  mtimeSec: number;
+  mtimeNsec: number;
+  ctimeSec: number;
+  ctimeNsec: number;
+  /** Latest change the times tell of, ms, rounded up. */
+  changedAt: number;
+  /** How long after changedAt a rewrite may leave these times unchanged, ms. */
+  racyWindow: number;
 }
+
+const pause = new Int32Array(new SharedArrayBuffer(4));
 
 /**
  * The index file on disk, checked on every `current()`.
@@ -121,32 +144,61 @@ export class IndexFileSource implements RevocationSource {
     return Atomics.load(this.#i32, H.parses);
   }
 
+  /** Whole reads of the file so far, by every thread. Example: `source.reads`. */
+  get reads(): number {
+    return Atomics.load(this.#i32, H.reads);
+  }
+
   /**
    * The database now, or null when it cannot be loaded; a promise while another thread re-reads
    * the file. Never throws. Example: `await source.current()`.
    */
   current(): RevocationSnapshot | null | Promise<RevocationSnapshot | null> {
+    return this.#currentSince(Atomics.load(this.#i32, H.checksBegun));
+  }
+
+  /** `current()` for a query that arrived when `arrival` checks had begun. */
+  #currentSince(arrival: number): RevocationSnapshot | null | Promise<RevocationSnapshot | null> {
     const stamp = this.#stat();
     if (!stamp) return null;
-    if (Atomics.load(this.#i32, H.state) === IDLE && this.#sameStamp(stamp) && this.#settled()) {
+    if (Atomics.load(this.#i32, H.state) === IDLE && this.#verified(stamp, arrival)) {
       return this.#answer();
     }
-    if (Atomics.compareExchange(this.#i32, H.state, IDLE, WRITING) !== IDLE) return this.#wait();
+    if (Atomics.compareExchange(this.#i32, H.state, IDLE, WRITING) !== IDLE) {
+      return this.#wait(arrival);
+    }
+    Atomics.add(this.#i32, H.checksBegun, 1);
     try {
-      return this.#refresh();
+      return this.#refresh(arrival);
     } finally {
+      Atomics.add(this.#i32, H.checksDone, 1);
       Atomics.store(this.#i32, H.state, IDLE);
       Atomics.notify(this.#i32, H.state);
     }
   }
 
-  async #wait(): Promise<RevocationSnapshot | null> {
+  async #wait(arrival: number): Promise<RevocationSnapshot | null> {
     const waiting = Atomics.waitAsync(this.#i32, H.state, WRITING);
     if (waiting.async) await waiting.value;
-    return await this.current();
+    return await this.#currentSince(arrival);
+  }
+
+  /**
+   * The database answers for a file with this stamp: the stamp is the one read, and either no
+   * rewrite can hide behind it or a check that began after the query arrived saw this stamp.
+   */
+  #verified(stamp: Stamp, arrival: number): boolean {
+    return this.#sameStamp(stamp) &&
+      (this.#settled() || Atomics.load(this.#i32, H.checksDone) > arrival);
   }
 
   #stat(): Stamp | null {
+    const fine = this.options.coarseTimes ? null : fineStamp(this.path);
+    if (fine) {
+      if (!fine.isFile) return this.#localFail(`${this.path} is not a file`);
+      this.#localError = null;
+      return fine;
+    }
     let info: Deno.FileInfo;
     try {
       info = Deno.statSync(this.path);
@@ -155,33 +207,39 @@ export class IndexFileSource implements RevocationSource {
     }
     if (!info.isFile) return this.#localFail(`${this.path} is not a file`);
     this.#localError = null;
-    return {
-      dev: info.dev,
-      ino: info.ino ?? 0,
-      size: info.size,
-      mtime: info.mtime?.getTime() ?? NaN,
-      ctime: info.ctime?.getTime() ?? NaN,
-    };
+    return coarseStamp(info);
   }
 
   #sameStamp(s: Stamp): boolean {
     const f = this.#f64;
     return f[F.hasStamp] === 1 && f[F.dev] === s.dev && f[F.ino] === s.ino &&
-      f[F.size] === s.size && f[F.mtime] === s.mtime && f[F.ctime] === s.ctime;
+      f[F.size] === s.size && f[F.mtimeNsec] === s.mtimeNsec && f[F.ctimeNsec] === s.ctimeNsec &&
+      f[F.mtimeSec] === s.mtimeSec && f[F.ctimeSec] === s.ctimeSec;
   }
 
-  /** No content check is due: the file had been left alone for RACY_MS when last verified. */
+  /** No content check is due: the file's racy window had passed when its content was last read. */
   #settled(): boolean {
-    return this.#f64[F.changedAt] + RACY_MS <= this.#f64[F.verifiedAt];
+    const f = this.#f64;
+    return f[F.changedAt] + f[F.racyWindow] <= f[F.verifiedAt];
   }
 
-  /** Under the write lock: the file is stat'ed again (another thread may have re-read it). */
-  #refresh(): RevocationSnapshot | null {
-    const stamp = this.#stat();
+  /**
+   * Under the write lock: the file is stat'ed again (another thread may have checked it since),
+   * then read, parsed only when its content may have changed.
+   */
+  #refresh(arrival: number): RevocationSnapshot | null {
+    let stamp = this.#stat();
     if (!stamp) return null;
     this.#waitForReaders();
-    const same = this.#sameStamp(stamp);
-    if (same && this.#settled()) return this.#answer();
+    if (this.#verified(stamp, arrival)) return this.#answer();
+    const wait = stamp.changedAt + stamp.racyWindow - Date.now();
+    if (wait > 0 && wait <= RACY_WINDOW_MS && stamp.racyWindow === RACY_WINDOW_MS) {
+      // A read after the window needs no content comparison, now or on later queries.
+      Atomics.wait(pause, 0, 0, wait + 1);
+      stamp = this.#stat();
+      if (!stamp) return null;
+      if (this.#verified(stamp, arrival)) return this.#answer();
+    }
     const verifiedAt = Date.now();
     let bytes: Uint8Array;
     try {
@@ -190,15 +248,17 @@ export class IndexFileSource implements RevocationSource {
       this.options.onLoad?.(false);
       return this.#localFail(`cannot read ${this.path}: ${(e as Error).message}`);
     }
-    const changedAt = Math.max(stamp.mtime, stamp.ctime + 999);
-    const racy = changedAt + RACY_MS > verifiedAt;
+    Atomics.add(this.#i32, H.reads, 1);
+    const same = this.#sameStamp(stamp);
+    const racy = stamp.changedAt + stamp.racyWindow > verifiedAt;
     const hash = same || racy ? createHash("sha256").update(bytes).digest() : null;
     if (same && this.#i32[H.hashed] === 1 && bytesEqual(hashSlot(this.memory), hash!)) {
       this.#f64[F.verifiedAt] = verifiedAt;
       return this.#answer();
     }
     this.#load(bytes, stamp);
-    this.#f64[F.changedAt] = changedAt;
+    this.#f64[F.changedAt] = stamp.changedAt;
+    this.#f64[F.racyWindow] = stamp.racyWindow;
     this.#f64[F.verifiedAt] = verifiedAt;
     this.#i32[H.hashed] = hash ? 1 : 0;
     if (hash) hashSlot(this.memory).set(hash);
@@ -211,8 +271,10 @@ export class IndexFileSource implements RevocationSource {
     f[F.dev] = stamp.dev;
     f[F.ino] = stamp.ino;
     f[F.size] = stamp.size;
-    f[F.mtime] = stamp.mtime;
-    f[F.ctime] = stamp.ctime;
+    f[F.mtimeSec] = stamp.mtimeSec;
+    f[F.mtimeNsec] = stamp.mtimeNsec;
+    f[F.ctimeSec] = stamp.ctimeSec;
+    f[F.ctimeNsec] = stamp.ctimeNsec;
     Atomics.add(this.#i32, H.version, 1);
     try {
       loadIndexBytes(this.memory, bytes);
@@ -255,6 +317,44 @@ export class IndexFileSource implements RevocationSource {
     if (this.#reported !== why) this.options.onUnavailable?.(why);
     this.#reported = why;
   }
+}
+
+let statxUsable = true;
+
+/** The file's stamp from statx, or null when statx is not available or fails (Deno says why). */
+function fineStamp(path: string): (Stamp & { isFile: boolean }) | null {
+  if (!statxUsable) return null;
+  let s;
+  try {
+    s = fileStamp(path);
+  } catch {
+    statxUsable = false; // no FFI permission, or no glibc
+    return null;
+  }
+  if (!s) return null;
+  const latest = Math.max(
+    s.mtimeSec * 1000 + Math.ceil(s.mtimeNsec / 1e6),
+    s.ctimeSec * 1000 + Math.ceil(s.ctimeNsec / 1e6),
+  );
+  // Both times on a whole second: a file system that keeps seconds only.
+  const racyWindow = s.mtimeNsec === 0 && s.ctimeNsec === 0 ? RACY_MS : RACY_WINDOW_MS;
+  return { ...s, changedAt: latest, racyWindow };
+}
+
+/** The stamp of Deno's stat: mtime in milliseconds, ctime in whole seconds (rounded up). */
+function coarseStamp(info: Deno.FileInfo): Stamp {
+  const mtime = info.mtime?.getTime() ?? NaN, ctime = info.ctime?.getTime() ?? NaN;
+  return {
+    dev: info.dev,
+    ino: info.ino ?? 0,
+    size: info.size,
+    mtimeSec: Math.floor(mtime / 1000),
+    mtimeNsec: (mtime % 1000) * 1e6,
+    ctimeSec: Math.floor(ctime / 1000),
+    ctimeNsec: (ctime % 1000) * 1e6,
+    changedAt: Math.max(mtime, ctime + 999),
+    racyWindow: RACY_MS,
+  };
 }
 
 /** One version of the shared database; refuses to answer once another version replaced it. */

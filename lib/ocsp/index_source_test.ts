@@ -2,15 +2,48 @@ import assert from "node:assert/strict";
 import { withTempDir } from "../../tests/support/ocsp.ts";
 import { formatIndexLine } from "./index_db.ts";
 import { createIndexMemory, IndexFileSource, type IndexMemory } from "./index_source.ts";
-import type { IndexWorkerQuestion } from "./testing_index_worker.ts";
+import { H } from "./index_compact.ts";
+import type { IndexWorkerQuestion } from "../../tests/support/index_source_worker.ts";
 
 const EXP = Date.UTC(2035, 5, 30, 12, 0, 0);
 const REV = Date.UTC(2026, 0, 2, 3, 4, 5);
 
 const withDir = (fn: (dir: string) => Promise<void> | void) => withTempDir("ocsp-idx-", fn);
 
-Deno.test("index source: a same-size rewrite in the same instant is seen on the next query", () =>
+for (const coarseTimes of [false, true]) {
+  const times = coarseTimes ? "Deno's millisecond times" : "statx's nanosecond times";
+  Deno.test(`index source (${times}): a same-size rewrite in the same instant is seen next`, () =>
+    sameInstantRewrite(coarseTimes));
+}
+
+Deno.test("index source: queries after a change do not read the file again", () =>
   withDir(async (dir) => {
+    const path = `${dir}/index.txt`;
+    const line = (status: "V" | "R") =>
+      formatIndexLine({
+        status,
+        expires: EXP,
+        ...(status === "R" ? { revokedAt: REV } : {}),
+        serial: "0C",
+        subject: "/CN=a",
+      });
+    Deno.writeTextFileSync(path, line("V"));
+    const source = new IndexFileSource(path);
+    assert.equal((await source.current())!.lookup("C")!.status, "V");
+    // A revocation as `openssl ca` writes it (a new file renamed over the old), then queries
+    // at once, while the file is younger than any window in which a rewrite could hide.
+    Deno.writeTextFileSync(`${path}.new`, line("R"));
+    Deno.renameSync(`${path}.new`, path);
+    const reads = source.reads;
+    const revoked = (await source.current())!;
+    assert.equal(revoked.lookup("C")!.status, "R");
+    for (let i = 0; i < 50; i++) assert.equal(await source.current(), revoked);
+    assert.equal(source.reads, reads + 1, "the change was read once");
+    assert.equal(source.parses, 2);
+  }));
+
+function sameInstantRewrite(coarseTimes: boolean) {
+  return withDir(async (dir) => {
     const path = `${dir}/index.txt`;
     const v = formatIndexLine({ status: "V", expires: EXP, serial: "01", subject: "/CN=a" });
     const r = formatIndexLine({
@@ -21,7 +54,7 @@ Deno.test("index source: a same-size rewrite in the same instant is seen on the 
       subject: "/CN=a",
     });
     Deno.writeTextFileSync(path, v);
-    const source = new IndexFileSource(path);
+    const source = new IndexFileSource(path, { coarseTimes });
     const first = (await source.current())!;
     assert.equal(first.lookup("1")!.status, "V");
     // Same inode, same size (revocation field replaces nothing: pad V's line to R's length),
@@ -45,6 +78,43 @@ Deno.test("index source: a same-size rewrite in the same instant is seen on the 
     const parses = source.parses;
     assert.equal((await source.current())!.version, third.version);
     assert.equal(source.parses, parses);
+  });
+}
+
+Deno.test("index source: a check begun after a query arrived answers for it", () =>
+  withDir(async (dir) => {
+    const path = `${dir}/index.txt`;
+    Deno.writeTextFileSync(
+      path,
+      formatIndexLine({ status: "V", expires: EXP, serial: "0D", subject: "/CN=a" }),
+    );
+    // Changed "in the future": with coarse times every query needs a content check.
+    const later = new Date(Date.now() + 600_000);
+    Deno.utimeSync(path, later, later);
+    const memory = createIndexMemory(10);
+    const [a, b] = [0, 1].map(() => new IndexFileSource(path, { memory, coarseTimes: true }));
+    assert.equal((await a.current())!.lookup("D")!.status, "V");
+    const i32 = new Int32Array(memory.buffer, 0, 16);
+    Atomics.store(i32, H.state, 1); // as if another thread were checking the file
+    const waiting = b.current();
+    assert.ok(waiting instanceof Promise, "waits for the check under way");
+    Atomics.store(i32, H.state, 0);
+    Atomics.notify(i32, H.state);
+    // Before b's wait ends, a check begins (and ends) after b's query arrived.
+    const reads = a.reads;
+    assert.equal((await a.current())!.lookup("D")!.status, "V");
+    assert.equal(a.reads, reads + 1, "a's query checked the content");
+    // Deno does not count a pending Atomics.waitAsync as work: a timer keeps the loop running.
+    const alive = setInterval(() => {}, 1000);
+    try {
+      assert.equal((await waiting)!.lookup("D")!.status, "V");
+    } finally {
+      clearInterval(alive);
+    }
+    assert.equal(b.reads, reads + 1, "b's query was answered by a's check");
+    // A query arriving now needs a check of its own.
+    await b.current();
+    assert.equal(b.reads, reads + 2);
   }));
 
 Deno.test("index source: corrupt or missing → unavailable; restored → answers again", () =>
@@ -121,7 +191,10 @@ Deno.test("index source: threads sharing a memory parse each version of the file
     const memory: IndexMemory = createIndexMemory(100_000);
     const workers = Array.from(
       { length: 2 },
-      () => new Worker(new URL("./testing_index_worker.ts", import.meta.url), { type: "module" }),
+      () =>
+        new Worker(new URL("../../tests/support/index_source_worker.ts", import.meta.url), {
+          type: "module",
+        }),
     );
     const here = new IndexFileSource(path, { memory });
     try {

@@ -22,7 +22,8 @@ import { RefusalBudget, STATE_FILE_NAME, StateError } from "../../throttle/mod.t
 import { CredentialError, PIN_CREDENTIAL_NAME, readPinCredential, Token } from "../../token/mod.ts";
 import { isWellFormedPin } from "../../token/pin.ts";
 import { DAEMON_KEY_LABELS } from "../../token/mod.ts";
-import { IndexFileSource } from "../../ocsp/mod.ts";
+import { IndexFileSource, type IndexMemory } from "../../ocsp/mod.ts";
+import { countRevocationLoad } from "../../metrics/svcd.ts";
 import type { PublicConfig, ServeConfig } from "./config.ts";
 import { loadPublicFiles, PublicFileError } from "../public/files.ts";
 
@@ -87,11 +88,13 @@ class Findings {
  */
 export async function startupFindings(
   config: ServeConfig,
-): Promise<{ policy: PolicyFile | undefined; findings: Finding[] }> {
+): Promise<StartupFindings> {
   const f = new Findings();
   await f.run(() => checkFileLimit(config, nofileLimit()));
   checkSocket(config.listener.path, "--socket", config.listener.proxyUid, f);
-  if (config.public) checkPublicConfig(config.public, config.listener, f);
+  const revocationMemory = config.public
+    ? checkPublicConfig(config.public, config.listener, f)
+    : undefined;
   let policy: PolicyFile | undefined;
   await f.run(async () => {
     policy = await loadPolicy(config.policy);
@@ -107,7 +110,18 @@ export async function startupFindings(
     f,
   );
   await f.run(() => checkCredential(config, f));
-  return { policy, findings: f.list };
+  return { policy, findings: f.list, revocationMemory };
+}
+
+/** What the start-up checks found, and what they loaded that the daemon can use as it is. */
+export interface StartupFindings {
+  policy: PolicyFile | undefined;
+  findings: Finding[];
+  /**
+   * The revocation database the check read (with the public listener), for the public threads:
+   * they re-read the file only if it changed since.
+   */
+  revocationMemory?: IndexMemory;
 }
 
 /**
@@ -176,13 +190,13 @@ export function stateFileFinding(config: ServeConfig): Finding | undefined {
 /**
  * The public listener's files, before any login: its socket (as the authenticated one's), the CA
  * chain and the responder certificate. An unloadable revocation database is a warning, not fatal
- * (/ocsp answers tryLater until it loads).
+ * (/ocsp answers tryLater until it loads). Returns the memory the database was read into.
  */
 function checkPublicConfig(
   pub: PublicConfig,
   listener: ServeConfig["listener"],
   f: Findings,
-): void {
+): IndexMemory {
   if (pub.socket === listener.path) {
     f.fatal("--public-socket must differ from --socket; give each listener its own");
   } else {
@@ -194,7 +208,11 @@ function checkPublicConfig(
     if (!(err instanceof PublicFileError)) throw err;
     f.fatal(err.message);
   }
-  const source = new IndexFileSource(pub.revocationDb, { maxEntries: pub.maxEntries });
+  // The public threads answer from this read (counted as the database's first load).
+  const source = new IndexFileSource(pub.revocationDb, {
+    maxEntries: pub.maxEntries,
+    onLoad: countRevocationLoad,
+  });
   if (source.current() === null && source.overLimit) {
     f.fatal(`--revocation-db: ${source.lastError}`);
   } else if (source.lastError !== null) {
@@ -203,6 +221,7 @@ function checkPublicConfig(
         "(make it with 'svcd ca init')",
     );
   }
+  return source.memory;
 }
 
 function checkSocket(

@@ -34,6 +34,7 @@ import { admissionInThisThread } from "../authenticated/admission.ts";
 import { ServiceNotifier } from "./notify.ts";
 import { EXIT } from "../../cli/exit.ts";
 import { PublicThreads, PublicThreadsError } from "../threads/public_threads.ts";
+import type { IndexMemory } from "../../ocsp/mod.ts";
 import { RequestThreads, RequestThreadsError } from "../threads/request_threads.ts";
 
 /** Exit code when a listener's Worker (public or request thread) failed at run time (EX_SOFTWARE). */
@@ -67,16 +68,19 @@ export function flushLog(): void {
 
 /**
  * Start-up checks shared by `serve` and `--check-config` (./checks.ts): warnings are
- * logged, fatal findings stop the start with every one of them. Returns the loaded policy.
+ * logged, fatal findings stop the start with every one of them. Returns the loaded policy and
+ * the revocation database the check read.
  */
-export async function checkConfig(config: ServeConfig): Promise<PolicyFile> {
-  const { policy, findings } = await startupFindings(config);
+export async function checkConfig(
+  config: ServeConfig,
+): Promise<{ policy: PolicyFile; revocationMemory?: IndexMemory }> {
+  const { policy, findings, revocationMemory } = await startupFindings(config);
   for (const f of findings) {
     if (!f.fatal) log(f.message, f.message.startsWith("policy:") ? "policy" : "check");
   }
   const fatal = findings.filter((f) => f.fatal).map((f) => f.message);
   if (fatal.length > 0 || !policy) throw new StartupError(fatal.join("\n"));
-  return policy;
+  return { policy, revocationMemory };
 }
 
 /** Reads the PIN, opens the module and logs in once; the PIN buffer is zeroized by login. */
@@ -214,7 +218,8 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   Deno.addSignalListener("SIGINT", onTerm);
 
   try {
-    policy = await checkConfig(config);
+    const checked = await checkConfig(config);
+    policy = checked.policy;
     opened.budget = (parts.openBudget ?? openBudget)(config);
     const token = opened.token = await openToken(config.token);
     log(`logged in to token '${config.token.tokenLabel}' through ${config.token.modulePath}`);
@@ -227,7 +232,13 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
     if (stop.code === undefined) {
       opened.moduleInUse = await serve(
         config,
-        { policy, token, audit, budget: opened.budget },
+        {
+          policy,
+          token,
+          audit,
+          budget: opened.budget,
+          revocationMemory: checked.revocationMemory,
+        },
         stop,
         opened,
       );
@@ -253,6 +264,8 @@ interface Running {
   token: Token;
   audit: Audit;
   budget: Budget;
+  /** The revocation database as the start-up check read it, for the public threads. */
+  revocationMemory?: IndexMemory;
 }
 
 /** The authenticated listener, in this isolate or in request threads; both close alike. */
@@ -299,6 +312,7 @@ async function serve(
         config.public,
         stop,
         share && { buffer: share, firstRegion: 1 + config.threads },
+        running.revocationMemory,
       );
       await running.audit.append("listener_start", "svcd", {
         listener: "public",
@@ -456,9 +470,10 @@ async function startPublicListener(
   pub: PublicConfig,
   stop: StopRequest,
   share: MetricsShare | undefined,
+  revocationMemory: IndexMemory | undefined,
 ): Promise<PublicThreads> {
   try {
-    const setup = { ...publicSetup(config, pub), metrics: share };
+    const setup = { ...publicSetup(config, pub), metrics: share, revocationMemory };
     const started = await PublicThreads.start(setup, pub.threads, {
       log: (message) => log(message, "public"),
       onListenerEvent: (event) => {

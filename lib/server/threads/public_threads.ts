@@ -4,7 +4,7 @@
  * they accept or start-up failed, relays what they report, and stops them before the token is
  * finalised (the threads' sessions live in the same module opening).
  */
-import { createIndexMemory } from "../../ocsp/mod.ts";
+import { createIndexMemory, type IndexMemory } from "../../ocsp/mod.ts";
 import type { PublicThreadMessage, PublicThreadReport, PublicThreadSetup } from "./protocol.ts";
 import { ListenerThread, ThreadGroup, type ThreadHooks, threadModule } from "./thread_group.ts";
 
@@ -33,13 +33,17 @@ export class PublicThreads {
    * stand-in (tests/support/stand_in_public_thread.ts). The daemon never passes it.
    */
   static async start(
-    setup: Omit<PublicThreadSetup, "shared" | "revocationMemory">,
+    setup: Omit<PublicThreadSetup, "shared" | "revocationMemory"> & {
+      revocationMemory?: IndexMemory;
+    },
     threads: number,
     hooks: ThreadHooks,
     module: URL = threadModule("public_thread.ts", "svcd-public-worker.js"),
   ): Promise<PublicThreads> {
-    // One copy of the revocation database, parsed once, for every thread.
-    const revocationMemory = createIndexMemory(setup.revocationMaxEntries);
+    // One copy of the revocation database, parsed once, for every thread (by the start-up check
+    // when it gives its memory: the threads re-read the file only if it changed since).
+    const revocationMemory = setup.revocationMemory ??
+      createIndexMemory(setup.revocationMaxEntries);
     const group = await ThreadGroup.start(
       setup.socket,
       threads,

@@ -1,15 +1,15 @@
 /**
- * A Worker for index_source_test.ts: answers lookups from an IndexFileSource over the memory it is
+ * A Worker for lib/ocsp/index_source_test.ts: answers lookups from an IndexFileSource over the memory it is
  * given, as a public thread does, so a test can count the parses several threads share.
  *
  * @example
  * ```ts ignore
- * const worker = new Worker(new URL("./testing_index_worker.ts", import.meta.url), { type: "module" });
+ * const worker = new Worker(new URL("../../tests/support/index_source_worker.ts", import.meta.url), { type: "module" });
  * worker.postMessage({ path, memory, serial: "0A" });
  * ```
  */
-import { IndexFileSource, type IndexMemory } from "./index_source.ts";
-import { StaleSnapshotError } from "./index_db.ts";
+import { IndexFileSource, type IndexMemory } from "../../lib/ocsp/index_source.ts";
+import { StaleSnapshotError } from "../../lib/ocsp/index_db.ts";
 
 /** A lookup asked of the Worker. */
 export interface IndexWorkerQuestion {
