@@ -332,3 +332,29 @@ Deno.test("a 413 from the head reaches a client still sending a body far past th
     );
   });
 });
+
+Deno.test("a lingering connection whose peer never closes is closed at the linger deadline, and does not hold close() for its whole grace", async () => {
+  await withEcho(async (path, _seen, l) => {
+    const conn = await Deno.connect({ transport: "unix", path });
+    try {
+      await writeAll(conn, bytes(`POST / HTTP/1.1\r\n${H}Content-Length: 4096\r\n\r\n`));
+      // The half-close ends the answer while the connection stays open for the body.
+      assert.equal(parseRawResponse(await readToEnd(conn)).status, 413);
+      await writeAll(conn, new Uint8Array(1024)); // still read (and discarded), not reset
+      let guard: ReturnType<typeof setTimeout> | undefined;
+      const stopped = await Promise.race([
+        l.close(60_000).then(() => true),
+        new Promise<boolean>((resolve) => guard = setTimeout(() => resolve(false), 20_000)),
+      ]);
+      clearTimeout(guard);
+      assert.ok(stopped, "close() still waiting for the lingering connection after 20 s");
+      // Closed by the listener: the peer's next write fails.
+      await assert.rejects(
+        () => writeAll(conn, new Uint8Array(64 * 1024)),
+        (e) => e instanceof Deno.errors.BrokenPipe || e instanceof Deno.errors.ConnectionReset,
+      );
+    } finally {
+      conn.close();
+    }
+  });
+});
