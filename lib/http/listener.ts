@@ -36,6 +36,7 @@ import {
   peerCred,
   readFd,
   sendFd,
+  SHUT_WR,
   writeFd,
 } from "../../ffi/libc.ts";
 import { type AcceptVerdict, acceptVerdict, QUEUE_FULL_BYTES } from "./acceptor.ts";
@@ -106,7 +107,7 @@ export interface ListenerStats {
   handlerErrors: number;
 }
 
-type State = "waiting" | "reading" | "queued" | "active" | "writing" | "closed";
+type State = "waiting" | "reading" | "queued" | "active" | "writing" | "lingering" | "closed";
 
 interface Conn {
   fd: number;
@@ -121,12 +122,21 @@ interface Conn {
   unread: boolean;
   /** Added to epoll yet (a connection whose request is already there never needs to be). */
   watched: boolean;
+  /** Bytes read and discarded since the answer was sent (lingering). */
+  discarded: number;
 }
 
 const MAX_EVENTS = 256;
 const READ_CHUNK = 64 * 1024;
 const OUT_CHUNK = 16 * 1024;
 const DRAIN_LIMIT = 256 * 1024;
+/**
+ * A connection answered before its request was read keeps reading (and discarding) after the
+ * answer until the peer closes, for at most this long and this many bytes: a proxy still sending
+ * a body past --max-body must not get a reset (it would answer 502 instead of relaying ours).
+ */
+const LINGER_MS = 2000;
+const LINGER_LIMIT = 16 * 1024 * 1024;
 const ACCEPT_BATCH = 64;
 const IDLE_WAIT_CAP_MS = 500;
 const ACCEPT_PAUSE_MS = 100;
@@ -150,6 +160,8 @@ export class Listener {
   #reading: DeadlineQueue<Conn>;
   /** Responses the peer is slow to take: the same deadline. */
   #writing: DeadlineQueue<Conn>;
+  /** Answered before their request was read: input discarded until the peer closes. */
+  #lingering = new DeadlineQueue<Conn>(LINGER_MS);
   #work: WorkQueue<[Conn, ParsedRequest]>;
   #serial = 0;
   #ids = { prefix: randomHex8(), next: 0 };
@@ -277,7 +289,7 @@ export class Listener {
   #idleTimeout(): number {
     const now = performance.now();
     let next = now + IDLE_WAIT_CAP_MS;
-    for (const queue of [this.#waiting, this.#reading, this.#writing]) {
+    for (const queue of [this.#waiting, this.#reading, this.#writing, this.#lingering]) {
       const due = queue.dueAt();
       if (due !== undefined) next = Math.min(next, due);
     }
@@ -298,6 +310,7 @@ export class Listener {
         const conn = this.#conns.get(fd);
         if (conn === undefined || conn.serial !== serial) continue; // stale event of a closed fd
         if (conn.state === "writing") this.#flush(conn);
+        else if (conn.state === "lingering") this.#discard(conn);
         else if (conn.state === "waiting" || conn.state === "reading") this.#readFrom(conn, events);
       }
     }
@@ -330,6 +343,8 @@ export class Listener {
       this.#closeConn(conn);
     });
     this.#counts.deadlineDrops += drops;
+    // The answer is out: a peer still sending at the linger deadline is simply closed.
+    this.#lingering.expire(now, (conn) => this.#closeConn(conn));
   }
 
   // ---- accepting -----------------------------------------------------------------------------
@@ -391,6 +406,7 @@ export class Listener {
       outAt: 0,
       unread: false,
       watched: false,
+      discarded: 0,
     };
     this.#conns.set(fd, conn);
     this.#waiting.set(fd, conn);
@@ -606,7 +622,44 @@ export class Listener {
       }
       break; // the peer is gone
     }
-    this.#closeConn(conn);
+    if (conn.outAt === out.length && conn.unread) this.#linger(conn);
+    else this.#closeConn(conn);
+  }
+
+  /**
+   * The answer is written but the request was not read (413 from the head, 400, 408, a refused
+   * 100-continue): closing now with input unread would reset the connection. Half-close instead,
+   * so that the peer reads the answer and then its end, and discard what it still sends until it
+   * closes, LINGER_LIMIT bytes or LINGER_MS. Holds no handler slot and counts against no queue.
+   */
+  #linger(conn: Conn): void {
+    libc().shutdown(conn.fd, SHUT_WR);
+    this.#writing.delete(conn.fd);
+    conn.state = "lingering";
+    conn.unread = false;
+    conn.out = null;
+    conn.since = performance.now();
+    this.#lingering.set(conn.fd, conn);
+    this.#discard(conn);
+  }
+
+  /** Reads and drops a lingering connection's input; closes it at its end or past the bound. */
+  #discard(conn: Conn): void {
+    const buf = this.#readBuf;
+    for (;;) {
+      const r = readFd(conn.fd, buf, buf.length);
+      if (r > 0) {
+        conn.discarded += r;
+        if (conn.discarded >= LINGER_LIMIT) return this.#closeConn(conn);
+        continue;
+      }
+      if (r < 0) {
+        const e = errno();
+        if (e === ERRNO.EINTR) continue;
+        if (e === ERRNO.EAGAIN) return this.#watch(conn, EPOLL.IN | EPOLL.RDHUP | EPOLL.ONESHOT);
+      }
+      return this.#closeConn(conn); // the peer closed (or is gone)
+    }
   }
 
   /**
@@ -633,6 +686,7 @@ export class Listener {
     this.#waiting.delete(conn.fd);
     this.#reading.delete(conn.fd);
     this.#writing.delete(conn.fd);
+    this.#lingering.delete(conn.fd);
     this.#releaseReader(conn);
     this.#publishHeld();
     if (this.#acceptPausedUntil !== 0 && !this.#closing) {
@@ -675,8 +729,8 @@ export class Listener {
   }
 
   #inFlight(): number {
-    return this.#waiting.size + this.#reading.size + this.#writing.size + this.#work.active +
-      this.#work.queued;
+    return this.#waiting.size + this.#reading.size + this.#writing.size + this.#lingering.size +
+      this.#work.active + this.#work.queued;
   }
 
   #checkDrained(): void {

@@ -273,3 +273,88 @@ Deno.test("a 413 for a large body is readable by a client still sending it", asy
     assert.equal(seen.length, 0);
   });
 });
+
+/**
+ * Sends a head announcing `bodyBytes`, then the body in chunks until the answer is complete (as a
+ * proxy does), while reading to the end. Returns the answer and the first read or write error.
+ */
+async function sendPastTheLimit(
+  path: string,
+  bodyBytes: number,
+): Promise<{ raw: Uint8Array; readError: unknown; writeError: unknown }> {
+  const conn = await Deno.connect({ transport: "unix", path });
+  let answered = false;
+  let writeError: unknown = null;
+  const writing = (async () => {
+    try {
+      await writeAll(conn, bytes(`POST / HTTP/1.1\r\n${H}Content-Length: ${bodyBytes}\r\n\r\n`));
+      const chunk = new Uint8Array(64 * 1024);
+      for (let sent = 0; sent < bodyBytes && !answered; sent += chunk.length) {
+        await writeAll(conn, chunk);
+      }
+    } catch (e) {
+      writeError = e;
+    }
+  })();
+  const chunks: Uint8Array[] = [];
+  let readError: unknown = null;
+  const buf = new Uint8Array(64 * 1024);
+  try {
+    for (let n = await conn.read(buf); n !== null; n = await conn.read(buf)) {
+      chunks.push(buf.slice(0, n));
+    }
+  } catch (e) {
+    readError = e;
+  }
+  answered = true;
+  await writing;
+  conn.close();
+  const raw = new Uint8Array(chunks.reduce((sum, c) => sum + c.length, 0));
+  chunks.reduce((at, c) => (raw.set(c, at), at + c.length), 0);
+  return { raw, readError, writeError };
+}
+
+Deno.test("a 413 from the head reaches a client still sending a body far past the limit: answer, then a clean end, never a reset", async () => {
+  await withEcho(async (path, seen, l) => {
+    for (let i = 0; i < 20; i++) {
+      const { raw, readError, writeError } = await sendPastTheLimit(path, 4 << 20);
+      assert.equal(readError, null, `run ${i}: the read failed (${readError})`);
+      assert.equal(writeError, null, `run ${i}: the body's write failed (${writeError})`);
+      const res = parseRawResponse(raw);
+      assert.equal(res.status, 413, `run ${i}`);
+      assert.equal(header(res, "content-type"), "application/problem+json");
+      assert.equal(JSON.parse(new TextDecoder().decode(res.body)).status, 413);
+    }
+    assert.equal(seen.length, 0);
+    assert.deepEqual(
+      [l.stats().waiting, l.stats().reading, l.stats().active, l.stats().queued],
+      [0, 0, 0, 0],
+    );
+  });
+});
+
+Deno.test("a lingering connection whose peer never closes is closed at the linger deadline, and does not hold close() for its whole grace", async () => {
+  await withEcho(async (path, _seen, l) => {
+    const conn = await Deno.connect({ transport: "unix", path });
+    try {
+      await writeAll(conn, bytes(`POST / HTTP/1.1\r\n${H}Content-Length: 4096\r\n\r\n`));
+      // The half-close ends the answer while the connection stays open for the body.
+      assert.equal(parseRawResponse(await readToEnd(conn)).status, 413);
+      await writeAll(conn, new Uint8Array(1024)); // still read (and discarded), not reset
+      let guard: ReturnType<typeof setTimeout> | undefined;
+      const stopped = await Promise.race([
+        l.close(60_000).then(() => true),
+        new Promise<boolean>((resolve) => guard = setTimeout(() => resolve(false), 20_000)),
+      ]);
+      clearTimeout(guard);
+      assert.ok(stopped, "close() still waiting for the lingering connection after 20 s");
+      // Closed by the listener: the peer's next write fails.
+      await assert.rejects(
+        () => writeAll(conn, new Uint8Array(64 * 1024)),
+        (e) => e instanceof Deno.errors.BrokenPipe || e instanceof Deno.errors.ConnectionReset,
+      );
+    } finally {
+      conn.close();
+    }
+  });
+});
