@@ -4,7 +4,10 @@
  * PKCS#11 load of T threads, one session each) built with gcc and libp11-kit-dev.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { buildCLoad, startP11KitServer } from "./p11kit.ts";
+ * import type { TestToken } from "../tests/support/token.ts";
+ * declare const token: TestToken, dir: string;
  * const load = await buildCLoad(dir);
  * const server = await startP11KitServer(token, dir);
  * // run `load` with P11KIT_CLIENT and server.env …

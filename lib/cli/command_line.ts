@@ -4,7 +4,10 @@
  * group's one table, and an option that does not apply to the command refused.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { parseCommandLine } from "./command_line.ts";
+ * import type { CommandGroup } from "./options.ts";
+ * import { EXIT } from "./exit.ts";
  * declare const TOKEN_COMMAND: CommandGroup;
  * const line = parseCommandLine(TOKEN_COMMAND, ["list"], {
  *   allowPositionals: false,

@@ -4,7 +4,10 @@
  * which refused the client certificate before svcd saw the request.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { answerError } from "./answers.ts";
+ * import type { Answer } from "./http.ts";
+ * declare const answer: Answer;
  * if (answer.status !== 200) throw answerError(answer, { key: "web", maxBody: 1 << 20 });
  * ```
  */

@@ -150,14 +150,7 @@ export interface ClientIo {
 
 type Values = Record<string, string | boolean | undefined>;
 
-/**
- * Runs `svcd client <args>`; returns the exit code.
- *
- * @example
- * ```ts ignore
- * Deno.exit(await runClientCommand(["keys"]));
- * ```
- */
+/** Runs `svcd client <args>`; returns the exit code. */
 export async function runClientCommand(args: string[], io: ClientIo = {}): Promise<number> {
   const line = parseCommandLine(CLIENT_COMMAND, args, {
     allowPositionals: true,

@@ -4,8 +4,12 @@
  * it) and `verify` (locally, or by svcd's /verify with `remote`).
  *
  * @example
- * ```ts ignore
- * await signFiles(conn, settings, { keyLabel: "web", files: ["a.tar"], format: "der" }, print);
+ * ```ts
+ * import { type SignRequest, signFiles } from "./commands.ts";
+ * import type { SvcdConnection } from "./http.ts";
+ * declare const conn: SvcdConnection;
+ * const req: SignRequest = { keyLabel: "web", files: ["a.tar"], format: "der", maxBody: 1 << 20 };
+ * await signFiles(conn, req, (line) => console.log(line));
  * ```
  */
 import { ClientError } from "./errors.ts";

@@ -3,8 +3,13 @@
  * terminal a progress bar on stderr for large files.
  *
  * @example
- * ```ts ignore
- * const digest = await hashFile("big.iso", createDigester("sha-256", raw), progressFor("big.iso"));
+ * ```ts
+ * import { hashFile, progressFor } from "./hash.ts";
+ * import { createDigester } from "./digests.ts";
+ * declare const publicKeyRaw: Uint8Array;
+ * const { size } = await Deno.stat("big.iso");
+ * const digester = createDigester("sha-256", publicKeyRaw);
+ * const digest = await hashFile("big.iso", digester, progressFor("big.iso", size));
  * ```
  */
 import type { Digester } from "./digests.ts";

@@ -5,7 +5,10 @@
  * does not handle becomes one ClientError line saying what happened and what to do.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { SvcdConnection } from "./http.ts";
+ * import type { Settings } from "./settings.ts";
+ * declare const settings: Settings;
  * const conn = await SvcdConnection.open(settings);
  * const answer = await conn.request("GET", "/token");
  * conn.close();

@@ -4,7 +4,10 @@
  * signed in message mode).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { fetchKeys, findKey } from "./keys.ts";
+ * import type { SvcdConnection } from "./http.ts";
+ * declare const conn: SvcdConnection;
  * const keys = await fetchKeys(conn);
  * const key = findKey(keys, "web");
  * ```

@@ -7,9 +7,13 @@
  * message with Web Crypto.
  *
  * @example
- * ```ts ignore
- * const ok = await verifyLocally(key, signature, { digest });          // a hashed key type
- * const ok2 = await verifyLocally(edKey, signature, { message });     // Ed25519
+ * ```ts
+ * import { verifyLocally } from "./verify.ts";
+ * import type { ClientKey } from "./keys.ts";
+ * declare const key: ClientKey, edKey: ClientKey, signature: Uint8Array;
+ * declare const digest: Uint8Array, message: Uint8Array;
+ * const ok = await verifyLocally(key, signature, { digest }); // a hashed key type
+ * const ok2 = await verifyLocally(edKey, signature, { message }); // Ed25519
  * ```
  */
 import { createHash, createPublicKey } from "node:crypto";

@@ -4,7 +4,9 @@
  * the main isolate, which sums every isolate's counts (./registry.ts); a scrape is rare and cheap.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { MetricsListener } from "./listener.ts";
+ * declare const sampleMain: () => void;
  * const l = MetricsListener.open({ socket: "/run/svcd/metrics.sock", peerUid: 33 }, sampleMain);
  * await l.close();
  * ```
@@ -21,14 +23,7 @@ export interface MetricsListenerConfig {
   peerUid: number;
 }
 
-/**
- * GET /metrics on a UNIX socket.
- *
- * @example
- * ```ts ignore
- * MetricsListener.open({ socket: "/tmp/m.sock", peerUid: Deno.uid()! }, () => {});
- * ```
- */
+/** GET /metrics on a UNIX socket. */
 export class MetricsListener {
   private constructor(private readonly listener: Listener, readonly served: Promise<void>) {}
 

@@ -5,7 +5,11 @@
  * (--threads 0) and by each request or public Worker.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { Listener, type ListenerOptions } from "../http/mod.ts";
+ * import type { ContinueCheck, Handler } from "../http/types.ts";
+ * import { countedListener } from "./observe.ts";
+ * declare const options: ListenerOptions, handler: Handler, continueCheck: ContinueCheck;
  * Listener.open({ ...options, ...countedListener("authenticated", { handler, continueCheck }) });
  * ```
  */

@@ -76,7 +76,9 @@ const PSS: Readonly<Record<typeof SHA2[number], { hash: number; mgf: number }>> 
  * itself), or undefined when the key type takes no such digest mode.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { digestSigning } from "./digest_mode.ts";
+ * import { KEY_TYPES } from "./key_types.ts";
  * digestSigning(KEY_TYPES["rsa-3072"], "sha-384"); // CKM_RSA_PKCS_PSS, SHA-384 parameters
  * ```
  */
@@ -108,7 +110,10 @@ export type OffersFor = (spec: KeyTypeSpec, mechanism: number, flag: MechanismFl
  * table's, less those whose mechanism the module does not offer for signing and verifying.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { offeredDigestNames, type OffersFor } from "./digest_mode.ts";
+ * import { KEY_TYPES } from "./key_types.ts";
+ * declare const catalogue: { offersFor: OffersFor };
  * offeredDigestNames(KEY_TYPES["ml-dsa-65"], (s, m, f) => catalogue.offersFor(s, m, f));
  * // [] with SoftHSM2 (no CKM_ML_DSA_EXTERNAL_MU), ["ml-dsa-mu"] with the test module
  * ```

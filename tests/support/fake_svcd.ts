@@ -6,7 +6,9 @@
  * stand or fall with the client's hashing. Tests only; svcd itself never uses node:http.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { fakeKey, startFakeSvcd } from "./fake_svcd.ts";
+ * declare const dir: string;
  * const fake = await startFakeSvcd(dir, [await fakeKey("k", "ec-p256", ["sha-256"])]);
  * // svcd client … --insecure-http --addr unix:${fake.socket}
  * await fake.close();

@@ -3,8 +3,12 @@
  * given, as a public thread does, so a test can count the parses several threads share.
  *
  * @example
- * ```ts ignore
- * const worker = new Worker(new URL("../../tests/support/index_source_worker.ts", import.meta.url), { type: "module" });
+ * ```ts
+ * import { createIndexMemory } from "../../lib/ocsp/index_source.ts";
+ * declare const path: string;
+ * const memory = createIndexMemory();
+ * const url = new URL("../../tests/support/index_source_worker.ts", import.meta.url);
+ * const worker = new Worker(url, { type: "module" });
  * worker.postMessage({ path, memory, serial: "0A" });
  * ```
  */

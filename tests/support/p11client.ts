@@ -5,7 +5,8 @@
  * SVCD_CLIENT_KEY), as `svcd client` takes it.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { CLIENT_MODULE, run, startClientBed } from "./p11client.ts";
  * const bed = await startClientBed({ "k-ec": "ec-p256" });
  * await run(["pkcs11-tool", "--module", CLIENT_MODULE, "--list-slots"], bed.env);
  * await bed.stop();

@@ -3,7 +3,10 @@
  * in, every byte until the server closes out) and a response splitter. Used by tests only.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { exchange, parseRawResponse } from "./raw_http.ts";
+ * declare const path: string;
  * const res = parseRawResponse(await exchange(path, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
  * assert.equal(res.status, 200);
  * ```
@@ -154,11 +157,6 @@ export async function until(
 /**
  * curl `url` over the socket at `path` as uid/gid 65534 with no groups. The socket and its folder
  * are opened to every uid first, so that only the listener's uid check can refuse the client.
- *
- * @example
- * ```ts ignore
- * const out = await curlAsNobody(path, "http://svcd/health");
- * ```
  */
 export async function curlAsNobody(path: string, url: string): Promise<Deno.CommandOutput> {
   Deno.chmodSync(path.slice(0, path.lastIndexOf("/")), 0o755);

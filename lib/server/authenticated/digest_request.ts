@@ -11,7 +11,10 @@
  * 403 whatever it asks, so digest mode never tells a stranger a key's type.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import type { HttpRequest } from "../../http/mod.ts";
+ * import { digestMode } from "./digest_request.ts";
+ * declare const req: HttpRequest;
  * const mode = digestMode(req.headers); // { digest: "sha-256" } | { digest: undefined } | problem
  * ```
  */
