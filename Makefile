@@ -28,7 +28,7 @@ module:
 check:
 	$(DENO) fmt --check
 	$(DENO) lint
-	@# --doc: the @example blocks are type-checked too (a fragment that needs context is marked `ts ignore`).
+	@# --doc: the @example blocks are type-checked too (a fragment gets `declare const` lines and imports; `ts ignore` only where it cannot compile, with the reason in the fence).
 	$(DENO) check --doc main.ts lib/ ffi/ tests/ bench/
 
 # Both run the idempotent setup first, so on a fresh machine no other command is needed.
