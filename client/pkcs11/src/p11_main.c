@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pkcs11_functions.h"
+#include "pkcs11_interfaces.h"
 #include "p11_ops.h"
 #include "state.h"
 
@@ -530,13 +530,7 @@ static CK_FUNCTION_LIST_3_2 table_3_0, table_2_40;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void fill_tables(void) {
-  for (unsigned i = 0; i < IDX_COUNT; i++)
-    if (table_3_2.fn[i] == NULL) table_3_2.fn[i] = (CK_ANY_FN)not_supported;
-  /* The older tables share the entries; a caller reads only as many as its version has. */
-  table_3_0 = table_3_2;
-  table_3_0.version = (CK_VERSION){3, 0};
-  table_2_40 = table_3_2;
-  table_2_40.version = (CK_VERSION){2, 40};
+  pkcs11_fill_tables(&table_3_2, &table_3_0, &table_2_40, (CK_ANY_FN)not_supported);
 }
 
 /* No CKF_INTERFACE_FORK_SAFE: a forked child must finalise and initialise again. */
@@ -557,37 +551,12 @@ EXPORT CK_RV C_GetFunctionList(CK_FUNCTION_LIST_3_2 **ppFunctionList) {
 }
 
 EXPORT CK_RV C_GetInterfaceList(CK_INTERFACE *pList, CK_ULONG *pulCount) {
-  if (pulCount == NULL) return CKR_ARGUMENTS_BAD;
   pthread_once(&tables_once, fill_tables);
-  if (pList == NULL) {
-    *pulCount = NINTERFACES;
-    return CKR_OK;
-  }
-  if (*pulCount < NINTERFACES) {
-    *pulCount = NINTERFACES;
-    return CKR_BUFFER_TOO_SMALL;
-  }
-  memcpy(pList, interfaces, sizeof interfaces);
-  *pulCount = NINTERFACES;
-  return CKR_OK;
+  return pkcs11_interface_list(interfaces, NINTERFACES, pList, pulCount);
 }
 
 EXPORT CK_RV C_GetInterface(CK_UTF8CHAR *pName, CK_VERSION *pVersion, CK_INTERFACE **ppInterface,
                             CK_FLAGS flags) {
-  if (ppInterface == NULL) return CKR_ARGUMENTS_BAD;
   pthread_once(&tables_once, fill_tables);
-  for (unsigned i = 0; i < NINTERFACES; i++) {
-    CK_INTERFACE *it = &interfaces[i];
-    const CK_FUNCTION_LIST_3_2 *t = it->pFunctionList;
-    if (pName != NULL && strcmp((const char *)pName, (const char *)it->pInterfaceName) != 0)
-      continue;
-    if (pVersion != NULL &&
-        (pVersion->major != t->version.major || pVersion->minor != t->version.minor))
-      continue;
-    if ((flags & it->flags) != flags) continue;
-    *ppInterface = it;
-    return CKR_OK;
-  }
-  *ppInterface = NULL;
-  return CKR_ARGUMENTS_BAD;
+  return pkcs11_find_interface(interfaces, NINTERFACES, pName, pVersion, ppInterface, flags);
 }

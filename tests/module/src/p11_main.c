@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "crypto.h"
-#include "pkcs11_functions.h"
+#include "pkcs11_interfaces.h"
 #include "svcmod.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -795,19 +795,14 @@ static CK_FUNCTION_LIST_3_2 table_3_0, table_2_40;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void fill_tables(void) {
-  for (unsigned i = 0; i < IDX_COUNT; i++)
-    if (table_3_2.fn[i] == NULL) table_3_2.fn[i] = (CK_ANY_FN)not_supported;
-  /* The older tables share the entries; a caller reads only as many as its version has. */
-  table_3_0 = table_3_2;
-  table_3_0.version = (CK_VERSION){3, 0};
-  table_2_40 = table_3_2;
-  table_2_40.version = (CK_VERSION){2, 40};
+  pkcs11_fill_tables(&table_3_2, &table_3_0, &table_2_40, (CK_ANY_FN)not_supported);
 }
 
 static CK_INTERFACE interfaces[2] = {
     {(CK_UTF8CHAR *)"PKCS 11", &table_3_2, 0},
     {(CK_UTF8CHAR *)"PKCS 11", &table_3_0, 0},
 };
+#define NINTERFACES (sizeof interfaces / sizeof interfaces[0])
 
 /* C_GetFunctionList hands out a table whose version says 2.40, so an application that only knows
  * C_GetFunctionList never reads past the 68 entries it expects; C_GetInterface gives 3.2. */
@@ -819,37 +814,12 @@ EXPORT CK_RV C_GetFunctionList(CK_FUNCTION_LIST_3_2 **ppFunctionList) {
 }
 
 EXPORT CK_RV C_GetInterfaceList(CK_INTERFACE *pList, CK_ULONG *pulCount) {
-  if (pulCount == NULL) return CKR_ARGUMENTS_BAD;
   pthread_once(&tables_once, fill_tables);
-  if (pList == NULL) {
-    *pulCount = 2;
-    return CKR_OK;
-  }
-  if (*pulCount < 2) {
-    *pulCount = 2;
-    return CKR_BUFFER_TOO_SMALL;
-  }
-  memcpy(pList, interfaces, sizeof interfaces);
-  *pulCount = 2;
-  return CKR_OK;
+  return pkcs11_interface_list(interfaces, NINTERFACES, pList, pulCount);
 }
 
 EXPORT CK_RV C_GetInterface(CK_UTF8CHAR *pName, CK_VERSION *pVersion, CK_INTERFACE **ppInterface,
                             CK_FLAGS flags) {
-  if (ppInterface == NULL) return CKR_ARGUMENTS_BAD;
   pthread_once(&tables_once, fill_tables);
-  for (unsigned i = 0; i < 2; i++) {
-    CK_INTERFACE *it = &interfaces[i];
-    const CK_FUNCTION_LIST_3_2 *t = it->pFunctionList;
-    if (pName != NULL && strcmp((const char *)pName, (const char *)it->pInterfaceName) != 0)
-      continue;
-    if (pVersion != NULL &&
-        (pVersion->major != t->version.major || pVersion->minor != t->version.minor))
-      continue;
-    if ((flags & it->flags) != flags) continue; /* e.g. CKF_INTERFACE_FORK_SAFE: not offered */
-    *ppInterface = it;
-    return CKR_OK;
-  }
-  *ppInterface = NULL;
-  return CKR_ARGUMENTS_BAD;
+  return pkcs11_find_interface(interfaces, NINTERFACES, pName, pVersion, ppInterface, flags);
 }
