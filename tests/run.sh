@@ -45,11 +45,14 @@ run_suite() { # name, env assignments..., -- files...
   fi
 }
 
-# The test module's own C tests (ML-DSA known answers, 478 checks through the function table).
-echo "== svcmod C tests"
-for prog in mldsa_test p11_test; do
-  if make --no-print-directory -s -C tests/module "build/$prog" >/dev/null &&
-    (cd tests/module && if [ $prog = p11_test ]; then build/$prog build/libsvcmod.so; else build/$prog; fi) >"$log" 2>&1; then
+# The C tests: the test module's own (ML-DSA known answers, every function through the table)
+# and the client module's unit tests (configuration, /token parsing, mechanism plans, the status
+# table). Each program counts as one.
+echo "== C tests (svcmod, libsvcd-pkcs11)"
+for test in tests/module:mldsa_test tests/module:p11_test client/pkcs11:unit_test; do
+  dir=${test%%:*} prog=${test#*:}
+  if make --no-print-directory -s -C "$dir" "build/$prog" >/dev/null &&
+    (cd "$dir" && if [ "$prog" = p11_test ]; then "build/$prog" build/libsvcmod.so; else "build/$prog"; fi) >"$log" 2>&1; then
     tail -1 "$log"
     passed=$((passed + 1))
   else
