@@ -6,6 +6,11 @@
  *     prints "signed=N verified=N wall_ms=W cpu_ms=C" and exits 0 only if every one verified.
  *   p11drive once <module> <label>
  *     one ECDSA-SHA256 signature; prints "rv=0x… ms=…" (the fault tests read the CK_RV).
+ *   p11drive fork <module> <label> <public.pem>
+ *     signs, forks; the child prints what C_GetInfo, C_SignInit on the inherited session,
+ *     C_Initialize, C_Finalize and C_Initialize answer there, then signs in a session of its own;
+ *     the parent signs again in its session after the child has exited. Prints one line each:
+ *     "parent sign=0x… verified=…", "child getinfo=0x… …", "parent after child_exit=… sign=0x… …".
  */
 #include <dlfcn.h>
 #include <openssl/bn.h>
@@ -17,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pkcs11.h"
 
@@ -25,7 +32,7 @@ static CK_FUNCTION_LIST_3_2 *F;
 #define CALL(name, ...) ((CK_RV(*)())F->fn[name])(__VA_ARGS__)
 /* Table indices (PKCS#11 v2.40 order). */
 enum {
-  I_Initialize = 0, I_Finalize = 1, I_OpenSession = 12, I_CloseSession = 13,
+  I_Initialize = 0, I_Finalize = 1, I_GetInfo = 2, I_OpenSession = 12, I_CloseSession = 13,
   I_FindObjectsInit = 26, I_FindObjects = 27, I_FindObjectsFinal = 28, I_SignInit = 42, I_Sign = 43
 };
 
@@ -145,10 +152,80 @@ static int once(void) {
   return 0;
 }
 
+static CK_RV open_and_find(CK_SESSION_HANDLE *s, CK_OBJECT_HANDLE *key) {
+  CK_RV rv = CALL(I_OpenSession, 0UL, CKF_SERIAL_SESSION, NULL, NULL, s);
+  if (rv == CKR_OK) rv = find_private(*s, key);
+  return rv;
+}
+
+/* One signature over a fixed message; *ok says whether libcrypto verified it. */
+static CK_RV sign_checked(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, int *ok) {
+  const char *msg = "a message signed around a fork";
+  unsigned char sig[512];
+  CK_ULONG len = sizeof sig;
+  CK_RV rv = sign_once(s, key, msg, sig, &len);
+  *ok = rv == CKR_OK && verified(msg, sig, len);
+  return rv;
+}
+
+/* The child may not use what it inherited: every call but C_Finalize is refused until it has
+ * finalised and initialised again, and then it signs over connections of its own. */
+static void fork_child(CK_SESSION_HANDLE inherited, CK_OBJECT_HANDLE inherited_key) {
+  CK_INFO info;
+  CK_MECHANISM m = {CKM_ECDSA_SHA256, NULL, 0};
+  CK_RV getinfo = CALL(I_GetInfo, &info);
+  CK_RV signinit = CALL(I_SignInit, inherited, &m, inherited_key);
+  CK_RV init_inherited = CALL(I_Initialize, NULL);
+  CK_RV finalize = CALL(I_Finalize, NULL);
+  CK_RV init_fresh = CALL(I_Initialize, NULL);
+  CK_SESSION_HANDLE s = 0;
+  CK_OBJECT_HANDLE key;
+  int ok = 0;
+  CK_RV rv = init_fresh == CKR_OK ? open_and_find(&s, &key) : init_fresh;
+  if (rv == CKR_OK) rv = sign_checked(s, key, &ok);
+  printf("child getinfo=0x%lx signinit=0x%lx initialize=0x%lx finalize=0x%lx initialize=0x%lx "
+         "sign=0x%lx verified=%d\n",
+         getinfo, signinit, init_inherited, finalize, init_fresh, rv, ok);
+  fflush(stdout);
+  if (init_fresh == CKR_OK) CALL(I_Finalize, NULL);
+  _exit(0);
+}
+
+static int fork_check(void) {
+  CK_SESSION_HANDLE s;
+  CK_OBJECT_HANDLE key;
+  int ok = 0;
+  CK_RV rv = open_and_find(&s, &key);
+  if (rv == CKR_OK) rv = sign_checked(s, key, &ok);
+  printf("parent sign=0x%lx verified=%d\n", rv, ok);
+  fflush(stdout); /* else the child would print the parent's buffered line again */
+  if (rv != CKR_OK) return 1;
+  pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) fork_child(s, key);
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return 1;
+  rv = sign_checked(s, key, &ok);
+  printf("parent after child_exit=%d sign=0x%lx verified=%d\n",
+         WIFEXITED(status) ? WEXITSTATUS(status) : -1, rv, ok);
+  CALL(I_CloseSession, s);
+  return 0;
+}
+
+static int read_public(const char *path) {
+  FILE *f = fopen(path, "r");
+  pub = f ? PEM_read_PUBKEY(f, NULL, NULL, NULL) : NULL;
+  if (f) fclose(f);
+  if (pub == NULL) fprintf(stderr, "p11drive: cannot read %s\n", path);
+  return pub != NULL;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 4 || (strcmp(argv[1], "load") == 0 && argc != 7)) {
+  if (argc < 4 || (strcmp(argv[1], "load") == 0 && argc != 7) ||
+      (strcmp(argv[1], "fork") == 0 && argc != 5)) {
     fprintf(stderr, "usage: p11drive load <module> <label> <public.pem> <threads> <count>\n"
-                    "       p11drive once <module> <label>\n");
+                    "       p11drive once <module> <label>\n"
+                    "       p11drive fork <module> <label> <public.pem>\n");
     return 2;
   }
   void *lib = dlopen(argv[2], RTLD_NOW);
@@ -165,15 +242,12 @@ int main(int argc, char **argv) {
   }
   int code;
   if (strcmp(argv[1], "load") == 0) {
-    FILE *f = fopen(argv[4], "r");
-    pub = f ? PEM_read_PUBKEY(f, NULL, NULL, NULL) : NULL;
-    if (f) fclose(f);
-    if (pub == NULL) {
-      fprintf(stderr, "p11drive: cannot read %s\n", argv[4]);
-      return 2;
-    }
+    if (!read_public(argv[4])) return 2;
     count = atoi(argv[6]);
     code = load(atoi(argv[5]));
+  } else if (strcmp(argv[1], "fork") == 0) {
+    if (!read_public(argv[4])) return 2;
+    code = fork_check();
   } else {
     code = once();
   }
