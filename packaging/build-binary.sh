@@ -39,11 +39,12 @@ bundle_svcd "$SRC"
 flags=$(svcd_permission_flags)
 client_flags=$(svcd_client_permission_flags)
 # From a folder holding only the bundle, with no config and no npm: nothing but svcd.js and the
-# listeners' Workers is embedded (compiling main.ts in the checkout would embed all of node_modules).
+# daemon's Workers is embedded (compiling main.ts in the checkout would embed all of node_modules).
 echo "binary: compiling $SRC/svcd.js with $DENORT_BIN (the daemon's permissions)"
 # shellcheck disable=SC2086
 (cd "$SRC" && DENORT_BIN="$DENORT_BIN" "$DENO" compile --no-config --no-npm $flags \
-  --include svcd-public-worker.js --include svcd-request-worker.js -o "$OUT/svcd" svcd.js)
+  --include svcd-public-worker.js --include svcd-request-worker.js --include svcd-policy-worker.js \
+  -o "$OUT/svcd" svcd.js)
 echo "binary: compiling $SRC/svcd.js as svcd-client (the client's permissions)"
 # The client runs no listener: no Worker is embedded. `client` after the script is kept in the
 # executable and comes before the arguments it is started with.

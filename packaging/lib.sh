@@ -23,9 +23,11 @@ svcd_client_permission_flags() {
 # bundle_svcd DIR: DIR/svcd.js, main.ts and its imports as one JavaScript file (npm code
 # inlined), DIR/svcd-public-worker.js, the public listener's Worker, which
 # lib/server/threads/public_threads.ts looks for beside the bundle, and DIR/svcd-request-worker.js, the
-# authenticated listener's request thread (--threads), which lib/server/threads/request_threads.ts looks for.
+# authenticated listener's request thread (--threads), which lib/server/threads/request_threads.ts looks for,
+# and DIR/svcd-policy-worker.js, the policy file's reader thread (lib/server/threads/policy_reader.ts).
 bundle_svcd() {
   "$DENO" bundle --quiet --platform deno -o "$1/svcd.js" main.ts
   "$DENO" bundle --quiet --platform deno -o "$1/svcd-public-worker.js" lib/server/threads/public_thread.ts
   "$DENO" bundle --quiet --platform deno -o "$1/svcd-request-worker.js" lib/server/threads/request_thread.ts
+  "$DENO" bundle --quiet --platform deno -o "$1/svcd-policy-worker.js" lib/server/threads/policy_thread.ts
 }

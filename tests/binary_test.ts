@@ -85,6 +85,7 @@ Deno.test({
           const [, daemonPart, clientPart] = r.stderr.split("Embedded Files");
           assert.ok(clientPart, r.text);
           assert.deepEqual(embeddedFiles(daemonPart), [
+            "svcd-policy-worker.js",
             "svcd-public-worker.js",
             "svcd-request-worker.js",
             "svcd.js",

@@ -30,7 +30,12 @@ Deno.test({
       }).output();
       assert.equal(bundled.code, 0, new TextDecoder().decode(bundled.stderr));
       const files = [...Deno.readDirSync(dir)].map((e) => e.name).sort();
-      assert.deepEqual(files, ["svcd-public-worker.js", "svcd-request-worker.js", "svcd.js"]);
+      assert.deepEqual(files, [
+        "svcd-policy-worker.js",
+        "svcd-public-worker.js",
+        "svcd-request-worker.js",
+        "svcd.js",
+      ]);
 
       const d = await startDaemon({
         token,

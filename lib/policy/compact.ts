@@ -31,8 +31,7 @@
  * ```ts
  * const b = new CompactPolicyBuilder();
  * b.add(new TextEncoder().encode("CN=a\tk"), 0, 4, 5, 6, 1);
- * for (const _ of b.finishSteps());
- * new CompactPolicy(b.result()).allows("CN=a", "k"); // → true
+ * new CompactPolicy(b.finish()).allows("CN=a", "k"); // → true
  * ```
  */
 
@@ -161,18 +160,12 @@ class InternTable {
   }
 }
 
-/** Work units (grants or slots) between two pauses of {@link CompactPolicyBuilder.finishSteps}. */
-const FINISH_STEP = 4096;
-
-/** Bytes copied between two pauses of {@link CompactPolicyBuilder.finishSteps}. */
-const COPY_STEP = 1 << 18;
-
 /** A policy line's usual length: a distinguished name, a TAB, a label. */
 const BYTES_PER_LINE_GUESS = 40;
 
 /**
  * Collects grants as the parser finds them (ranges of the file's bytes, so the usual line
- * makes no string), then lays them out in one SharedArrayBuffer in steps.
+ * makes no string), then lays them out in one SharedArrayBuffer.
  *
  * @example
  * ```ts
@@ -196,7 +189,6 @@ export class CompactPolicyBuilder {
   /** (subject, label) pairs of subjects with several grants: grant number + 1 per slot. */
   #pairs = new Int32Array(16);
   #pairCount = 0;
-  #result: CompactPolicyData | undefined;
 
   /**
    * Sized for a file of `fileBytes`: about one grant per {@link BYTES_PER_LINE_GUESS} bytes, so a
@@ -286,11 +278,8 @@ export class CompactPolicyBuilder {
     for (const entry of old) if (entry !== 0) this.#placePair(entry - 1);
   }
 
-  /**
-   * Lays the grants out in shared memory; yields every few thousand units of work so a caller can
-   * let the event loop run. {@link result} is ready when the iteration ends.
-   */
-  *finishSteps(): Generator<void, void, void> {
+  /** Lays the grants out in shared memory: the built policy. Call it once, after the last add. */
+  finish(): CompactPolicyData {
     this.#pairs = new Int32Array(0);
     const S = this.#subjects.count, L = this.#labels.count, G = this.grants;
     const sT = tableSizeFor(S), lT = tableSizeFor(L);
@@ -306,51 +295,28 @@ export class CompactPolicyBuilder {
       labelTableSize: lT,
     };
     const v = viewsOf(data);
-    yield* copySteps(v.heap, this.#subjects.heap.subarray(0, this.#subjects.heapUsed), 0);
+    v.heap.set(this.#subjects.heap.subarray(0, this.#subjects.heapUsed), 0);
     const labelBase = this.#subjects.heapUsed;
-    yield* copySteps(v.heap, this.#labels.heap.subarray(0, this.#labels.heapUsed), labelBase);
-    yield* copySteps(v.subjectHash, this.#subjects.hashes.a.subarray(0, S), 0);
-    yield* copySteps(v.subjectEnd, this.#subjects.ends.a.subarray(0, S), 0);
-    yield* copySteps(v.labelHash, this.#labels.hashes.a.subarray(0, L), 0);
-    yield* copySteps(v.labelFirstLine, this.#labelFirstLine.a.subarray(0, L), 0);
+    v.heap.set(this.#labels.heap.subarray(0, this.#labels.heapUsed), labelBase);
+    v.subjectHash.set(this.#subjects.hashes.a.subarray(0, S));
+    v.subjectEnd.set(this.#subjects.ends.a.subarray(0, S));
+    v.labelHash.set(this.#labels.hashes.a.subarray(0, L));
+    v.labelFirstLine.set(this.#labelFirstLine.a.subarray(0, L));
     for (let l = 0; l < L; l++) v.labelEnd[l] = labelBase + this.#labels.ends.a[l];
-    yield;
-    yield* placeAll(v.subjectTable, v.subjectHash);
-    yield* placeAll(v.labelTable, v.labelHash);
+    placeAll(v.subjectTable, v.subjectHash);
+    placeAll(v.labelTable, v.labelHash);
     // Group the grants by subject, file order kept within a subject (a counting sort).
     const subjectOf = this.#grantSubject.a;
-    for (let g = 0; g < G; g++) {
-      v.grantEnd[subjectOf[g]]++;
-      if (g % FINISH_STEP === 0) yield;
-    }
+    for (let g = 0; g < G; g++) v.grantEnd[subjectOf[g]]++;
     for (let s = 1; s < S; s++) v.grantEnd[s] += v.grantEnd[s - 1];
     const next = new Int32Array(S);
     for (let s = 1; s < S; s++) next[s] = v.grantEnd[s - 1];
-    yield;
     for (let g = 0; g < G; g++) {
       const at = next[subjectOf[g]]++;
       v.grantLabel[at] = this.#grantLabel.a[g];
       v.grantLine[at] = this.#grantLine.a[g];
-      if (g % FINISH_STEP === 0) yield;
     }
-    this.#result = data;
-  }
-
-  /** The built policy; only after {@link finishSteps} has run to its end. */
-  result(): CompactPolicyData {
-    if (this.#result === undefined) throw new Error("CompactPolicyBuilder: finishSteps not run");
-    return this.#result;
-  }
-}
-
-function* copySteps<T extends Uint8Array | Int32Array>(
-  to: T,
-  from: T,
-  at: number,
-): Generator<void, void, void> {
-  for (let i = 0; i < from.length; i += COPY_STEP) {
-    to.set(from.subarray(i, i + COPY_STEP) as never, at + i);
-    yield;
+    return data;
   }
 }
 
@@ -358,13 +324,12 @@ function pairHash(subject: number, label: number): number {
   return Math.imul(subject, 0x9e3779b1) ^ Math.imul(label + 1, 0x85ebca6b);
 }
 
-function* placeAll(table: Int32Array, hashes: Int32Array): Generator<void, void, void> {
+function placeAll(table: Int32Array, hashes: Int32Array): void {
   const mask = table.length - 1;
   for (let i = 0; i < hashes.length; i++) {
     let slot = hashes[i] & mask;
     while (table[slot] !== 0) slot = (slot + 1) & mask;
     table[slot] = i + 1;
-    if (i % FINISH_STEP === 0) yield;
   }
 }
 

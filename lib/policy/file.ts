@@ -9,8 +9,9 @@
  *
  * The file holds at most `maxGrants` grants ({@link MAX_POLICY_GRANTS} unless `--policy-max-grants`
  * says otherwise) and at most {@link policyByteLimit} bytes: a larger one is refused at start and,
- * at a reload, leaves the policy in force. It is parsed in slices that let the event loop run
- * between them, so a reload never stalls the requests being served.
+ * at a reload, leaves the policy in force. Where it is read and parsed is the caller's choice
+ * ({@link PolicyReader}): the daemon does both in a thread of its own, so that a reload never
+ * stalls the requests being served.
  *
  * @example
  * ```ts
@@ -24,7 +25,12 @@
  * ```
  */
 import { Policy, PolicyError } from "./policy.ts";
-import { MAX_POLICY_GRANTS, type ParseOptions } from "./parse.ts";
+import {
+  MAX_POLICY_GRANTS,
+  type ParsedPolicy,
+  type ParseOptions,
+  parsePolicyText,
+} from "./parse.ts";
 
 /**
  * Bytes a policy file may spend per grant allowed: room for a long distinguished name and label
@@ -45,6 +51,32 @@ export const POLICY_BYTES_PER_GRANT = 256;
 export function policyByteLimit(maxGrants: number = MAX_POLICY_GRANTS): number {
   return Math.max(1 << 20, maxGrants * POLICY_BYTES_PER_GRANT);
 }
+
+/** A policy file read and parsed: what the parser found, and the file's size in bytes. */
+export interface PolicyRead {
+  parsed: ParsedPolicy;
+  fileBytes: number;
+}
+
+/**
+ * What reads and parses a policy file: {@link readInThisThread}, or the daemon's reader in a thread
+ * of its own. It rejects only with a PolicyError (the file could not be read, or is too large);
+ * problems in the file's lines are in `parsed.errors`.
+ */
+export type PolicyReader = (path: string, options: ParseOptions) => Promise<PolicyRead>;
+
+/**
+ * Reads and parses the file on the caller's thread, the parse in one piece.
+ *
+ * @example
+ * ```ts
+ * const { parsed, fileBytes } = await readInThisThread("/etc/svcd/policy", {});
+ * ```
+ */
+export const readInThisThread: PolicyReader = async (path, options) => {
+  const bytes = await readPolicyBytes(path, policyByteLimit(options.maxGrants));
+  return { parsed: parsePolicyText(bytes, path, options), fileBytes: bytes.length };
+};
 
 /** Result of a reload: the new policy, or why the old one stays. */
 export type ReloadResult = { ok: true; policy: Policy } | { ok: false; error: string };
@@ -68,6 +100,7 @@ export class PolicyFile {
     policy: Policy,
     bytes: number,
     private readonly options: ParseOptions,
+    private readonly read: PolicyReader,
   ) {
     this.#policy = policy;
     this.#bytes = bytes;
@@ -75,21 +108,20 @@ export class PolicyFile {
 
   /**
    * Reads and parses the file; throws PolicyError (unreadable file: line 0) so start-up fails.
-   * `options` (e.g. reserved labels) apply to every reload as well.
+   * `options` (e.g. reserved labels) and `read` apply to every reload as well.
    *
    * @example
    * ```ts
    * const file = await PolicyFile.load("/etc/svcd/policy", { reservedLabels: new Set(["svc-audit"]) });
    * ```
    */
-  static async load(path: string, options: ParseOptions = {}): Promise<PolicyFile> {
-    const bytes = await readPolicyBytes(path, policyByteLimit(options.maxGrants));
-    return new PolicyFile(
-      path,
-      await Policy.parseSliced(bytes, path, options),
-      bytes.length,
-      options,
-    );
+  static async load(
+    path: string,
+    options: ParseOptions = {},
+    read: PolicyReader = readInThisThread,
+  ): Promise<PolicyFile> {
+    const { parsed, fileBytes } = await read(path, options);
+    return new PolicyFile(path, Policy.fromParsed(parsed, path), fileBytes, options, read);
   }
 
   /** The policy in force. */
@@ -120,22 +152,17 @@ export class PolicyFile {
 
   async #reloadNow(): Promise<ReloadResult> {
     const keeping = `; keeping the policy in force (${this.#policy.size} grants)`;
-    let bytes: Uint8Array;
     try {
-      bytes = await readPolicyBytes(this.path, policyByteLimit(this.options.maxGrants));
-    } catch (e) {
-      return { ok: false, error: `${(e as Error).message}${keeping}` };
-    }
-    if (bytes.length === 0) {
-      return {
-        ok: false,
-        error: `${this.path}: the file is empty (0 bytes), as while it is being rewritten; ` +
-          `to revoke every grant on purpose, leave a comment line in it${keeping}`,
-      };
-    }
-    try {
-      this.#policy = await Policy.parseSliced(bytes, this.path, this.options);
-      this.#bytes = bytes.length;
+      const { parsed, fileBytes } = await this.read(this.path, this.options);
+      if (fileBytes === 0) {
+        return {
+          ok: false,
+          error: `${this.path}: the file is empty (0 bytes), as while it is being rewritten; ` +
+            `to revoke every grant on purpose, leave a comment line in it${keeping}`,
+        };
+      }
+      this.#policy = Policy.fromParsed(parsed, this.path);
+      this.#bytes = fileBytes;
       return { ok: true, policy: this.#policy };
     } catch (e) {
       if (!(e instanceof PolicyError)) throw e;

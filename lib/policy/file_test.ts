@@ -2,7 +2,6 @@ import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { policyByteLimit, PolicyFile } from "./file.ts";
 import { PolicyError } from "./policy.ts";
-import { parsePolicyText, parsePolicyTextSliced } from "./parse.ts";
 import { policyOfSize } from "../../tests/support/policy.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
@@ -202,19 +201,4 @@ Deno.test("a policy file of exactly the byte limit loads; one byte more is refus
     assert.equal(e.line, 0);
     assert.match(e.message, /at most 1048576 bytes \(256 per grant --policy-max-grants allows\)/);
   });
-});
-
-Deno.test("sliced parsing lets the event loop run and finds exactly what the one-pass parse finds", async () => {
-  const text = policyOfSize(1 << 20) + "CN=x\tk\nno-tab\n/C=DE/CN=y\tk\nCN=x\tk\n";
-  let yields = 0;
-  let timerRan = false;
-  setTimeout(() => timerRan = true, 0);
-  const sliced = await parsePolicyTextSliced(text, "p", {}, () => {
-    yields++;
-    return new Promise((resolve) => setTimeout(resolve, 0));
-  });
-  assert.deepEqual(sliced, parsePolicyText(text, "p"));
-  assert.ok(sliced.errors.length === 1 && sliced.warnings.length >= 2);
-  assert.ok(yields > 1, `a 1 MiB file is parsed in more than one slice (${yields} yields)`);
-  assert.ok(timerRan, "a timer due during the parse ran before it ended");
 });

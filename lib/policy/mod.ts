@@ -11,7 +11,21 @@
  * ```
  */
 export { Policy, type PolicyData, PolicyError } from "./policy.ts";
-export { POLICY_BYTES_PER_GRANT, policyByteLimit, PolicyFile, type ReloadResult } from "./file.ts";
-export { MAX_POLICY_GRANTS, type ParseOptions } from "./parse.ts";
+export {
+  POLICY_BYTES_PER_GRANT,
+  policyByteLimit,
+  PolicyFile,
+  type PolicyRead,
+  type PolicyReader,
+  readInThisThread,
+  type ReloadResult,
+} from "./file.ts";
+export {
+  MAX_POLICY_GRANTS,
+  type ParsedPolicy,
+  type ParseOptions,
+  parsePolicyText,
+  type PolicyProblem,
+} from "./parse.ts";
 export { latin1 } from "../bytes/mod.ts";
 export { legacyToRfc4514, subjectFormAdvice } from "./subject_form.ts";

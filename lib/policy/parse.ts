@@ -105,67 +105,10 @@ export function parsePolicyText(
 ): ParsedPolicy {
   const parser = new LineParser(text, source, opts);
   while (parser.next());
-  for (const _ of parser.layOut());
   return parser.finish();
 }
 
-/**
- * How long {@link parsePolicyTextSliced} parses before it lets the event loop run: a request waits
- * at most about this long per step it takes on the event loop (bench/policy-reload.ts).
- */
-export const PARSE_SLICE_MS = 0.5;
-
-/**
- * Parses like {@link parsePolicyText}, but in slices of about {@link PARSE_SLICE_MS} ms with the
- * event loop let run between them: a reload of a large file never holds up the requests being
- * served (a file near the size limit takes far longer to parse than a request may wait;
- * bench/policy-reload.ts measures both).
- *
- * @example
- * ```ts
- * declare const text: string;
- * const parsed = await parsePolicyTextSliced(text, "/etc/svcd/policy");
- * ```
- */
-export async function parsePolicyTextSliced(
-  text: string | Uint8Array,
-  source: string,
-  opts: ParseOptions = {},
-  yieldToLoop: () => Promise<void> = nextMacrotask,
-): Promise<ParsedPolicy> {
-  const parser = new LineParser(text, source, opts);
-  for (;;) {
-    const until = performance.now() + PARSE_SLICE_MS;
-    let more = true;
-    // Check the clock every 16 lines: a line costs a microsecond or less, a clock read is not free.
-    for (let n = 0; (more = parser.next()) && (++n % 16 !== 0 || performance.now() < until););
-    if (!more) break;
-    await yieldToLoop();
-  }
-  const steps = parser.layOut();
-  for (;;) {
-    const until = performance.now() + PARSE_SLICE_MS;
-    let done = false;
-    while (!(done = steps.next().done === true) && performance.now() < until);
-    if (done) return parser.finish();
-    await yieldToLoop();
-  }
-}
-
-/** A macrotask after pending I/O; setTimeout chains clamp to 4 ms and setImmediate starves I/O. */
-function nextMacrotask(): Promise<void> {
-  const { port1, port2 } = new MessageChannel();
-  return new Promise((resolve) => {
-    port1.onmessage = () => {
-      port1.close();
-      port2.close();
-      resolve();
-    };
-    port2.postMessage(null);
-  });
-}
-
-/** The grammar applied one line at a time, so a caller can pause between lines. */
+/** The grammar applied one line at a time. */
 class LineParser {
   #bytes: Uint8Array;
   #source: string;
@@ -185,8 +128,8 @@ class LineParser {
     this.#opts = opts;
     this.#maxGrants = opts.maxGrants ?? MAX_POLICY_GRANTS;
     this.#reservedLengths = new Set([...opts.reservedLabels ?? []].map((l) => l.length));
-    // Bytes, not a string: a latin1 string of a large file is made in one piece, a pause of the
-    // event loop as long as the file is large.
+    // Bytes, not a string: a latin1 string of a large file would be a second copy of it, made in
+    // one piece.
     const bytes = typeof text === "string" ? latin1Bytes(text) : text;
     if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
       this.#at = BOM.length;
@@ -214,11 +157,6 @@ class LineParser {
     return true;
   }
 
-  /** Lays the grants out in shared memory, in steps (see CompactPolicyBuilder.finishSteps). */
-  layOut(): Generator<void, void, void> {
-    return this.#grants.finishSteps();
-  }
-
   finish(): ParsedPolicy {
     const size = this.#grants.grants;
     if (size === 0 && this.#errors.length === 0) {
@@ -234,7 +172,7 @@ class LineParser {
       );
     }
     return {
-      compact: this.#grants.result(),
+      compact: this.#grants.finish(),
       size,
       warnings: this.#warnings,
       errors: this.#errors,

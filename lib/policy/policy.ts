@@ -12,7 +12,6 @@ import {
   type ParsedPolicy,
   type ParseOptions,
   parsePolicyText,
-  parsePolicyTextSliced,
   type PolicyProblem,
 } from "./parse.ts";
 import { CompactPolicy, type CompactPolicyData } from "./compact.ts";
@@ -122,27 +121,20 @@ export class Policy {
    * ```
    */
   static parse(bytes: Uint8Array, source = "<policy>", opts: ParseOptions = {}): Policy {
-    return Policy.#fromParsed(parsePolicyText(bytes, source, opts), source);
+    return Policy.fromParsed(parsePolicyText(bytes, source, opts), source);
   }
 
   /**
-   * {@link Policy.parse} in slices that let the event loop run between them (a reload while
-   * requests are served).
+   * The policy a parser found (`parsePolicyText`, here or in another thread); throws PolicyError
+   * naming `source` and the first bad line when the parser found errors.
    *
    * @example
    * ```ts
-   * await Policy.parseSliced(await Deno.readFile("/etc/svcd/policy"), "/etc/svcd/policy");
+   * import { parsePolicyText } from "./parse.ts";
+   * Policy.fromParsed(parsePolicyText("CN=a\tk\n", "p"), "p").allows("CN=a", "k"); // → true
    * ```
    */
-  static async parseSliced(
-    bytes: Uint8Array,
-    source = "<policy>",
-    opts: ParseOptions = {},
-  ): Promise<Policy> {
-    return Policy.#fromParsed(await parsePolicyTextSliced(bytes, source, opts), source);
-  }
-
-  static #fromParsed(parsed: ParsedPolicy, source: string): Policy {
+  static fromParsed(parsed: ParsedPolicy, source: string): Policy {
     if (parsed.errors.length > 0) {
       const first = parsed.errors[0];
       throw new PolicyError(source, first.line, first.message, parsed.errors);

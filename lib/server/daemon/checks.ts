@@ -26,6 +26,7 @@ import { IndexFileSource, type IndexMemory } from "../../ocsp/mod.ts";
 import { countRevocationLoad } from "../../metrics/svcd.ts";
 import type { PublicConfig, ServeConfig } from "./config.ts";
 import { loadPublicFiles, PublicFileError } from "../public/files.ts";
+import { readPolicyInThread } from "../threads/policy_reader.ts";
 
 /** A start-up failure: the message says what was wrong and what to do; exit code 1. */
 export class StartupError extends Error {
@@ -328,10 +329,11 @@ function groupName(gid: number): string {
 
 async function loadPolicy(policy: ServeConfig["policy"]): Promise<PolicyFile> {
   try {
-    return await PolicyFile.load(policy.path, {
-      reservedLabels: DAEMON_KEY_LABELS,
-      maxGrants: policy.maxGrants,
-    });
+    return await PolicyFile.load(
+      policy.path,
+      { reservedLabels: DAEMON_KEY_LABELS, maxGrants: policy.maxGrants },
+      readPolicyInThread,
+    );
   } catch (err) {
     throw new StartupError((err as Error).message);
   }

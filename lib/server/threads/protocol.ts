@@ -1,7 +1,8 @@
 /**
- * Everything that crosses between the main isolate and a request or public thread, in one place:
- * what each thread is given at its start, the messages each way (discriminated unions on `kind`),
- * and the synchronous calls a request thread makes to the main isolate with their typed answers.
+ * Everything that crosses between the main isolate and a request, public or policy reader thread, in
+ * one place: what each thread is given at its start, the messages each way (discriminated unions on
+ * `kind`), and the synchronous calls a request thread makes to the main isolate with their typed
+ * answers.
  *
  * Messages are posted (structured clone). A message that asks for an answer carries an `ack` or
  * `id` number, which the answer repeats. Under load several messages of one event-loop turn travel
@@ -17,7 +18,7 @@
  */
 import type { MetricsShare } from "../../metrics/observe.ts";
 import type { ListenerEvent, SharedSocket } from "../../http/mod.ts";
-import type { PolicyData } from "../../policy/mod.ts";
+import type { ParseOptions, PolicyData, PolicyProblem, PolicyRead } from "../../policy/mod.ts";
 import type { IndexMemory } from "../../ocsp/mod.ts";
 import type { TokenOptions } from "../../token/mod.ts";
 import type { AdmissionAnswer } from "../authenticated/admission.ts";
@@ -152,6 +153,23 @@ export type MessageBatch = { kind: "batch"; messages: RequestThreadMessage[] };
 
 /** Several reports of one turn of a thread's event loop, in order. */
 export type ReportBatch = { kind: "batch"; reports: RequestThreadReport[] };
+
+// ---------------------------------------------------------------------------------------------
+// The policy reader thread (one per read, ./policy_reader.ts)
+
+/** Main isolate → policy reader thread: the file to read and how to parse it. */
+export interface PolicyReadMessage {
+  path: string;
+  options: ParseOptions;
+}
+
+/**
+ * Policy reader thread → main isolate: the file read and parsed (the grants shared, not copied), or
+ * why it could not be read (a PolicyError's line and problems).
+ */
+export type PolicyReadReport =
+  | { kind: "read"; read: PolicyRead }
+  | { kind: "refused"; line: number; problems: PolicyProblem[] };
 
 // ---------------------------------------------------------------------------------------------
 // Synchronous calls (request thread → main isolate, the thread blocked until answered)
