@@ -2,8 +2,10 @@
  * The daemon's refusals through the client module, each the CK_RV client/pkcs11/README.md gives
  * it: 413 (a message past the daemon's --max-body), 403 on /sign (a grant removed by a policy
  * reload), 429 (the refusal budget: waited Retry-After and retried when that fits in the call's
- * timeout, at once CKR_FUNCTION_FAILED when it does not). Driven through the FFI binding; every
- * signature that comes back is checked by node:crypto with the key's public key from /token.
+ * timeout, at once CKR_FUNCTION_FAILED when it does not). First, C_Verify of the EC and Ed25519
+ * keys, which the module answers itself (libcrypto) without asking the daemon. Driven through the
+ * FFI binding; every signature that comes back is checked by node:crypto with the key's public key
+ * from /token.
  */
 import assert from "node:assert/strict";
 import { createPublicKey, verify } from "node:crypto";
@@ -25,6 +27,7 @@ import {
   type TokenKey,
   tokenListing,
 } from "./support/p11client.ts";
+import { publicKeyHandle, verifyRv } from "./support/p11client_verify.ts";
 
 const MAX_BODY = 64 * 1024;
 const TIMEOUT_S = 5;
@@ -98,6 +101,32 @@ Deno.test({
         assert.ok(ed25519Verified(edKey, message, signature!), what);
         return ms;
       };
+
+      await t.step(
+        "C_Verify here with libcrypto (EC, Ed25519): CKR_OK, tampered CKR_SIGNATURE_INVALID",
+        () => {
+          for (
+            const [label, key, mechanism] of [
+              ["k-ec", ec, CKM.ECDSA_SHA256],
+              ["k-ed", ed, CKM.EDDSA],
+            ] as const
+          ) {
+            const sig = session.sign(key, mechanism, message);
+            const pub = publicKeyHandle(session, label);
+            assert.equal(verifyRv(session, pub, mechanism, message, sig), CKR.OK, label);
+            const flip = (b: Uint8Array) => Uint8Array.from(b, (x, i) => i === 0 ? x ^ 1 : x);
+            for (
+              const [what, msg, s] of [
+                ["signature", message, flip(sig)],
+                ["message", flip(message), sig],
+              ] as const
+            ) {
+              const rv = verifyRv(session, pub, mechanism, msg, s);
+              assert.equal(rv, CKR.SIGNATURE_INVALID, `${label}, tampered ${what}: ${ckrName(rv)}`);
+            }
+          }
+        },
+      );
 
       await t.step("413 (past the daemon's --max-body): CKR_DATA_LEN_RANGE", () => {
         // Within the module's own max_body (1 MiB), so it is sent and the daemon refuses it.

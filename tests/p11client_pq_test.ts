@@ -25,6 +25,7 @@ import {
   type TokenKey,
   tokenListing,
 } from "./support/p11client.ts";
+import { publicKeyHandle, verifyPartsRv, verifyRv } from "./support/p11client_verify.ts";
 
 const KEYS = {
   "k-44": "ml-dsa-44",
@@ -56,6 +57,11 @@ function concatParts(parts: Iterable<Uint8Array>): Uint8Array {
     at += p.length;
   }
   return out;
+}
+
+/** A copy of `bytes` with one bit of byte `at` flipped. */
+function flipped(bytes: Uint8Array, at: number): Uint8Array {
+  return Uint8Array.from(bytes, (b, i) => i === at ? b ^ 1 : b);
 }
 
 async function verifiedByNoble(key: TokenKey, message: Uint8Array, sig: Uint8Array) {
@@ -119,6 +125,44 @@ Deno.test({
         );
         assert.equal(session.signInit(key, CKM.EDDSA), CKR.MECHANISM_INVALID);
       });
+
+      await t.step(
+        "C_Verify through /verify (ML-DSA-65, the composite): CKR_OK, tampered CKR_SIGNATURE_INVALID",
+        () => {
+          for (const label of ["k-65", "k-comp"] as const) {
+            const mechanism = MECHANISM[KEYS[label]];
+            const sig = session.sign(session.privateKey(label), mechanism, message);
+            const pub = publicKeyHandle(session, label);
+            assert.equal(verifyRv(session, pub, mechanism, message, sig), CKR.OK, label);
+            for (
+              const [what, msg, s] of [
+                ["signature", message, flipped(sig, 0)],
+                ["message", flipped(message, 0), sig],
+              ] as const
+            ) {
+              const rv = verifyRv(session, pub, mechanism, msg, s);
+              assert.equal(rv, CKR.SIGNATURE_INVALID, `${label}, tampered ${what}: ${ckrName(rv)}`);
+            }
+          }
+        },
+      );
+
+      await t.step(
+        "multi-part C_VerifyUpdate/C_VerifyFinal of ML-DSA past max_body (as μ)",
+        () => {
+          const key = session.privateKey("k-65");
+          const pub = publicKeyHandle(session, "k-65");
+          // 4 MiB: past max_body (1 MiB), so neither the signature nor the check sends the message.
+          const total = 4 * 1024 * 1024;
+          const parts = () => chunks(total, 256 * 1024, (o) => (o >> 12) & 0xff);
+          const { rv, signature } = session.signParts(key, CKM.ML_DSA, parts());
+          assert.equal(rv, CKR.OK, ckrName(rv));
+          assert.equal(verifyPartsRv(session, pub, CKM.ML_DSA, parts(), signature!), CKR.OK);
+          const other = chunks(total, 256 * 1024, (o) => ((o >> 12) & 0xff) ^ 1);
+          const bad = verifyPartsRv(session, pub, CKM.ML_DSA, other, signature!);
+          assert.equal(bad, CKR.SIGNATURE_INVALID, ckrName(bad));
+        },
+      );
 
       await t.step(
         "multi-part ML-DSA within the service's limit is buffered and sent",
