@@ -8,10 +8,13 @@
  *
  * The daemon has digest mode: every key on GET /token must list its digest names, and every key
  * type that has one must sign the 256 MiB file by digest (a small upload, read from nginx's access
- * log) — the test fails if digest mode goes missing, it does not fall back to message mode. The
- * 256 MiB file is made once, on a tmpfs mounted for the test, and shared by every key type.
+ * log) — the test fails if digest mode goes missing, it does not fall back to message mode. Its
+ * audit line must carry the digest computed here with node:crypto, and `svcd audit verify` must
+ * pass over the log once the daemon has stopped. The 256 MiB file is made once, on a tmpfs mounted
+ * for the test, and shared by every key type.
  */
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import { moduleTempDir } from "../support/temp_dir.ts";
 import { mountFs } from "../support/mounts.ts";
@@ -19,7 +22,7 @@ import { makePki, type Pki } from "../support/pki.ts";
 import { curlNginx, startNginx, type TestNginx } from "../support/nginx.ts";
 import { makeTestToken, type TestToken } from "../support/token.ts";
 import { makeProxyWorkDir, startDaemon, type TestDaemon } from "../support/daemon.ts";
-import { readAuditLines } from "../support/audit.ts";
+import { readAuditLines, runAuditVerify } from "../support/audit.ts";
 import { type CommandResult, runCommand } from "../support/command.ts";
 import { opensslVerifyFile, verifyIndependently, writeSpkiPem } from "../support/oracle.ts";
 
@@ -193,6 +196,26 @@ async function signAndCheck(s: Setup, key: ListedKey, file: string): Promise<voi
     await Deno.remove(sig).catch(() => {});
     await Deno.remove(pem).catch(() => {});
   }
+}
+
+/**
+ * What each key's audit line must carry as `digest_value` for `file`, in hex, computed here with
+ * node:crypto in one pass over the file: its SHA-2, or ML-DSA's μ with an empty context
+ * (FIPS 204: SHAKE256(SHAKE256(pk, 64) ‖ 0x00 ‖ 0x00 ‖ M, 64)).
+ */
+async function fileDigests(file: string, keys: ListedKey[]): Promise<Map<string, string>> {
+  const hashes = keys.map((key) => {
+    const name = digestSent(key)!;
+    if (name !== "ml-dsa-mu") return createHash(name.replace("-", ""));
+    const pk = Uint8Array.fromBase64(key.public_key_raw);
+    const tr = createHash("shake256", { outputLength: 64 }).update(pk).digest();
+    return createHash("shake256", { outputLength: 64 }).update(tr).update(Uint8Array.of(0, 0));
+  });
+  // The stream closes the file when it ends.
+  for await (const chunk of (await Deno.open(file)).readable) {
+    for (const h of hashes) h.update(chunk);
+  }
+  return new Map(keys.map((key, i) => [key.label, hashes[i].digest("hex")]));
 }
 
 /** The 256 MiB file and how to remove it (and unmount its tmpfs). */
@@ -402,6 +425,7 @@ Deno.test({
         fn: async () => {
           const digestKeys = keys.filter((k) => digestSent(k) !== undefined);
           assert.ok(digestKeys.length > 0);
+          const expected = await fileDigests(bigPath, digestKeys);
           for (const key of digestKeys) {
             const before = await accessLogLength(setup);
             await signAndCheck(setup, key, bigPath);
@@ -410,10 +434,20 @@ Deno.test({
             assert.ok(sizes[0] < SMALL_UPLOAD, `${key.label}: ${sizes[0]} bytes uploaded`);
             const line = (await readAuditLines(setup.daemon.auditDir))
               .filter((l) => l.event === "sign").at(-1)!;
+            assert.equal(line.key, key.label);
             assert.equal(line.mode, "digest");
             assert.equal(line.digest, digestSent(key));
+            assert.equal(line.digest_value, expected.get(key.label), key.label);
           }
         },
+      });
+
+      // Checked once the daemon has stopped: nothing is appended to the log while it is read.
+      await setup.nginx.stop();
+      assert.equal(await setup.daemon.stop(), 0, setup.daemon.stderr());
+      await t.step("svcd audit verify passes over the daemon's audit folder", async () => {
+        const verified = await runAuditVerify(setup.token, setup.daemon.auditDir);
+        assert.equal(verified.code, 0, verified.text);
       });
     } finally {
       await big?.remove();
