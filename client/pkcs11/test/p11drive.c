@@ -11,6 +11,10 @@
  *     C_Initialize, C_Finalize and C_Initialize answer there, then signs in a session of its own;
  *     the parent signs again in its session after the child has exited. Prints one line each:
  *     "parent sign=0x… verified=…", "child getinfo=0x… …", "parent after child_exit=… sign=0x… …".
+ *   p11drive wait <module> <label> <public.pem>
+ *     one session for the life of the process: signs at once, then once more for each line read
+ *     on stdin until it ends, printing "rv=0x… ms=… verified=…" after each (the fault tests: the
+ *     CK_RV of C_Sign itself, not of the C_OpenSession a fresh process starts with).
  */
 #include <dlfcn.h>
 #include <openssl/bn.h>
@@ -160,7 +164,7 @@ static CK_RV open_and_find(CK_SESSION_HANDLE *s, CK_OBJECT_HANDLE *key) {
 
 /* One signature over a fixed message; *ok says whether libcrypto verified it. */
 static CK_RV sign_checked(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, int *ok) {
-  const char *msg = "a message signed around a fork";
+  const char *msg = "a message of p11drive";
   unsigned char sig[512];
   CK_ULONG len = sizeof sig;
   CK_RV rv = sign_once(s, key, msg, sig, &len);
@@ -212,6 +216,26 @@ static int fork_check(void) {
   return 0;
 }
 
+static int wait_mode(void) {
+  CK_SESSION_HANDLE s;
+  CK_OBJECT_HANDLE key;
+  CK_RV rv = open_and_find(&s, &key);
+  if (rv != CKR_OK) {
+    printf("rv=0x%lx ms=0 verified=0\n", rv);
+    return 1;
+  }
+  char line[256];
+  do {
+    int ok = 0;
+    long start = now_ms();
+    rv = sign_checked(s, key, &ok);
+    printf("rv=0x%lx ms=%ld verified=%d\n", rv, now_ms() - start, ok);
+    fflush(stdout); /* the test waits for this line */
+  } while (fgets(line, sizeof line, stdin) != NULL);
+  CALL(I_CloseSession, s);
+  return 0;
+}
+
 static int read_public(const char *path) {
   FILE *f = fopen(path, "r");
   pub = f ? PEM_read_PUBKEY(f, NULL, NULL, NULL) : NULL;
@@ -222,10 +246,11 @@ static int read_public(const char *path) {
 
 int main(int argc, char **argv) {
   if (argc < 4 || (strcmp(argv[1], "load") == 0 && argc != 7) ||
-      (strcmp(argv[1], "fork") == 0 && argc != 5)) {
+      ((strcmp(argv[1], "fork") == 0 || strcmp(argv[1], "wait") == 0) && argc != 5)) {
     fprintf(stderr, "usage: p11drive load <module> <label> <public.pem> <threads> <count>\n"
                     "       p11drive once <module> <label>\n"
-                    "       p11drive fork <module> <label> <public.pem>\n");
+                    "       p11drive fork <module> <label> <public.pem>\n"
+                    "       p11drive wait <module> <label> <public.pem>\n");
     return 2;
   }
   void *lib = dlopen(argv[2], RTLD_NOW);
@@ -248,6 +273,9 @@ int main(int argc, char **argv) {
   } else if (strcmp(argv[1], "fork") == 0) {
     if (!read_public(argv[4])) return 2;
     code = fork_check();
+  } else if (strcmp(argv[1], "wait") == 0) {
+    if (!read_public(argv[4])) return 2;
+    code = wait_mode();
   } else {
     code = once();
   }
