@@ -132,7 +132,7 @@ export const CLIENT_COMMAND: CommandGroup = {
     {
       flag: "insecure-http",
       group: "connection",
-      help: "allow --addr http://… or unix:/PATH without TLS (tests on one host only)",
+      help: "allow --addr unix:/PATH, svcd's socket without TLS (tests on one host only)",
     },
   ],
   groups: [
@@ -174,7 +174,7 @@ export async function runClientCommand(args: string[], io: ClientIo = {}): Promi
     }
     if (err instanceof Deno.errors.NotCapable) {
       console.error(`svcd client ${command}: ${err.message.split("\n")[0]}: ${NOT_CAPABLE_HINT}`);
-      return 1;
+      return EXIT.failed;
     }
     throw err;
   } finally {
@@ -192,7 +192,7 @@ function checkCommand(command: string, values: Values, positionals: string[]): J
       const outDir = values["out-dir"] as string | undefined;
       return async (conn, _settings, print) => {
         await listKeys(conn, outDir, print);
-        return 0;
+        return EXIT.ok;
       };
     }
     case "sign": {
@@ -207,7 +207,7 @@ function checkCommand(command: string, values: Values, positionals: string[]): J
           format,
           maxBody: settings.maxBody,
         }, print);
-        return 0;
+        return EXIT.ok;
       };
     }
     default: {

@@ -348,6 +348,42 @@ Deno.test("settings: from the environment; HTTPS needs its files; plain HTTP nee
   });
 });
 
+Deno.test("--insecure-http takes a unix: socket only: http:// over TCP is a usage error, nothing sent", async () => {
+  // A plain HTTP server on loopback: the client must not even connect to it.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  let connections = 0;
+  const accepting = (async () => {
+    for await (const conn of listener) {
+      connections++;
+      conn.close();
+    }
+  })();
+  const errors: string[] = [];
+  const original = console.error;
+  console.error = (m: string) => void errors.push(m);
+  try {
+    const cases: Array<[string[], Record<string, string>]> = [
+      [["keys", "--insecure-http", "--addr", `http://127.0.0.1:${port}`], {}],
+      [["keys", "--insecure-http"], { SVCD_ADDR: `http://localhost:${port}/` }],
+      [["keys", "--addr", `HTTP://127.0.0.1:${port}`], {}],
+    ];
+    for (const [args, env] of cases) {
+      errors.length = 0;
+      assert.equal(await runClientCommand(args, { env, print: () => {} }), 2, args.join(" "));
+      assert.equal(errors.length, 1, errors.join("\n"));
+      assert.match(errors[0], /is plain HTTP over TCP: reach svcd through its proxy/);
+      assert.match(errors[0], /--addr https:\/\/HOST\[:PORT\] with a client certificate/);
+      assert.match(errors[0], /--insecure-http takes only unix:\/PATH/);
+    }
+  } finally {
+    console.error = original;
+    listener.close();
+    await accepting.catch(() => {});
+  }
+  assert.equal(connections, 0);
+});
+
 Deno.test("μ: ml_dsa.internal.sign over the client's μ is @noble's plain signature of the message", () => {
   for (const dsa of [ml_dsa44, ml_dsa65, ml_dsa87]) {
     const { secretKey, publicKey } = dsa.keygen();

@@ -108,7 +108,6 @@ export class SvcdConnection {
 }
 
 async function httpClient(endpoint: Endpoint): Promise<Deno.HttpClient | undefined> {
-  if (endpoint.kind === "http") return Deno.createHttpClient({});
   // fetch over a UNIX socket speaks to it as to a proxy (absolute-form request targets), which
   // svcd does not take: that path has its own exchange below.
   if (endpoint.kind === "unix") return undefined;

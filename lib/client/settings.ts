@@ -2,7 +2,8 @@
  * Where `svcd client` reaches svcd and with which certificates: flags first, else the environment
  * in Vault's convention (SVCD_ADDR, SVCD_CACERT, SVCD_CLIENT_CERT, SVCD_CLIENT_KEY). An address is
  * `https://host[:port]` (the operator's nginx, with a client certificate), or with
- * `--insecure-http` only, `http://…` or `unix:/path` (a socket on this host, for tests).
+ * `--insecure-http` only, `unix:/path` (svcd's socket on this host, for tests). Plain HTTP over TCP
+ * is never taken: it would send messages and signatures unprotected across a network.
  *
  * @example
  * ```ts
@@ -28,10 +29,9 @@ export const DEFAULT_MAX_BODY = 1 << 20;
 /** How many times a 429 or 503 is retried after its Retry-After. */
 export const DEFAULT_RETRIES = 3;
 
-/** How requests travel: TLS through the proxy, or plain HTTP (TCP or a UNIX socket, tests only). */
+/** How requests travel: TLS through the proxy, or plain HTTP on a UNIX socket (tests only). */
 export type Endpoint =
   | { kind: "https"; base: string; caCert: string; clientCert: string; clientKey: string }
-  | { kind: "http"; base: string }
   | { kind: "unix"; base: string; path: string };
 
 /** Everything a command needs to reach svcd. */
@@ -71,14 +71,20 @@ function resolveEndpoint(
   flags: SettingFlags,
   env: Record<string, string | undefined>,
 ): Endpoint {
-  if (addr.startsWith("unix:") || addr.startsWith("http://")) {
+  if (/^http:/i.test(addr)) {
+    throw usage(
+      `'${addr}' is plain HTTP over TCP: reach svcd through its proxy, --addr https://HOST[:PORT] ` +
+        "with a client certificate (--insecure-http takes only unix:/PATH, svcd's socket on " +
+        "this host, for tests)",
+    );
+  }
+  if (addr.startsWith("unix:")) {
     if (!flags["insecure-http"]) {
       throw usage(
         `'${addr}' is not HTTPS: svcd is reached through its proxy over https:// with a client ` +
           "certificate; --insecure-http allows plain HTTP (tests against a local socket only)",
       );
     }
-    if (addr.startsWith("http://")) return { kind: "http", base: trimSlash(addr) };
     const path = addr.replace(/^unix:(\/\/)?/, "");
     if (!path.startsWith("/")) {
       throw usage(`'${addr}': a UNIX socket address is unix:/absolute/path`);
