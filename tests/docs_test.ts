@@ -5,10 +5,12 @@
  * version and with which command it was measured, and docs/api.md names every route, status and
  * problem type the code serves. Routes and statuses are read from the source (the route tables and
  * the calls that make answers), found by walking lib/, so a new route or status fails here until
- * docs/api.md has it.
+ * docs/api.md has it. Every exit code a page names is one of the code's, with the same cause, and
+ * the source (lib/, ffi/, main.ts, client/) names no outside specification: it says the rule.
  */
 import assert from "node:assert/strict";
 import { helpInvocations } from "./support/help.ts";
+import { EXIT_CODES } from "../lib/cli/exit.ts";
 
 const REPO = new URL("..", import.meta.url).pathname;
 const README_MAX_BYTES = 10 * 1024;
@@ -224,6 +226,104 @@ Deno.test("README.md, docs/*.md and every --help tell no development history and
     });
   }
   assert.deepEqual(found, []);
+});
+
+/** Files under a folder, recursively, whose names end with one of `endings` (build output left out). */
+function filesUnder(dir: string, endings: string[]): string[] {
+  const out: string[] = [];
+  for (const e of Deno.readDirSync(`${REPO}${dir}`)) {
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory) {
+      if (e.name !== "build" && e.name !== "node_modules") out.push(...filesUnder(path, endings));
+    } else if (endings.some((end) => e.name.endsWith(end))) out.push(path);
+  }
+  return out.sort();
+}
+
+Deno.test("the source names no outside specification: comments and strings say the rule", () => {
+  const banned: Array<[RegExp, string]> = [
+    [/\bthe spec\b/i, "'the spec'"],
+    [/\bspec's\b/i, "'spec's'"],
+    [/\bspec §/i, "a spec section"],
+    [/interface-specification/i, "the specification's file"],
+    [/\.\.\/shared\b/, "a path outside the repository"],
+  ];
+  const files = [
+    ...["lib", "ffi", "client"].flatMap((d) => filesUnder(d, [".ts", ".c", ".h", "README.md"])),
+    "main.ts",
+  ];
+  assert.ok(files.length > 100, `only ${files.length} source files found`);
+  const found: string[] = [];
+  for (const file of files) {
+    read(file).split("\n").forEach((line, i) => {
+      for (const [re, what] of banned) {
+        if (re.test(line)) found.push(`${file}:${i + 1}: ${what}: ${line.trim().slice(0, 80)}`);
+      }
+    });
+  }
+  assert.deepEqual(found, [], "say the rule in the project's words (or point to docs/)");
+});
+
+/** The first word of an exit code's cause ("done", "failed", "usage") or the command it is for. */
+function causeKey(cause: string): string {
+  return cause.replace(/`/g, "").split(/[:;(]/)[0].trim().toLowerCase();
+}
+
+Deno.test("every exit code README.md and docs/*.md name is the code's, with its cause", () => {
+  const causes = new Map(EXIT_CODES.map(({ code, cause }) => [code, causeKey(cause)]));
+  const problems: string[] = [];
+  for (const page of pages()) {
+    let table: Set<number> | undefined;
+    let tableAt = 0;
+    const endTable = () => {
+      const missing = [...causes.keys()].filter((c) => !table!.has(c));
+      if (missing.length > 0) {
+        problems.push(`${page}:${tableAt}: the table lacks ${missing.join(", ")}`);
+      }
+      table = undefined;
+    };
+    for (const [n, line] of proseLines(read(page))) {
+      // An exit-code table: its header's first cell is "exit" or "exit code".
+      if (/^\|\s*exit(?: code)?\s*\|/i.test(line)) {
+        table = new Set();
+        tableAt = n;
+        continue;
+      }
+      if (table && !line.startsWith("|")) endTable();
+      if (table) {
+        const row = /^\|\s*(\d+)\s*\|\s*([^|]*)\|/.exec(line);
+        if (!row) continue; // the separator, or a cause continued on the next row
+        const code = Number(row[1]);
+        table.add(code);
+        const want = causes.get(code);
+        if (want === undefined) problems.push(`${page}:${n}: exit ${code} is not a code`);
+        else if (causeKey(row[2]) !== want) {
+          problems.push(
+            `${page}:${n}: exit ${code} is '${want}', the table says '${row[2].trim()}'`,
+          );
+        }
+        continue;
+      }
+      // "exit 75", "exits 3", "Exits 1 and 2", "Exit 0: …; 1: …; 2: …".
+      for (const m of line.matchAll(/\bexit(?:s| codes?:?)? (\d+)((?:(?:,| and| or|;) \d+)*)/gi)) {
+        for (const d of `${m[1]}${m[2]}`.matchAll(/\d+/g)) {
+          if (!causes.has(Number(d[0]))) problems.push(`${page}:${n}: exit ${d[0]} is not a code`);
+        }
+      }
+      // "0 done", "1 failed", "2 usage": a code named with its cause.
+      if (/\bexit/i.test(line)) {
+        for (const m of line.matchAll(/\b(\d+) (done|failed|usage)\b/g)) {
+          if (causes.get(Number(m[1])) !== m[2]) {
+            problems.push(
+              `${page}:${n}: exit ${m[1]} is '${causes.get(Number(m[1]))}', not '${m[2]}'`,
+            );
+          }
+        }
+      }
+    }
+    if (table) endTable();
+  }
+  assert.deepEqual(problems, []);
 });
 
 Deno.test("every relative link resolves; docs/ links only within docs/ (installed together)", () => {

@@ -41,7 +41,8 @@ export class ConcurrencyCap {
   }
 
   /**
-   * The spec's cap for `workers` workers: max(1, workers − 1).
+   * The cap for `workers` workers: max(1, workers − 1), so one identity never holds every worker
+   * and another client always finds one free.
    *
    * @example
    * ```ts

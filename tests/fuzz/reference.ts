@@ -135,7 +135,7 @@ function readMessage(bytes: Uint8Array, limits: ReferenceLimits): Verdict {
   }
   if (rest.length < length) return { kind: "incomplete", why: "body not finished" };
   if (rest.length > length) {
-    // Empty lines after a message may be read as the (ignored) preamble of a next one (§2.2).
+    // Empty lines after a message may be read as the (ignored) preamble of a next one (RFC 9112 §2.2).
     if (!onlyLineEnds(rest.subarray(length))) {
       return { kind: "refuse", why: "bytes after the message" };
     }

@@ -1,5 +1,5 @@
 /**
- * The behaviours of the spec's module that svcmod emulates, each seen from outside: the function
+ * The behaviours of the hardware module svcmod stands in for, each seen from outside: the function
  * table, per-process login state and CKR_USER_ALREADY_LOGGED_IN, PBKDF2 with 200 000 iterations,
  * lockout after five failures across processes, the session cap and the secure heap, and a second
  * concurrent call on one session handle. Processes are real: each scenario runs in its own Deno
@@ -28,7 +28,7 @@ interface Token {
 async function makeToken(opts: { secureHeapKb?: number } = {}): Promise<Token> {
   const dir = moduleTempDir("svcmod-behaviour-");
   const conf = await writeSvcmodConfig(dir, opts);
-  // A machine-generated PIN as the spec describes: 32 random bytes, base64 (44 characters).
+  // A PIN as `svcd token init` makes one: 32 random bytes, base64 (44 characters).
   const userPin = new TextEncoder().encode(crypto.getRandomValues(new Uint8Array(32)).toBase64());
   const soPin = crypto.getRandomValues(new Uint8Array(24));
   const soPinFile = `${dir}/so-pin`, userPinFile = `${dir}/user-pin`;

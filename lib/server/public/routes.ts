@@ -1,7 +1,8 @@
 /**
- * The routes of the public socket: CA certificates and OCSP, with no client identity, no
- * policy and no refusal budget (§5 rule 11). Nothing here touches a signing key except through the
- * OCSP responder, and nothing is logged per request (§6).
+ * The routes of the public socket: CA certificates and OCSP, with no client identity, no policy and
+ * no refusal budget, since what they publish is public and there is no one to authorise
+ * (docs/api.md, "The public socket"). Nothing here touches a signing key except through the OCSP
+ * responder, and nothing is logged per request, so anonymous traffic cannot grow the audit log.
  */
 import type { HttpRequest, HttpResponse } from "../../http/mod.ts";
 import { allowOf, problem, routeFor } from "../../http/mod.ts";
@@ -61,9 +62,10 @@ function certificatesRoute(_req: HttpRequest, deps: PublicDeps): Promise<HttpRes
 }
 
 /**
- * Every OCSP answer is a 200 whose body carries the OCSP status, with no
- * Cache-Control: freshness is the response's nextUpdate (rule 6). The request's Content-Type is not
- * checked: the body is parsed strictly either way, and an unparseable one is malformedRequest.
+ * Every OCSP answer is a 200 whose body carries the OCSP status, with no Cache-Control: a client
+ * or cache takes freshness from the response's signed nextUpdate, which a header could only
+ * contradict. The request's Content-Type is not checked: the body is parsed strictly either way,
+ * and an unparseable one is malformedRequest.
  */
 async function ocspRoute(req: HttpRequest, deps: PublicDeps): Promise<HttpResponse> {
   const body = await deps.responder.answer(req.body);

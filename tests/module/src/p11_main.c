@@ -1,8 +1,9 @@
 /* General, slot/token, session and login functions, the function tables and the interfaces.
- * Emulated behaviours of the spec's module (see README.md beside the Makefile): per-process login,
- * PBKDF2 with 200 000 iterations at every login, lockout after five failures (persisted), a session
- * cap, a secure heap with a 24 KiB reservation per session, CKR_FUNCTION_FAILED for C_Initialize in
- * a forked child, and CKR_OPERATION_ACTIVE for a second concurrent call on one session. */
+ * Emulated behaviours of the hardware module svcmod stands in for (README.md beside the Makefile):
+ * per-process login, PBKDF2 with 200 000 iterations at every login, lockout after five failures
+ * (persisted), a session cap, a secure heap with a 24 KiB reservation per session,
+ * CKR_FUNCTION_FAILED for C_Initialize in a forked child, and CKR_OPERATION_ACTIVE for a second
+ * concurrent call on one session. */
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -191,7 +192,7 @@ EXPORT CK_RV C_Initialize(CK_VOID_PTR pInitArgs) {
   pthread_mutex_lock(&g.lock);
   if (g.initialized) {
     /* A child forked from an initialised parent inherits the state; initialising again there is
-     * not a legal move, as on the spec's module. */
+     * not a legal move, as on the hardware module. */
     rv = getpid() != g.pid ? CKR_FUNCTION_FAILED : CKR_CRYPTOKI_ALREADY_INITIALIZED;
     pthread_mutex_unlock(&g.lock);
     return rv;
@@ -623,7 +624,7 @@ EXPORT CK_RV C_OpenSession(CK_SLOT_ID slotID, CK_FLAGS flags, CK_VOID_PTR pAppli
   if (rv == CKR_OK && !g.tok.initialized) rv = CKR_TOKEN_NOT_INITIALIZED;
   if (rv == CKR_OK && g.role == (long)CKU_SO && !(flags & CKF_RW_SESSION))
     rv = CKR_SESSION_READ_WRITE_SO_EXISTS;
-  /* The spec's module answers CKR_HOST_MEMORY both past its session cap and when its secure heap
+  /* The hardware module answers CKR_HOST_MEMORY both past its session cap and when its secure heap
    * has no room for another session's reservation. */
   if (rv == CKR_OK && g.nsessions >= g.cfg.session_cap) rv = CKR_HOST_MEMORY;
   session_t *s = NULL;

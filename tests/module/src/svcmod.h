@@ -13,7 +13,7 @@
 #include "pkcs11.h"
 
 #define SVCMOD_MAX_SESSIONS 128        /* compile-time maximum */
-#define SVCMOD_DEFAULT_SESSION_CAP 127 /* one less than the maximum, as the spec's module */
+#define SVCMOD_DEFAULT_SESSION_CAP 127 /* one less than the maximum, as the hardware module */
 #define SVCMOD_SESSION_RESERVE (24 * 1024)
 #define SVCMOD_PBKDF2_ITERATIONS 200000
 #define SVCMOD_MAX_FAILED_LOGINS 5
