@@ -444,7 +444,7 @@ async function init(ctx: Context): Promise<number> {
     `svcd serve: --public-socket PATH --revocation-db ${CaFolder.paths(ctx.dir).index} ` +
       `--ca-cert ${caPath} --ocsp-label ${label}`,
   );
-  return 0;
+  return EXIT.ok;
 }
 
 /** What is certified: subject and SPKI, from --csr or --public-key. */
@@ -557,7 +557,7 @@ async function issue(ctx: Context): Promise<number> {
     `\nwarning: the slash form '${slash}' (what openssl and index.txt show) would never match: ` +
       `the daemon compares the subject byte for byte with what the proxy sends`,
   );
-  return 0;
+  return EXIT.ok;
 }
 
 async function responder(ctx: Context): Promise<number> {
@@ -580,7 +580,7 @@ async function responder(ctx: Context): Promise<number> {
   );
   ctx.say(`valid until ${done.notAfter.toISOString()}`);
   console.log(`svcd serve: --ocsp-label ${label} --ocsp-cert ${path}`);
-  return 0;
+  return EXIT.ok;
 }
 
 function reasonCode(text: string): number {
@@ -621,7 +621,7 @@ async function revoke(ctx: Context): Promise<number> {
       `--out /etc/svcd/tls/client-ca.crl && systemctl reload nginx` +
       ` (on a packaged host as root, add --credential /etc/svcd/svc-pin.cred --user svcd)`,
   );
-  return 0;
+  return EXIT.ok;
 }
 
 async function crl(ctx: Context): Promise<number> {
@@ -658,7 +658,7 @@ async function crl(ctx: Context): Promise<number> {
     `CRL ${done.number}: ${done.count} revoked, next update ${done.nextUpdate.toISOString()}`,
   );
   console.log(`reload nginx to use it: systemctl reload nginx`);
-  return 0;
+  return EXIT.ok;
 }
 
 async function status(ctx: Context): Promise<number> {
@@ -668,7 +668,7 @@ async function status(ctx: Context): Promise<number> {
   const label = str(ctx.values["ocsp-label"]);
   const answer = await withToken(ctx, (token) => caStatus(token, folder, der, label));
   console.log(answer);
-  return 0;
+  return EXIT.ok;
 }
 
 function time(ms: number | undefined): string {
@@ -706,7 +706,7 @@ async function list(ctx: Context): Promise<number> {
   const folder = await CaFolder.open(ctx.dir);
   const { entries } = await folder.readIndex();
   console.log(formatList(entries));
-  return 0;
+  return EXIT.ok;
 }
 
 // Runnable on its own, as lib/token/cli.ts is; main.ts dispatches `svcd ca …` here as well.

@@ -1,6 +1,6 @@
 /**
- * Exit codes: one per cause, the same in every command. `svcd --help`, svcd(8) and docs/cli.md list
- * this table; a command returns these names, never a bare number.
+ * Exit codes: one per cause, the same in every command. `svcd --help` and svcd(8) list this table;
+ * a command returns these names, never a bare number, so a code cannot drift from its listed cause.
  *
  * @example
  * ```ts

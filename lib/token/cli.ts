@@ -248,7 +248,7 @@ async function init(common: Common, values: Values): Promise<number> {
     progress,
   );
   console.log("svcd token init: done");
-  return 0;
+  return EXIT.ok;
 }
 
 /**
@@ -332,7 +332,7 @@ async function list(common: Common): Promise<number> {
       console.error(`skipped ${label}: ${reason}`)
     );
     for (const key of keys) console.log(keyLine(key));
-    return 0;
+    return EXIT.ok;
   });
 }
 
@@ -345,7 +345,7 @@ async function selftest(common: Common): Promise<number> {
     });
     if (keys.length === 0) {
       console.log("FAIL\t(no keys)\tthe token holds no signing key; run svcd token keygen");
-      return 1;
+      return EXIT.failed;
     }
     for (const key of keys) {
       const { problems, verifier } = await checkKey(token, key);
@@ -441,7 +441,7 @@ async function pubkey(common: Common, values: Values): Promise<number> {
   const out = str(values.out);
   if (out) await Deno.writeTextFile(out, text);
   else console.log(text.trimEnd());
-  return 0;
+  return EXIT.ok;
 }
 
 /**
@@ -495,7 +495,7 @@ async function rotatePin(common: Common): Promise<number> {
     `svcd token rotate-pin: done; ${file} holds the new PIN. Restart the daemon ` +
       "(systemctl restart svcd): it logs in with the new PIN",
   );
-  return 0;
+  return EXIT.ok;
 }
 
 // Runnable on its own (`deno run … lib/token/cli.ts list`) so token tooling and its tests do not

@@ -11,6 +11,7 @@
  * ```
  */
 import { becomeUser, errno, getpwnam, libc, restoreRoot } from "../../ffi/libc.ts";
+import { EXIT } from "../cli/exit.ts";
 
 /** A `--user` that cannot be used: the message says why and what to do. */
 export class RunAsError extends Error {
@@ -52,7 +53,7 @@ export async function asUser<T>(name: string | undefined, work: () => Promise<T>
     if (restoreRoot() !== 0) {
       // Never carry on half-switched: the rest of the command expects root.
       console.error(`svcd: cannot switch back to root (errno ${errno()}); stopping`);
-      Deno.exit(1);
+      Deno.exit(EXIT.failed);
     }
   }
 }
