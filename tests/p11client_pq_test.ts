@@ -1,20 +1,26 @@
 /**
  * ML-DSA-44/65/87 and the composite (0x80004202) through the client module, driven by the
- * project's own FFI binding (ffi/pkcs11) with the daemon on the test module (svcmod). Every
- * signature is checked by @noble/post-quantum over the message (tests/support/oracle.ts), never by
- * the module.
+ * project's own FFI binding (ffi/pkcs11) and by lib/token's Token over it, with the daemon on the
+ * test module (svcmod). Every signature is checked by @noble/post-quantum over the message
+ * (tests/support/oracle.ts), never by the module.
  */
 import assert from "node:assert/strict";
 import {
+  CKA,
   CKF_INIT,
   CKH,
+  CKK,
   CKM,
+  CKP_ML_DSA,
   CKR,
   ckrName,
   encodeInitializeArgs,
   encodeSignAdditionalContext,
   loadModule,
+  readUlong,
 } from "../ffi/pkcs11/mod.ts";
+import { Token } from "../lib/token/mod.ts";
+import { getAttributes } from "../lib/token/session_ops.ts";
 import { verifyIndependently } from "./support/oracle.ts";
 import {
   canRunClientBed,
@@ -32,6 +38,11 @@ const KEYS = {
   "k-65": "ml-dsa-65",
   "k-87": "ml-dsa-87",
   "k-comp": "composite-mldsa65-ed25519",
+};
+const PARAMETER_SET: Record<string, number | undefined> = {
+  "ml-dsa-44": CKP_ML_DSA.ML_DSA_44,
+  "ml-dsa-65": CKP_ML_DSA.ML_DSA_65,
+  "ml-dsa-87": CKP_ML_DSA.ML_DSA_87,
 };
 const MECHANISM: Record<string, number> = {
   "ml-dsa-44": CKM.ML_DSA,
@@ -74,7 +85,7 @@ async function verifiedByNoble(key: TokenKey, message: Uint8Array, sig: Uint8Arr
 }
 
 Deno.test({
-  name: "client module: ML-DSA-44/65/87 and the composite through the FFI binding",
+  name: "client module: ML-DSA-44/65/87 and the composite through the FFI binding and lib/token",
   ignore: !canRunClientBed,
   sanitizeResources: false,
   sanitizeOps: false,
@@ -99,6 +110,61 @@ Deno.test({
           assert.ok(!await verifiedByNoble(listing.keys.get(label)!, tampered, sig));
         });
       }
+
+      await t.step(
+        "objects: CKA_KEY_TYPE, CKA_PARAMETER_SET, CKA_VALUE (the public key /token lists)",
+        () => {
+          for (const [label, type] of Object.entries(KEYS)) {
+            const raw = Uint8Array.fromBase64(listing.keys.get(label)!.public_key_raw);
+            const keyType = type === "composite-mldsa65-ed25519"
+              ? CKK.COMPOSITE_MLDSA65_ED25519
+              : CKK.ML_DSA;
+            for (
+              const [object, handle] of [
+                ["private", session.privateKey(label)],
+                ["public", publicKeyHandle(session, label)],
+              ] as const
+            ) {
+              const what = `${label} ${object}`;
+              const attrs = getAttributes(mod, Number(session.handle), Number(handle), [
+                CKA.KEY_TYPE,
+                CKA.PARAMETER_SET,
+                CKA.VALUE,
+              ]);
+              assert.equal(readUlong(attrs.get(CKA.KEY_TYPE)!), keyType, what);
+              // The composite has no parameter set: the module answers the attribute as absent.
+              const set = attrs.get(CKA.PARAMETER_SET);
+              assert.equal(set && readUlong(set), PARAMETER_SET[type] ?? null, what);
+              // The private key's value is sensitive (null); the public key's is the raw key.
+              assert.deepEqual(attrs.get(CKA.VALUE), object === "public" ? raw : null, what);
+            }
+          }
+        },
+      );
+
+      await t.step(
+        "lib/token's Token over the client module: signed, verified by @noble/post-quantum",
+        async () => {
+          const token = Token.open({ modulePath: CLIENT_MODULE, tokenLabel: bed.token.tokenLabel });
+          try {
+            // No PIN exists (the client certificate is the credential): the module takes any, so
+            // the login the daemon makes with its PIN passes with an empty one.
+            await token.login(new Uint8Array(0));
+            for (const [label, type] of Object.entries(KEYS)) {
+              const key = await token.key(label);
+              assert.ok(key, label);
+              assert.equal(key.keyType, type);
+              const sig = await token.sign(key, message);
+              assert.ok(await verifiedByNoble(listing.keys.get(label)!, message, sig), label);
+              // Token.verify is C_Verify through the daemon's /verify.
+              assert.ok(await token.verify(key, message, sig), label);
+              assert.ok(!await token.verify(key, message, flipped(sig, 0)), label);
+            }
+          } finally {
+            token.close();
+          }
+        },
+      );
 
       await t.step("CK_SIGN_ADDITIONAL_CONTEXT: empty context, hedged variants", async () => {
         const key = session.privateKey("k-65");
@@ -127,7 +193,7 @@ Deno.test({
       });
 
       await t.step(
-        "C_Verify through /verify (ML-DSA-65, the composite): CKR_OK, tampered CKR_SIGNATURE_INVALID",
+        "C_Verify through /verify (ML-DSA-65, composite): CKR_OK, tampered CKR_SIGNATURE_INVALID",
         () => {
           for (const label of ["k-65", "k-comp"] as const) {
             const mechanism = MECHANISM[KEYS[label]];
@@ -165,7 +231,7 @@ Deno.test({
       );
 
       await t.step(
-        "multi-part ML-DSA within the service's limit is buffered and sent",
+        "multi-part ML-DSA within max_body is sent as μ too (the key takes ml-dsa-mu)",
         async () => {
           const key = session.privateKey("k-44");
           const parts = [...chunks(256 * 1024, 10_000, (o) => o & 0xff)];
@@ -173,6 +239,19 @@ Deno.test({
           assert.equal(rv, CKR.OK, ckrName(rv));
           assert.ok(
             await verifiedByNoble(listing.keys.get("k-44")!, concatParts(parts), signature!),
+          );
+        },
+      );
+
+      await t.step(
+        "multi-part composite within max_body (no digest mode) is buffered and sent whole",
+        async () => {
+          const key = session.privateKey("k-comp");
+          const parts = [...chunks(256 * 1024, 10_000, (o) => o & 0xff)];
+          const { rv, signature } = session.signParts(key, CKM.COMPOSITE_MLDSA65_ED25519, parts);
+          assert.equal(rv, CKR.OK, ckrName(rv));
+          assert.ok(
+            await verifiedByNoble(listing.keys.get("k-comp")!, concatParts(parts), signature!),
           );
         },
       );
