@@ -10,7 +10,7 @@
  * ```
  */
 import { type AuditKeys, auditKeysFromToken, AuditLog } from "../lib/audit/mod.ts";
-import { softwareAuditKeys } from "../lib/audit/software_keys.ts";
+import { softwareAuditKeys } from "../tests/support/audit_software_keys.ts";
 import { Token } from "../lib/token/mod.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 

@@ -12,13 +12,13 @@
 
 /** Address family of UNIX domain sockets. */
 export const AF_UNIX = 1;
-/** socket(2) type flags. @example SOCK.STREAM | SOCK.NONBLOCK */
+/** socket(2) type flags. */
 export const SOCK = { STREAM: 1, DGRAM: 2, NONBLOCK: 0o4000, CLOEXEC: 0o2000000 } as const;
 /** getsockopt(2) level and option for the peer's credentials. */
 export const SO = { SOL_SOCKET: 1, PEERCRED: 17 } as const;
 /** epoll_ctl(2) operations. */
 export const EPOLL_CTL = { ADD: 1, DEL: 2, MOD: 3 } as const;
-/** epoll event bits. @example EPOLL.IN | EPOLL.RDHUP | EPOLL.ONESHOT */
+/** epoll event bits. */
 export const EPOLL = {
   IN: 0x1,
   OUT: 0x4,
@@ -28,7 +28,7 @@ export const EPOLL = {
   EXCLUSIVE: 1 << 28,
   ONESHOT: 1 << 30,
 } as const;
-/** errno values the reactor distinguishes. @example if (errno() === ERRNO.EAGAIN) … */
+/** errno values the reactor distinguishes. */
 export const ERRNO = {
   EINTR: 4,
   EAGAIN: 11,
@@ -48,11 +48,11 @@ export const PRIO_PROCESS = 0;
 
 /** Flags shared by accept4 and eventfd (same values as SOCK.NONBLOCK / SOCK.CLOEXEC). */
 export const O_NONBLOCK = 0o4000;
-/** @see O_NONBLOCK @example accept4(fd, null, null, O_NONBLOCK | O_CLOEXEC) */
+/** @see O_NONBLOCK */
 export const O_CLOEXEC = 0o2000000;
-/** send(2) flag: no SIGPIPE when the peer is gone, EPIPE instead. @example send(fd, b, n, MSG_NOSIGNAL) */
+/** send(2) flag: no SIGPIPE when the peer is gone, EPIPE instead. */
 export const MSG_NOSIGNAL = 0x4000;
-/** shutdown(2) how. @example shutdown(fd, SHUT_WR) */
+/** shutdown(2) how. */
 export const SHUT_WR = 1;
 /** getrlimit(2) resource number of the open-file limit. */
 export const RLIMIT_NOFILE = 7;
@@ -138,7 +138,6 @@ export function libc(): Libc {
 /**
  * errno of the last failed synchronous call on this thread (glibc keeps it thread-local, and
  * synchronous FFI calls run on the isolate's thread). Meaningless after a `nonblocking` call.
- * @example if (libc().read(fd, buf, n) < 0 && errno() === ERRNO.EAGAIN) …
  */
 export function errno(): number {
   const p = libc().__errno_location();
@@ -147,7 +146,6 @@ export function errno(): number {
 
 /**
  * A struct sockaddr_un for `path`; throws when the path does not fit in sun_path.
- * @example libc().bind(fd, sockaddrUn("/run/svcd/auth.sock"), SOCKADDR_UN_SIZE)
  */
 export function sockaddrUn(path: string): Uint8Array<ArrayBuffer> {
   const bytes = new TextEncoder().encode(path);
@@ -166,7 +164,6 @@ export function sockaddrUn(path: string): Uint8Array<ArrayBuffer> {
 /**
  * A struct sockaddr_un for raw sun_path bytes, which may start with NUL (the abstract namespace),
  * and the address length to pass with it (the bytes, not the whole struct, for abstract names).
- * @example const { addr, len } = sockaddrUnRaw(new TextEncoder().encode("\0name"));
  */
 export function sockaddrUnRaw(path: Uint8Array): { addr: Uint8Array<ArrayBuffer>; len: number } {
   if (path.length === 0 || path.length > SUN_PATH_MAX) {
@@ -182,7 +179,6 @@ export function sockaddrUnRaw(path: Uint8Array): { addr: Uint8Array<ArrayBuffer>
 
 /**
  * sendto(2) of one datagram to a UNIX address, with MSG_NOSIGNAL: bytes sent or -1 with `errno()`.
- * @example sendDatagram(fd, bytes, sockaddrUnRaw(path))
  */
 export function sendDatagram(
   fd: number,
@@ -201,7 +197,6 @@ export interface PasswdEntry {
 
 /**
  * getpwnam(3): the user named `name`, or null when there is none.
- * @example getpwnam("svcd")?.uid
  */
 export function getpwnam(name: string): PasswdEntry | null {
   return passwdEntry(libc().getpwnam(cString(name)));
@@ -209,7 +204,6 @@ export function getpwnam(name: string): PasswdEntry | null {
 
 /**
  * getpwuid(3): the user with this uid, or null when no user has it.
- * @example getpwuid(33)?.name // "www-data"
  */
 export function getpwuid(uid: number): PasswdEntry | null {
   return passwdEntry(libc().getpwuid(uid));
@@ -226,7 +220,6 @@ function passwdEntry(p: Deno.PointerValue): PasswdEntry | null {
 
 /**
  * getgrgid(3): the name of the group with this gid, or null when there is none.
- * @example getgrgid(33) // "www-data"
  */
 export function getgrgid(gid: number): string | null {
   const p = libc().getgrgid(gid);
@@ -237,7 +230,6 @@ export function getgrgid(gid: number): string | null {
 
 /**
  * getgrouplist(3): every group id of a user (primary and supplementary), as a login gets them.
- * @example groupsOf(getpwuid(33)!) // [33, 998]
  */
 export function groupsOf(user: PasswdEntry): number[] {
   let groups = new Uint32Array(64);
@@ -249,12 +241,11 @@ export function groupsOf(user: PasswdEntry): number[] {
   return [...groups.subarray(0, count[0])];
 }
 
-/** access(2) mode bits. @example access(path, ACCESS.W | ACCESS.X) */
+/** access(2) mode bits. */
 export const ACCESS = { R: 4, W: 2, X: 1 } as const;
 
 /**
  * access(2) with the real uid and gid: whether this process may use `path` as `mode` says.
- * @example if (!mayAccess("/var/log/svcd", ACCESS.W | ACCESS.X)) …
  */
 export function mayAccess(path: string, mode: number): boolean {
   return libc().access(cString(path), mode) === 0;
@@ -265,7 +256,6 @@ export const FS_MAGIC = { RAMFS: 0x858458f6, TMPFS: 0x01021994 } as const;
 
 /**
  * statfs(2) f_type: the kind of file system `path` is on, or null when the call fails.
- * @example fileSystemType("/run/credentials/svcd.service") === FS_MAGIC.RAMFS
  */
 export function fileSystemType(path: string): number | null {
   // struct statfs on LP64 Linux starts with __fsword_t f_type (8 bytes); the struct is 120 bytes.
@@ -309,7 +299,6 @@ const statxView = new DataView(statxBuf.buffer);
  * statx(2) of `path`, or null when the call fails (then `errno()`) or libc has no statx. Deno's own
  * stat gives times in milliseconds (ctime in whole seconds); this one gives what the file system
  * stores.
- * @example fileStamp("/var/lib/svcd/index.txt")?.mtimeNsec
  */
 export function fileStamp(path: string): FileStamp | null {
   const statx = libc().statx;
@@ -334,7 +323,6 @@ export function fileStamp(path: string): FileStamp | null {
  * database, like a login): real and effective ids become the user's; the saved ids stay 0 so that
  * {@link restoreRoot} can switch back. glibc applies the change to every thread of the process.
  * Returns 0, or -1 with `errno()`.
- * @example if (becomeUser(getpwnam("svcd")!) !== 0) throw new Error(`errno ${errno()}`);
  */
 export function becomeUser(user: PasswdEntry): number {
   const c = libc();
@@ -373,7 +361,6 @@ const credLen = new Uint32Array(1);
 
 /**
  * SO_PEERCRED of a connected socket, or null when the call fails.
- * @example const peer = peerCred(fd); if (peer?.uid !== 33) libc().close(fd);
  */
 export function peerCred(fd: number): PeerCred | null {
   credLen[0] = 12;
@@ -384,7 +371,6 @@ export function peerCred(fd: number): PeerCred | null {
 
 /**
  * getrlimit(RLIMIT_NOFILE): the open-file limits; RLIM_INFINITY is reported as Infinity.
- * @example if (rlimitNofile().soft < 4096) …
  */
 export function rlimitNofile(): { soft: number; hard: number } {
   const buf = new BigUint64Array(2);
@@ -397,7 +383,6 @@ export function rlimitNofile(): { soft: number; hard: number } {
 
 /**
  * read(2) of up to `len` bytes into `buf`: bytes read, 0 at end of stream, -1 with `errno()`.
- * @example const n = readFd(fd, buf, buf.length);
  */
 export function readFd(fd: number, buf: Uint8Array, len: number): number {
   return Number(libc().read(fd, buf, BigInt(len)));
@@ -405,7 +390,6 @@ export function readFd(fd: number, buf: Uint8Array, len: number): number {
 
 /**
  * send(2) with MSG_NOSIGNAL (a vanished peer is EPIPE, not a signal): bytes sent or -1.
- * @example const n = sendFd(fd, bytes, bytes.length);
  */
 export function sendFd(fd: number, buf: Uint8Array, len: number): number {
   return Number(libc().send(fd, buf, BigInt(len), MSG_NOSIGNAL));
@@ -413,7 +397,6 @@ export function sendFd(fd: number, buf: Uint8Array, len: number): number {
 
 /**
  * write(2): bytes written or -1 with `errno()`.
- * @example writeFd(eventFd, one, 8)
  */
 export function writeFd(fd: number, buf: Uint8Array, len: number): number {
   return Number(libc().write(fd, buf, BigInt(len)));

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { AuditLog, listAuditFiles, verifyAuditFiles } from "./mod.ts";
-import { softwareAuditKeys } from "./software_keys.ts";
+import { softwareAuditKeys } from "../../tests/support/audit_software_keys.ts";
 
 const SELF = new URL(import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;

@@ -6,7 +6,10 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { AuditLog, AuditUnavailableError, listAuditFiles, verifyAuditFiles } from "./mod.ts";
-import { type SoftwareAuditKeys, softwareAuditKeys } from "./software_keys.ts";
+import {
+  type SoftwareAuditKeys,
+  softwareAuditKeys,
+} from "../../tests/support/audit_software_keys.ts";
 
 const NEVER = 3_600_000; // retry timer out of the way: these tests call retry() themselves
 

@@ -14,7 +14,10 @@ import {
   verify as nodeVerify,
 } from "node:crypto";
 import { AuditLog, listAuditFiles, verifyAuditFiles, type VerifyResult } from "./mod.ts";
-import { type SoftwareAuditKeys, softwareAuditKeys } from "./software_keys.ts";
+import {
+  type SoftwareAuditKeys,
+  softwareAuditKeys,
+} from "../../tests/support/audit_software_keys.ts";
 import { runCommand } from "../../tests/support/command.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;

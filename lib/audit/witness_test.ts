@@ -6,7 +6,10 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { AuditLog, listAuditFiles, verifyAuditFiles } from "./mod.ts";
-import { type SoftwareAuditKeys, softwareAuditKeys } from "./software_keys.ts";
+import {
+  type SoftwareAuditKeys,
+  softwareAuditKeys,
+} from "../../tests/support/audit_software_keys.ts";
 import { judgeCheckpoints, parseCollectedCheckpoints, wantedSeqs } from "./witness.ts";
 import { syslogMessage } from "./syslog.ts";
 

@@ -28,7 +28,7 @@ export type AcceptVerdict =
 
 /**
  * The verdict on a connection from `peer` (null: SO_PEERCRED failed) when `held` connections are
- * already held and `queueDepth` may be; `proxyUid` null admits any uid (the public socket).
+ * already held and `queueDepth` may be; `proxyUid` null accepts any uid (the public socket).
  *
  * @example
  * ```ts

@@ -144,7 +144,15 @@ const READER_POOL = 64;
 
 /**
  * One listening socket and its reactor.
- * @example const l = Listener.open(opts); void l.serve();
+ *
+ * @example
+ * ```ts
+ * declare const handler: ListenerOptions["handler"];
+ * const listener = Listener.open({ path: "/run/svcd/auth.sock", proxyUid: 33, workers: 16, handler });
+ * const serving = listener.serve();
+ * await listener.close(5000);
+ * await serving;
+ * ```
  */
 export class Listener {
   #opts:
@@ -210,7 +218,6 @@ export class Listener {
 
   /**
    * Create the socket (0660, stale socket file replaced, any other file refused) and the reactor.
-   * @example const l = Listener.open({ path, proxyUid: Deno.uid(), workers: 2, handler });
    */
   static open(opts: ListenerOptions): Listener {
     checkOptions(opts);
@@ -248,14 +255,13 @@ export class Listener {
    * Remove the socket file, take the connections already queued in the kernel, stop accepting, let
    * silent connections (up to their first-byte deadline) and requests being read and handled
    * finish for up to `graceMs`, then close everything.
-   * @example await l.close(5000);
    */
   close(graceMs = 5000): Promise<void> {
     this.#closed ??= this.#shutdown(graceMs);
     return this.#closed;
   }
 
-  /** Gauges and counters. @example l.stats().queueFull */
+  /** Gauges and counters. */
   stats(): ListenerStats {
     return {
       waiting: this.#waiting.size,

@@ -219,7 +219,7 @@ Deno.test("a body of exactly the limit is served; Expect: 100-continue gets 100 
   });
 });
 
-Deno.test("Expect: 100-continue: a request the admission check refuses gets its final answer, no 100, no body read", async () => {
+Deno.test("Expect: 100-continue: a request the continue check refuses gets its final answer, no 100, no body read", async () => {
   const heads: string[] = [];
   const continueCheck: ContinueCheck = (head) => {
     heads.push(`${head.method} ${head.path} ${head.headers.map(([n]) => n).join(",")}`);
@@ -252,7 +252,7 @@ Deno.test("Expect: 100-continue: a request the admission check refuses gets its 
       ok.close();
       assert.equal(res.status, 200);
       assert.equal(seen.length, 1);
-      // Without Expect the admission check is not asked: the handler decides with the body.
+      // Without Expect the continue check is not asked: the handler decides with the body.
       const plain = parseRawResponse(
         await exchange(path, `POST /no HTTP/1.1\r\n${H}Content-Length: 2\r\n\r\nhi`),
       );

@@ -36,7 +36,6 @@ export type {
 
 /**
  * The process's open-file limits (getrlimit RLIMIT_NOFILE), for the start-up check.
- * @example if (nofileLimit().soft < needed) throw new Error("raise LimitNOFILE or lower --queue-depth");
  */
 export function nofileLimit(): { soft: number; hard: number } {
   return rlimitNofile();

@@ -59,7 +59,13 @@ const CR = 13;
 
 /**
  * One request's parse state; `reset()` makes it reusable for the next connection.
- * @example const r = new RequestReader(limits); r.feed(chunk1); r.feed(chunk2);
+ *
+ * @example
+ * ```ts
+ * declare const limits: ConstructorParameters<typeof RequestReader>[0], chunk: Uint8Array;
+ * const reader = new RequestReader(limits);
+ * const step = reader.feed(chunk); // step.kind === "done": step.request is the whole request
+ * ```
  */
 export class RequestReader {
   #limits: ReaderLimits;
@@ -120,7 +126,6 @@ export class RequestReader {
 
   /**
    * The request line and headers read so far (complete once `headersDone`).
-   * @example if (reader.wantsContinue) continueCheck(reader.head)
    */
   get head(): Omit<ParsedRequest, "body"> {
     return { method: this.#method, target: this.#url, headers: pairs(this.#flat) };
@@ -133,7 +138,6 @@ export class RequestReader {
 
   /**
    * Feed the next bytes of the connection (the reader copies what it keeps).
-   * @example const step = reader.feed(chunk); if (step.kind === "done") handle(step.request);
    */
   feed(bytes: Uint8Array): ReadStep {
     if (this.#failure) return this.#failure;

@@ -17,7 +17,11 @@ export const PROBLEM_TYPE = "application/problem+json";
  * when given. With about:blank the title must be the status's reason phrase (RFC 9457 §4.2.1), so a
  * more specific title given here leads the detail instead. The same arguments always give the same
  * bytes.
- * @example problem(503, "Queue full", "retry") // title "Service Unavailable", detail "Queue full: retry"
+ *
+ * @example
+ * ```ts
+ * problem(503, "Queue full", "retry"); // title "Service Unavailable", detail "Queue full: retry"
+ * ```
  */
 export function problem(
   status: number,
@@ -44,7 +48,11 @@ export const PROBLEM_URN = "urn:svcd:problem:";
  * An `application/problem+json` response of a problem type of svcd's own (`urn:svcd:problem:` and
  * `slug`), with a title of its own (RFC 9457 §3.1.3: the same for every occurrence of the type)
  * and the detail of this occurrence. The same arguments always give the same bytes.
- * @example typedProblem(400, "digest-length", "Wrong digest length", "sha-256 is 32 bytes")
+ *
+ * @example
+ * ```ts
+ * typedProblem(400, "digest-length", "Wrong digest length", "sha-256 is 32 bytes");
+ * ```
  */
 export function typedProblem(
   status: number,

@@ -33,7 +33,11 @@ const REASONS: Record<number, string> = {
 
 /**
  * The standard reason phrase of a status, or undefined for one the listener does not use.
- * @example reasonPhrase(422) // "Unprocessable Content"
+ *
+ * @example
+ * ```ts
+ * reasonPhrase(422); // → "Unprocessable Content"
+ * ```
  */
 export function reasonPhrase(status: number): string | undefined {
   return REASONS[status];
@@ -63,7 +67,6 @@ function httpDate(): string {
  * The bytes of a response; throws (naming the fault) on a status out of range, a header the
  * listener owns, or a header name or value that could split the response. `headOnly` (the answer to
  * HEAD) keeps Content-Length but leaves the body out.
- * @example serializeResponse({ status: 404, headers: [["Link", "<…>"]] })
  */
 export function serializeResponse(res: HttpResponse, headOnly = false): Uint8Array {
   return serializeResponseInto(res, headOnly);
@@ -73,7 +76,6 @@ export function serializeResponse(res: HttpResponse, headOnly = false): Uint8Arr
  * As {@link serializeResponse}, written into `scratch` when it fits: the result is then a view of
  * `scratch`, good until the next use of it (the listener sends it at once). A typed array over 64
  * bytes costs Deno an off-heap allocation and a later sweep; a reused one costs neither.
- * @example const bytes = serializeResponseInto(res, false, this.#outBuf);
  */
 export function serializeResponseInto(
   res: HttpResponse,

@@ -2,7 +2,7 @@
  * One listening socket served by several listeners, one per isolate (thread): each accepts from
  * the same file descriptor (the kernel hands every connection to exactly one accept), and the
  * queue depth bounds the connections all of them hold together. Each listener publishes how many
- * it holds in its own slot of a SharedArrayBuffer at every change; an admission adds the others'
+ * it holds in its own slot of a SharedArrayBuffer at every change; an accept adds the others'
  * slots to its own count. Two listeners accepting in the same instant can each miss the other's
  * newest connection, so the bound can be passed by at most one connection per other listener.
  *
@@ -48,7 +48,6 @@ export function shareSocket(socket: UnixListenerSocket, listeners: number): Shar
 
 /**
  * Records that this listener now holds `count` connections.
- * @example publishHeld(shared, 3)
  */
 export function publishHeld(shared: SharedSocket, count: number): void {
   Atomics.store(shared.held, shared.slot, count);
@@ -56,7 +55,6 @@ export function publishHeld(shared: SharedSocket, count: number): void {
 
 /**
  * Connections the other listeners of the socket hold.
- * @example heldByOthers(shared) + mine >= queueDepth // → 503
  */
 export function heldByOthers(shared: SharedSocket): number {
   let sum = 0;

@@ -36,7 +36,6 @@ export const SOCKET_MODE = 0o660;
 
 /**
  * Create, bind, chmod 0660 and listen. Throws an Error naming the path when it is taken.
- * @example const { fd } = openUnixListener(path, 1024);
  */
 export function openUnixListener(path: string, backlog: number): UnixListenerSocket {
   const addr = sockaddrUn(path);

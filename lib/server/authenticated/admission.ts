@@ -17,15 +17,18 @@ export type AdmissionAnswer =
   /** A slot was taken (by `peek`: one is free). */
   | { kind: "admitted" };
 
-/** An admitted request holds its slot until it calls `release` (once; later calls do nothing). */
-export type Admittance =
+/**
+ * `admit`'s answer: an {@link AdmissionAnswer} whose admitted request holds its slot until it calls
+ * `release` (once; later calls do nothing).
+ */
+export type AdmitAnswer =
   | Exclude<AdmissionAnswer, { kind: "admitted" }>
   | { kind: "admitted"; release: () => void };
 
 /** The one way the routes admit a request. */
 export interface Admission {
   /** Takes a slot when the identity is admitted; across threads the answer comes later. */
-  admit(identity: string): Admittance | Promise<Admittance>;
+  admit(identity: string): AdmitAnswer | Promise<AdmitAnswer>;
   /**
    * The same answer at once and taking no slot, for the `100 Continue` check: it answers from the
    * head alone, and the handler admits again once the body came.
@@ -35,7 +38,7 @@ export interface Admission {
 
 /** An {@link Admission} whose every answer comes at once. */
 export interface LocalAdmission extends Admission {
-  admit(identity: string): Admittance;
+  admit(identity: string): AdmitAnswer;
 }
 
 /** The budget and the cap as admission uses them. */
@@ -58,7 +61,7 @@ export interface AdmissionParts {
  * ```
  */
 export function admissionInThisThread({ budget, cap }: AdmissionParts): LocalAdmission {
-  const admit = (identity: string): Admittance => {
+  const admit = (identity: string): AdmitAnswer => {
     const limit = budget.check(identity);
     if (limit.limited) return { kind: "limited", retryAfterSeconds: limit.retryAfterSeconds };
     const release = cap.tryAcquire(identity);

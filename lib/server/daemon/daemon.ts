@@ -37,7 +37,7 @@ import { PublicThreads, PublicThreadsError } from "../threads/public_threads.ts"
 import type { IndexMemory } from "../../ocsp/mod.ts";
 import { RequestThreads, RequestThreadsError } from "../threads/request_threads.ts";
 
-/** Exit code when a listener's Worker (public or request thread) failed at run time (EX_SOFTWARE). */
+/** Exit code when a listener's thread (public or request thread) failed at run time (EX_SOFTWARE). */
 export const EXIT_LISTENER_FAILED = EXIT.listenerFailed;
 
 /** Exit code when the token died under the daemon: the service manager restarts it. */
@@ -195,7 +195,7 @@ interface Opened {
   budget?: Budget;
   token?: Token;
   audit?: Audit;
-  /** A module operation of a Worker may still run: the module must not be finalised. */
+  /** A module operation of a thread may still run: the module must not be finalised. */
   moduleInUse?: boolean;
   /** The request threads (--threads ≥ 1), once they accept. */
   threads?: RequestThreads;
@@ -290,7 +290,7 @@ async function serve(
 ): Promise<boolean> {
   const cap = ConcurrencyCap.forWorkers(config.listener.workers);
   const startedAt = Date.now();
-  // Region 0: this isolate; then one per request Worker, then one per public Worker.
+  // Region 0: this isolate; then one per request thread, then one per public thread.
   const share = config.metrics
     ? metrics.share(1 + config.threads + (config.public?.threads ?? 0))
     : undefined;
@@ -299,7 +299,7 @@ async function serve(
     : await serveInThreads(config, running, cap, startedAt, stop, opened, share);
   let publicListener: PublicThreads | undefined;
   let metricsListener: MetricsListener | undefined;
-  let workerClosed: boolean | undefined;
+  let publicClosed: boolean | undefined;
   let sideClosed: boolean | undefined;
   try {
     await running.audit.append("listener_start", "svcd", {
@@ -338,16 +338,16 @@ async function serve(
     stop.request(0, "listener ended");
   } finally {
     const grace = stop.code === EXIT_TOKEN_DEAD ? DEAD_TOKEN_GRACE_MS : STOP_GRACE_MS;
-    // Both listeners stop before the token is released: the Workers' sessions are in this module.
-    [sideClosed, workerClosed] = await Promise.all([
+    // Both listeners stop before the token is released: the threads' sessions are in this module.
+    [sideClosed, publicClosed] = await Promise.all([
       side.close(grace),
       publicListener?.close(grace),
       metricsListener?.close(),
     ]);
     await side.served;
   }
-  // A Worker that did not close its sessions may still be inside the module.
-  return workerClosed === false || sideClosed === false;
+  // A thread that did not close its sessions may still be inside the module.
+  return publicClosed === false || sideClosed === false;
 }
 
 /**
@@ -378,7 +378,7 @@ function serveInThisThread(
     budget: running.budget,
     admission: admissionInThisThread({ budget: running.budget, cap }),
     publicUrl: config.publicUrl,
-    log: (message) => log(message, "request"),
+    log: (message) => log(message, "authenticated"),
     startedAt,
   };
   const listener = Listener.open({
@@ -402,7 +402,7 @@ function serveInThisThread(
 }
 
 /**
- * --threads N ≥ 1: N request Workers accept from the socket and run the routes; this isolate keeps
+ * --threads N ≥ 1: N request threads accept from the socket and run the routes; this isolate keeps
  * the budget, the cap and the audit log (../threads/request_threads.ts).
  */
 async function serveInThreads(
@@ -424,7 +424,7 @@ async function serveInThreads(
         queueDepth: config.listener.queueDepth,
         maxBodyBytes: config.listener.maxBodyBytes,
         workers: config.listener.workers,
-        token: workerTokenOptions(config),
+        token: threadTokenOptions(config),
         policy: policy.toData(),
         audit: { healthy: running.audit.healthy, lastError: running.audit.lastError },
         publicUrl: config.publicUrl,
@@ -434,7 +434,7 @@ async function serveInThreads(
       config.threads,
       { budget: running.budget, cap, audit: running.audit },
       {
-        log: (message) => log(message, "request"),
+        log: (message) => log(message, "authenticated"),
         onListenerEvent: (event) => {
           countListenerEvent("authenticated", event);
           log(listenerEventText(event), event.kind);
@@ -456,15 +456,15 @@ async function serveInThreads(
   return {
     served: served.promise,
     close: (grace) => threads.close(grace).finally(served.resolve),
-    // The main isolate's pool (the Workers sample their own listener and pool).
+    // The main isolate's pool (the threads sample their own listener and pool).
     sample: sampleGauges("authenticated", () => IDLE_STATS, () => running.token.poolStats()),
   };
 }
 
-/** This isolate holds no authenticated connection with --threads ≥ 1: its Workers do. */
+/** This isolate holds no authenticated connection with --threads ≥ 1: its threads do. */
 const IDLE_STATS = { waiting: 0, reading: 0, queued: 0 };
 
-/** Starts the public listener's Worker; what it reports goes to the daemon's log and stop. */
+/** Starts the public listener's threads; what they report goes to the daemon's log and stop. */
 async function startPublicListener(
   config: ServeConfig,
   pub: PublicConfig,
@@ -491,13 +491,13 @@ async function startPublicListener(
   }
 }
 
-/** How a Worker isolate opens the module the main isolate logged in to (its own sessions). */
-function workerTokenOptions(config: ServeConfig): ThreadTokenOptions {
+/** How a thread's isolate opens the module the main isolate logged in to (its own sessions). */
+function threadTokenOptions(config: ServeConfig): ThreadTokenOptions {
   const { modulePath, tokenLabel, maxSessions, inlineSignLimitUs } = config.token;
   return { modulePath, tokenLabel, maxSessions, inlineSignLimitUs };
 }
 
-/** What the public listener's Worker is given: its own copy of the listener and token settings. */
+/** What each public thread is given: its own copy of the listener and token settings. */
 function publicSetup(
   config: ServeConfig,
   pub: PublicConfig,
@@ -509,7 +509,7 @@ function publicSetup(
     // answered malformedRequest; past --max-body it is 413, never read.
     maxBodyBytes: config.listener.maxBodyBytes,
     workers: config.listener.workers,
-    token: workerTokenOptions(config),
+    token: threadTokenOptions(config),
     caCertificates: pub.caCertificates,
     responderCertificate: pub.responderCertificate,
     revocationDb: pub.revocationDb,

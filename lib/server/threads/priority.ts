@@ -26,7 +26,6 @@ export function setThreadNice(nice: number): void {
 
 /**
  * The calling thread's nice value.
- * @example threadNice() // → 10 after setThreadNice(10)
  */
 export function threadNice(): number {
   const c = libc();

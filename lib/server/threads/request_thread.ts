@@ -15,7 +15,7 @@ import { Policy } from "../../policy/mod.ts";
 import { Token } from "../../token/mod.ts";
 import { pooledMessage } from "../log.ts";
 import { stopThread } from "./thread_group.ts";
-import type { Admission, AdmissionAnswer, Admittance } from "../authenticated/admission.ts";
+import type { Admission, AdmissionAnswer, AdmitAnswer } from "../authenticated/admission.ts";
 import {
   authenticatedContinueCheck,
   type AuthenticatedDeps,
@@ -191,7 +191,7 @@ function authenticatedDeps(setup: RequestThreadSetup, opened: Token): Authentica
 function admissionAcrossThreads(main: MainCaller): Admission {
   return {
     admit: (identity) =>
-      new Promise<Admittance>((resolve) => {
+      new Promise<AdmitAnswer>((resolve) => {
         const id = nextAdmission++;
         admissions.set(id, (answer) => resolve(withRelease(answer, identity)));
         report({ kind: "admit", id, identity });
@@ -201,7 +201,7 @@ function admissionAcrossThreads(main: MainCaller): Admission {
 }
 
 /** An admitted answer gets the release of its slot, which the main isolate holds for it. */
-function withRelease(answer: AdmissionAnswer, identity: string): Admittance {
+function withRelease(answer: AdmissionAnswer, identity: string): AdmitAnswer {
   if (answer.kind !== "admitted") return answer;
   return { kind: "admitted", release: once(() => report({ kind: "release", identity })) };
 }

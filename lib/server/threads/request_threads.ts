@@ -42,7 +42,11 @@ export class RequestThreadsError extends Error {
 /**
  * `--workers` handlers over `threads` Workers, as evenly as possible, each at least one: their
  * total stays `workers`, so no more requests use the token at once than with one thread.
- * @example splitWorkers(16, 3) // → [6, 5, 5]
+ *
+ * @example
+ * ```ts
+ * splitWorkers(16, 3); // → [6, 5, 5]
+ * ```
  */
 export function splitWorkers(workers: number, threads: number): number[] {
   if (threads < 1 || workers < threads) {

@@ -1,23 +1,23 @@
 /**
  * Audit keys held in software instead of the token: an HMAC-SHA256 key and an Ed25519 pair.
  * For tests and benches (they compute the same values the token would with the same key bytes);
- * the daemon uses {@link ./token_keys.ts}. The MAC is Web Crypto's (asynchronous, like the token's
+ * the daemon uses lib/audit/token_keys.ts. The MAC is Web Crypto's (asynchronous, like the token's
  * nonblocking calls) or, with `synchronousMac`, node:crypto's computed at once — which makes the
  * grouping of lines independent of timing in tests.
  *
  * @example
  * ```ts
- * import { AuditLog } from "./log.ts";
- * import { verifyAuditFiles } from "./verify.ts";
+ * import { AuditLog } from "../../lib/audit/log.ts";
+ * import { verifyAuditFiles } from "../../lib/audit/verify.ts";
  * declare const dir: string, files: string[];
  * const k = await softwareAuditKeys();
  * const log = await AuditLog.open({ dir, keys: k.keys, login: {} });
  * await verifyAuditFiles({ files, mac: k.keys.mac, publicKey: k.publicKey, fromStart: true });
  * ```
  */
-import { pem } from "../der/mod.ts";
+import { pem } from "../../lib/der/mod.ts";
 import { createHmac } from "node:crypto";
-import type { AuditKeys } from "./log.ts";
+import type { AuditKeys } from "../../lib/audit/log.ts";
 
 /** The keys, plus what a verifier needs: the raw HMAC secret and the Ed25519 public key. */
 export interface SoftwareAuditKeys {
