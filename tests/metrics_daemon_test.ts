@@ -3,11 +3,19 @@
  * thread alone and with two request Workers (separate isolates counting into one shared buffer),
  * the scrape counts every answer, signature, /sign time and audit group commit; `promtool check
  * metrics` finds nothing to complain about; no series carries a client's subject or a key label a
- * client sent, even from subjects with unusual bytes; and only --metrics-uid may connect.
+ * client sent, even from subjects with unusual bytes; and only --metrics-uid may connect. Also
+ * counted: policy reloads by result, connections held, a full queue's 503s, first-byte deadline
+ * drops, sessions in use (never above the cap) and audit groups that could not be written.
  */
 import assert from "node:assert/strict";
-import { startDaemon } from "./support/daemon.ts";
-import { encodeRequest, rawExchange, request } from "./support/http_client.ts";
+import { startDaemon, type TestDaemon } from "./support/daemon.ts";
+import {
+  encodeRequest,
+  parseResponse,
+  rawExchange,
+  readAll,
+  request,
+} from "./support/http_client.ts";
 import { makeTestToken } from "./support/token.ts";
 import { publicListenerSetup } from "./support/ca.ts";
 import { certIdFor, encodeOcspRequest } from "../lib/ocsp/mod.ts";
@@ -21,6 +29,18 @@ const SIGNS = 24;
 function sample(text: string, series: string): number | undefined {
   const line = text.split("\n").find((l) => l.startsWith(series + " "));
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+/** GET /metrics on the metrics socket: the exposition text. */
+async function scrape(metricsSocket: string): Promise<string> {
+  const res = await request(metricsSocket, { method: "GET", path: "/metrics" });
+  assert.equal(res.status, 200, res.text());
+  return res.text();
+}
+
+/** How many lines of `log` match `pattern` (a log line a test waits for, counted). */
+function occurrences(log: string, pattern: RegExp): number {
+  return log.match(new RegExp(pattern.source, "gm"))?.length ?? 0;
 }
 
 for (const threads of ["0", "2"]) {
@@ -74,6 +94,10 @@ for (const threads of ["0", "2"]) {
         assert.ok(sample(text, "process_resident_memory_bytes")! > 1e6);
         assert.ok(sample(text, "process_open_fds")! > 3);
         assert.ok(sample(text, "svcd_token_sessions_max")! >= 1);
+        // Sessions lent out: present, never more than the cap (Workers' values may be a second old).
+        const inUse = sample(text, "svcd_token_sessions_in_use");
+        assert.ok(inUse !== undefined && inUse >= 0, text);
+        assert.ok(inUse <= sample(text, "svcd_token_sessions_max")!, text);
         for (const leak of ["alice", "zo", "mallory", "secret", "\ufffd", "\xff", "CN="]) {
           assert.ok(!text.includes(leak), `the scrape carries ${JSON.stringify(leak)}`);
         }
@@ -247,6 +271,204 @@ Deno.test({
       assert.equal(check.out.trim(), "", check.out);
     } finally {
       await d.stop();
+      await token.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "metrics: policy reloads are counted by result — SIGHUP with a good file (ok), with a bad line (failed)",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    const metricsSocket = `${moduleTempDir("svcd-metrics-")}/metrics.sock`;
+    const d = await startDaemon({
+      token,
+      policy: `${ALICE}\tk\n`,
+      args: ["--metrics-socket", metricsSocket, "--syslog-socket", "none"],
+    });
+    // The reload is counted before its result is logged: once the line is there, so is the count.
+    const reloaded = /^svcd: policy reload(ed:| failed)/;
+    const reload = async (policy: string, done: number) => {
+      await Deno.writeTextFile(d.policyPath, policy);
+      d.signal("SIGHUP");
+      await d.waitForLog((log) => occurrences(log, reloaded) >= done);
+    };
+    const ok = 'svcd_policy_reloads_total{result="ok"}';
+    const failed = 'svcd_policy_reloads_total{result="failed"}';
+    try {
+      await d.waitForLog("metrics listener on");
+      let text = await scrape(metricsSocket);
+      assert.equal(sample(text, ok), undefined, text);
+      assert.equal(sample(text, failed), undefined, text);
+
+      await reload(`${ALICE}\tk\nCN=bob,O=Example,C=DE\tk\n`, 1);
+      await d.waitForLog("policy reloaded: 2 grants");
+      text = await scrape(metricsSocket);
+      assert.equal(sample(text, ok), 1, text);
+      assert.equal(sample(text, failed), undefined, text);
+
+      // A grant without a key: the file is refused, the policy in force stays.
+      await reload(`${ALICE}\tk\nCN=bob,O=Example,C=DE\n`, 2);
+      await d.waitForLog("policy reload failed");
+      text = await scrape(metricsSocket);
+      assert.equal(sample(text, ok), 1, text);
+      assert.equal(sample(text, failed), 1, text);
+      assert.equal((await signAs(d.socket, "CN=bob,O=Example,C=DE", "k")).status, 200);
+      const check = await promtoolCheckMetrics(text);
+      assert.equal(check.code, 0, check.out);
+    } finally {
+      await d.stop();
+      await token.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "metrics: connections held, a full queue's 503 and first-byte deadline drops are counted on the authenticated listener",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    const metricsSocket = `${moduleTempDir("svcd-metrics-")}/metrics.sock`;
+    const DEPTH = 2;
+    // --threads 0: the listener is the main isolate's, so a scrape samples its held count now.
+    const d = await startDaemon({
+      token,
+      policy: `${ALICE}\tk\n`,
+      args: [
+        ...["--threads", "0", "--queue-depth", String(DEPTH)],
+        ...["--metrics-socket", metricsSocket, "--syslog-socket", "none"],
+      ],
+    });
+    const held = 'svcd_acceptor_held_connections{listener="authenticated"}';
+    const full = 'svcd_acceptor_queue_full_total{listener="authenticated"}';
+    const drops = 'svcd_deadline_drops_total{listener="authenticated",phase="first_byte"}';
+    const refused503 =
+      'svcd_http_requests_total{listener="authenticated",route="other",status="503"}';
+    const silent: Deno.UnixConn[] = [];
+    try {
+      await d.waitForLog("metrics listener on");
+      let text = await scrape(metricsSocket);
+      assert.equal(sample(text, full), undefined, text);
+      assert.equal(sample(text, drops), undefined, text);
+
+      // DEPTH connections that send nothing fill the queue; the next one is answered 503 at once.
+      for (let i = 0; i < DEPTH; i++) {
+        silent.push(await Deno.connect({ transport: "unix", path: d.socket }));
+      }
+      // Accepted in their own time: the next connection must come after them (failure guard only;
+      // they are dropped 1 s after they were accepted, so the scrape follows them closely).
+      const guard = Date.now() + 10_000;
+      while (sample(text = await scrape(metricsSocket), held) !== DEPTH) {
+        assert.ok(Date.now() < guard, `never ${DEPTH} held:\n${text}`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const extra = await Deno.connect({ transport: "unix", path: d.socket });
+      const answer = parseResponse(await readAll(extra));
+      extra.close();
+      assert.equal(answer.status, 503);
+      assert.equal(answer.header("retry-after"), "1");
+
+      // The silent ones are closed without a byte at their first-byte deadline (1 s).
+      for (const conn of silent) assert.equal((await readAll(conn)).length, 0);
+      await d.waitForLog((log) =>
+        occurrences(log, /^svcd: listener deadline: phase="first_byte"/) >= DEPTH
+      );
+      text = await scrape(metricsSocket);
+      assert.equal(sample(text, full), 1, text);
+      assert.equal(sample(text, refused503), 1, text);
+      assert.equal(sample(text, drops), DEPTH, text);
+      // A labelled series at 0 is left out of the exposition.
+      assert.equal(sample(text, held) ?? 0, 0, text);
+      const check = await promtoolCheckMetrics(text);
+      assert.equal(check.code, 0, check.out);
+    } finally {
+      for (const conn of silent) {
+        try {
+          conn.close();
+        } catch { /* closed already */ }
+      }
+      await d.stop();
+      await token.cleanup();
+    }
+  },
+});
+
+/** Mounts a 64 KiB tmpfs at `path` (root only; tests/audit_daemon_test.ts does the same). */
+async function mountSmallTmpfs(path: string): Promise<boolean> {
+  if (Deno.uid() !== 0) return false;
+  const r = await new Deno.Command("mount", {
+    args: ["-t", "tmpfs", "-o", "size=64k,mode=0750", "tmpfs", path],
+    stderr: "null",
+  }).output();
+  return r.success;
+}
+
+const canMount = await (async () => {
+  const probe = await Deno.makeTempDir();
+  const ok = await mountSmallTmpfs(probe);
+  if (ok) await new Deno.Command("umount", { args: ["-l", probe] }).output();
+  await Deno.remove(probe);
+  return ok;
+})();
+
+Deno.test({
+  name:
+    "metrics: an audit group that cannot be written (full directory) is counted as a write failure",
+  ignore: !canMount,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    const workDir = moduleTempDir("svcd-metrics-full-");
+    const auditDir = `${workDir}/audit`;
+    await Deno.mkdir(auditDir);
+    assert.ok(await mountSmallTmpfs(auditDir));
+    const metricsSocket = `${workDir}/metrics.sock`;
+    const failures = "svcd_audit_write_failures_total";
+    let d: TestDaemon | undefined;
+    try {
+      d = await startDaemon({
+        token,
+        workDir,
+        policy: `${ALICE}\tk\n`,
+        args: ["--metrics-socket", metricsSocket, "--syslog-socket", "none"],
+      });
+      await d.waitForLog("metrics listener on");
+      assert.equal((await signAs(d.socket, ALICE, "k")).status, 200);
+      assert.equal(sample(await scrape(metricsSocket), failures), 0);
+      {
+        using filler = await Deno.open(`${auditDir}/filler`, { create: true, write: true });
+        try {
+          for (;;) await filler.write(new Uint8Array(4096));
+        } catch (err) {
+          if (!/No space left/i.test(String(err))) throw err;
+        }
+      }
+      // The file's last page may still hold a line or two; then a group fails and is refused.
+      let status = 200;
+      for (let i = 0; i < 100 && status === 200; i++) {
+        status = (await signAs(d.socket, ALICE, "k")).status;
+      }
+      assert.equal(status, 503);
+      // Counted before its lines are refused: the 503 came after the count.
+      const text = await scrape(metricsSocket);
+      assert.ok(sample(text, failures)! >= 1, text);
+      assert.ok(
+        sample(
+          text,
+          'svcd_http_requests_total{listener="authenticated",route="/sign",status="503"}',
+        )! >=
+          1,
+        text,
+      );
+    } finally {
+      await d?.stop();
+      await new Deno.Command("umount", { args: ["-l", auditDir] }).output();
       await token.cleanup();
     }
   },
