@@ -19,7 +19,12 @@ import {
   resolveSettings,
   type Settings,
 } from "./settings.ts";
-import { isSignatureFormat, SIGNATURE_FORMATS, type SignatureFormat } from "./format.ts";
+import {
+  isSignatureFormat,
+  MalformedSignature,
+  SIGNATURE_FORMATS,
+  type SignatureFormat,
+} from "./format.ts";
 import { listKeys, type Print, signFiles, verifyFile } from "./commands.ts";
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
@@ -50,8 +55,9 @@ export const CLIENT_COMMAND: CommandGroup = {
     {
       name: "verify",
       synopsis: "--key-label LABEL [--remote] [--format FORMAT] FILE SIG",
-      summary: "exit 0 when SIG is the key's valid signature of FILE, 1 when not (as openssl " +
-        "dgst -verify); checked here with the public key, or by svcd's /verify with --remote",
+      summary: "exit 0 when SIG is the key's valid signature of FILE, 1 when not, also when " +
+        "SIG does not parse in its --format (as openssl dgst -verify); checked here with the " +
+        "public key, or by svcd's /verify with --remote",
     },
   ],
   options: [
@@ -215,16 +221,23 @@ function checkCommand(command: string, values: Values, positionals: string[]): J
       const format = formatOf(values);
       if (positionals.length !== 2) throw usage("verify needs FILE and SIG");
       return async (conn, settings, print) => {
-        const valid = await verifyFile(conn, {
-          keyLabel,
-          file: positionals[0],
-          signature: positionals[1],
-          format,
-          remote: values.remote === true,
-          maxBody: settings.maxBody,
-        });
+        let valid: boolean;
+        try {
+          valid = await verifyFile(conn, {
+            keyLabel,
+            file: positionals[0],
+            signature: positionals[1],
+            format,
+            remote: values.remote === true,
+            maxBody: settings.maxBody,
+          });
+        } catch (err) {
+          // The same outcome as a signature that does not verify; stderr gets the reason.
+          if (err instanceof MalformedSignature) print("Verification failure");
+          throw err;
+        }
         print(valid ? "Verified OK" : "Verification failure");
-        return valid ? 0 : 1;
+        return valid ? EXIT.ok : EXIT.failed;
       };
     }
   }

@@ -251,6 +251,49 @@ Deno.test("sign --format der gives openssl's X9.62 form; base64 the raw bytes; d
   });
 });
 
+Deno.test("verify: a SIG that does not parse in its --format is not valid: exit 1, one line why", async () => {
+  const key = fakeKey("k", "ec-p384", ["sha-384"]);
+  await withFake([key], async (fake, dir) => {
+    await Deno.writeFile(`${dir}/f`, new TextEncoder().encode("formats"));
+    assert.equal((await client(fake, ["sign", "--key-label", "k", `${dir}/f`])).code, 0);
+    const der = ecdsaDer(await Deno.readFile(`${dir}/f.sig`));
+    const cases: Array<[string, string, Uint8Array, RegExp]> = [
+      ["base64", "b64", new TextEncoder().encode("not*base64!\n"), /is not base64/],
+      ["der", "der", new TextEncoder().encode("not DER at all"), /is not a DER ec-p384 ECDSA/],
+      ["der", "cut", der.subarray(0, der.length - 1), /is not a DER ec-p384 ECDSA/],
+    ];
+    for (const [format, ext, bytes, why] of cases) {
+      const sig = `${dir}/f.${ext}`;
+      await Deno.writeFile(sig, bytes);
+      for (const remote of [[], ["--remote"]]) {
+        const before = fake.requests.length;
+        const args = ["verify", ...remote, "--key-label", "k", "--format", format, `${dir}/f`, sig];
+        const r = await client(fake, args);
+        assert.equal(r.code, 1, `${args.join(" ")}: ${r.err}`);
+        assert.deepEqual(r.out, ["Verification failure"]);
+        assert.equal(r.err.trim().split("\n").length, 1, r.err);
+        assert.match(r.err, new RegExp(`^svcd client verify: ${sig} `));
+        assert.match(r.err, why);
+        assert.match(r.err, new RegExp(`\\(--format ${format}\\): the signature is not valid\\n$`));
+        // Nothing about the signature went to svcd.
+        assert.ok(!fake.requests.slice(before).some((q) => q.path === "/verify"));
+      }
+    }
+    // The same file in its right format still verifies, so the refusals above are the parsing.
+    await Deno.writeFile(`${dir}/f.der`, der);
+    const ok = await client(fake, [
+      "verify",
+      "--key-label",
+      "k",
+      "--format",
+      "der",
+      `${dir}/f`,
+      `${dir}/f.der`,
+    ]);
+    assert.equal(ok.code, 0, ok.err);
+  });
+});
+
 Deno.test("verify: 0 when valid, 1 when not; --remote sends the signature then the digest", async () => {
   const key = fakeKey("k", "ml-dsa-65", ["ml-dsa-mu"]);
   await withFake([key], async (fake, dir) => {

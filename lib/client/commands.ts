@@ -235,6 +235,7 @@ export async function verifyFile(conn: SvcdConnection, req: VerifyRequest): Prom
     }),
     req.format,
     key.keyType,
+    req.signature,
   );
   if (req.remote) return await verifyRemotely(conn, key, req, signature);
   const name = localDigestName(key.keyType);

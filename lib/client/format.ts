@@ -52,11 +52,26 @@ export function encodeSignature(
   }
 }
 
-/** The raw signature from file bytes in `format`; a ClientError when they are not that format. */
+/**
+ * A signature file that does not parse in its --format: like a signature that does not verify it
+ * is not a valid signature (exit 1, as `openssl dgst -verify`), not a mistake in the command line.
+ */
+export class MalformedSignature extends ClientError {
+  constructor(message: string) {
+    super(message);
+    this.name = "MalformedSignature";
+  }
+}
+
+/**
+ * The raw signature from the bytes of the file `name` in `format`: MalformedSignature when they
+ * are not that format, a usage ClientError when the format does not apply to the key type.
+ */
 export function decodeSignature(
   bytes: Uint8Array,
   format: SignatureFormat,
   keyType: string,
+  name = "the signature file",
 ): Uint8Array {
   switch (format) {
     case "raw":
@@ -65,17 +80,17 @@ export function decodeSignature(
       try {
         return Uint8Array.fromBase64(new TextDecoder().decode(bytes).trim());
       } catch {
-        throw new ClientError("the signature file is not base64: check --format", {
-          usage: true,
-        });
+        throw new MalformedSignature(
+          `${name} is not base64 (--format base64): the signature is not valid`,
+        );
       }
     case "der": {
       checkFormatFor(format, keyType);
       const raw = ecdsaRaw(bytes, ECDSA_FIELD_BYTES[keyType]);
       if (!raw) {
-        throw new ClientError(
-          "the signature file is not a DER ECDSA signature: check --format",
-          { usage: true },
+        throw new MalformedSignature(
+          `${name} is not a DER ${keyType} ECDSA signature (--format der): the signature is ` +
+            "not valid",
         );
       }
       return raw;
