@@ -44,7 +44,7 @@ const EXPECTED_KEYS: Record<string, string[]> = {
   svcmod: ["alice-p256", "alice-ed", "alice-ml44", "alice-ml65", "alice-ml87", "alice-comp"],
 };
 const SHA2 = ["sha-256", "sha-384", "sha-512"];
-/** The names each key type takes; both modules offer CKM_ML_DSA_EXTERNAL_MU with their ML-DSA. */
+/** The names each key type takes (svcmod offers CKM_ML_DSA_EXTERNAL_MU beside its ML-DSA). */
 const NAMES: Record<string, string[]> = {
   "ec-p256": SHA2,
   "ec-p384": SHA2,
