@@ -2,9 +2,10 @@
  * The metrics as an operator collects them: Debian's Prometheus scrapes the daemon's metrics socket
  * through nginx's metrics server of the packaged example (packaging/nginx-svcd.conf; nginx's workers
  * run as www-data, the daemon's --metrics-uid). After a known /sign load, Prometheus' HTTP API
- * gives the exact /sign count and a non-empty audit fdatasync histogram; `promtool check metrics`
- * finds nothing in a scrape through nginx; and no stored series carries a client's subject or a key
- * label a client sent, even from subjects with unusual bytes.
+ * gives the exact /sign count, a non-empty audit fdatasync histogram whose +Inf bucket is its count,
+ * and at least one audit line made durable per /sign; `promtool check metrics` finds nothing in a
+ * scrape through nginx; and no stored series carries a client's subject or a key label a client
+ * sent, even from subjects with unusual bytes.
  */
 import assert from "node:assert/strict";
 import { moduleTempDir } from "./support/temp_dir.ts";
@@ -77,12 +78,16 @@ Deno.test({
       assert.equal(await prometheus.waitFor(signed, (v) => v >= SIGNS), SIGNS);
       const refused = signed.replace('status="200"', 'status="403"');
       assert.equal(await prometheus.waitFor(refused, (v) => v >= 3), ODD_SUBJECTS.length);
-      assert.ok(
-        await prometheus.waitFor(
-          'svcd_audit_fdatasync_duration_seconds_count{job="svcd"}',
-          (v) => v > 0,
-        ) > 0,
-      );
+      const syncs = 'svcd_audit_fdatasync_duration_seconds_count{job="svcd"}';
+      assert.ok(await prometheus.waitFor(syncs, (v) => v > 0) > 0);
+      // One instant query, so both sides come from the same scrape: +Inf holds every observation.
+      const inf = 'svcd_audit_fdatasync_duration_seconds_bucket{job="svcd",le="+Inf"}';
+      assert.equal(await prometheus.value(`${inf} - ignoring(le) ${syncs}`), 0);
+      assert.ok((await prometheus.value(inf))! > 0);
+      // The scrape that saw every 200 came after their audit lines were durable (before each
+      // answer): the group commits made at least one line durable per /sign.
+      const lines = await prometheus.value('svcd_audit_group_lines_sum{job="svcd"}');
+      assert.ok(lines! >= SIGNS, `svcd_audit_group_lines_sum ${lines}`);
       assert.equal(await prometheus.value('svcd_token_logged_in{job="svcd"}'), 1);
 
       // What Prometheus scraped, as nginx serves it: promtool finds nothing.
