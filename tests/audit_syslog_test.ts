@@ -181,6 +181,7 @@ Deno.test({
       assert.equal(restored.code, 0, restored.text);
     } finally {
       await rsyslog.stop();
+      await token.cleanup();
     }
   },
 });

@@ -108,6 +108,7 @@ for (const threads of ["0", "2"]) {
         assert.equal(other.status, 404);
       } finally {
         await d.stop();
+        await token.cleanup();
       }
     },
   });
@@ -141,6 +142,7 @@ Deno.test({
       await d.waitForLog(/metrics .*uid/);
     } finally {
       await d.stop();
+      await token.cleanup();
     }
   },
 });
