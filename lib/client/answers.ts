@@ -8,18 +8,21 @@
  * import { answerError } from "./answers.ts";
  * import type { Answer } from "./http.ts";
  * declare const answer: Answer;
- * if (answer.status !== 200) throw answerError(answer, { key: "web", maxBody: 1 << 20 });
+ * if (answer.status !== 200) {
+ *   throw answerError(answer, { key: "web", limit: { bytes: 1 << 20, from: "server" } });
+ * }
  * ```
  */
 import { ClientError } from "./errors.ts";
 import type { Answer } from "./http.ts";
+import { type BodyLimit, describeLimit } from "./settings.ts";
 
 /** What the request was about, so the message can name it. */
 export interface AnswerContext {
   /** The key label of a /sign or /verify. */
   key?: string;
-  /** The client's --max-body, named when the proxy or svcd answers 413. */
-  maxBody?: number;
+  /** The limit the body was checked against here, named when the proxy or svcd answers 413. */
+  limit?: BodyLimit;
 }
 
 /** The error for an answer the caller does not expect. */
@@ -43,9 +46,9 @@ export function answerError(answer: Answer, context: AnswerContext = {}): Client
       );
     case 413:
       return new ClientError(
-        `the file is larger than the server takes (413)${
-          context.maxBody ? `, though within --max-body ${context.maxBody}` : ""
-        }: set --max-body to the operator's limit (svcd's --max-body)`,
+        `the file is larger than the proxy or svcd takes (413)${
+          context.limit ? `, though ${describeLimit(context.limit)}` : ""
+        }: ${tooLargeAdvice(context.limit)}`,
       );
     default:
       return new ClientError(
@@ -53,6 +56,21 @@ export function answerError(answer: Answer, context: AnswerContext = {}): Client
           answer.status >= 500 ? " (run again later; the operator's log says more)" : ""
         }`,
       );
+  }
+}
+
+/** What to do about a 413 for a body within the limit checked before sending it. */
+function tooLargeAdvice(limit: BodyLimit | undefined): string {
+  switch (limit?.from) {
+    case "server":
+      // svcd stated this limit itself, so what refused the body is the proxy in front of it.
+      return "the proxy's limit (nginx's client_max_body_size) is smaller than svcd's; set " +
+        "--max-body to the proxy's limit so that such files are refused before they are sent, " +
+        "or ask the operator to raise it";
+    case "flag":
+      return "lower --max-body to the operator's limit (the proxy's and svcd's)";
+    default:
+      return "set --max-body to the operator's limit (svcd's --max-body)";
   }
 }
 

@@ -48,7 +48,8 @@ export const CLIENT_COMMAND: CommandGroup = {
       summary: "sign each FILE into FILE.sig (or --out for one FILE). The file is hashed here, " +
         "as it is read, and only its digest is sent where the key type has a digest mode " +
         "(ECDSA, RSA-PSS; ML-DSA sends mu); otherwise the file itself is sent, and a file " +
-        "larger than --max-body is refused before anything is sent. Each signature is verified " +
+        "larger than the server takes (see --max-body) is refused before anything is sent, " +
+        "naming the limit. Each signature is verified " +
         "here with the key's public key before it is written: one that does not verify is " +
         "never written (exit 1)",
     },
@@ -131,9 +132,11 @@ export const CLIENT_COMMAND: CommandGroup = {
     {
       flag: "max-body",
       value: "BYTES",
-      default: String(DEFAULT_MAX_BODY),
       group: "connection",
-      help: "the largest file sent whole: svcd's --max-body",
+      help: "the largest file sent whole (with --remote, with its signature). Default: the " +
+        "limit svcd states in GET /token (max_body, its --max-body), else " +
+        `${DEFAULT_MAX_BODY} (svcd's default). It only lowers svcd's stated limit, e.g. to a ` +
+        "smaller proxy limit; a larger value is ignored, as svcd would refuse the body",
     },
     {
       flag: "insecure-http",

@@ -44,9 +44,10 @@ async function client(fake: FakeSvcd, args: string[], env = {}): Promise<Run> {
 async function withFake(
   keys: ReturnType<typeof fakeKey>[],
   fn: (fake: FakeSvcd, dir: string) => Promise<void>,
+  opts: { maxBody?: number } = {},
 ): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "svcd-client-" });
-  const fake = await startFakeSvcd(dir, keys);
+  const fake = await startFakeSvcd(dir, keys, opts);
   try {
     await fn(fake, dir);
   } finally {
@@ -132,24 +133,119 @@ for (const type of ["ed25519", "composite-mldsa65-ed25519", "ec-p256"]) {
   });
 }
 
-Deno.test("sign: a file larger than --max-body with no digest mode is refused before anything is sent", async () => {
+Deno.test("sign: a file larger than the server's max_body with no digest mode is refused before any POST, naming the limit", async () => {
   await withFake([fakeKey("ed", "ed25519", [])], async (fake, dir) => {
-    await Deno.writeFile(`${dir}/small`, new Uint8Array(10));
-    await Deno.writeFile(`${dir}/big`, new Uint8Array(2000));
-    const r = await client(fake, [
+    await Deno.writeFile(`${dir}/small`, new Uint8Array(1000));
+    await Deno.writeFile(`${dir}/big`, new Uint8Array(1001));
+    const r = await client(fake, ["sign", "--key-label", "ed", `${dir}/small`, `${dir}/big`]);
+    assert.equal(r.code, 1);
+    assert.match(
+      r.err,
+      /big is 1001 bytes; the server takes at most 1000 bytes \(GET \/token max_body\)/,
+    );
+    assert.match(r.err, /nothing was signed.*ask the operator to raise svcd's --max-body/);
+    assert.deepEqual(fake.requests.map((q) => `${q.method} ${q.path}`), ["GET /token"]);
+    await assert.rejects(Deno.stat(`${dir}/small.sig`));
+
+    // A file of exactly max_body is sent whole, and signed.
+    const ok = await client(fake, ["sign", "--key-label", "ed", `${dir}/small`]);
+    assert.equal(ok.code, 0, ok.err);
+    const sent = fake.requests.filter((q) => q.path === "/sign");
+    assert.deepEqual(sent.map((q) => q.body.length), [1000]);
+    await Deno.stat(`${dir}/small.sig`);
+  }, { maxBody: 1000 });
+});
+
+Deno.test("sign: --max-body only lowers the server's max_body; a server without max_body gets the 1 MiB default", async () => {
+  await withFake([fakeKey("ed", "ed25519", [])], async (fake, dir) => {
+    await Deno.writeFile(`${dir}/f`, new Uint8Array(2000));
+    const raised = await client(fake, [
+      "sign",
+      "--key-label",
+      "ed",
+      "--max-body",
+      "5000",
+      `${dir}/f`,
+    ]);
+    assert.equal(raised.code, 1);
+    assert.match(
+      raised.err,
+      /f is 2000 bytes; the server takes at most 1000 bytes \(GET \/token max_body\)/,
+    );
+    const lowered = await client(fake, [
+      "sign",
+      "--key-label",
+      "ed",
+      "--max-body",
+      "500",
+      `${dir}/f`,
+    ]);
+    assert.equal(lowered.code, 1);
+    assert.match(lowered.err, /f is 2000 bytes; --max-body allows at most 500 bytes/);
+    assert.match(lowered.err, /raise --max-body \(the server takes up to 1000 bytes\)/);
+    assert.equal(fake.requests.filter((q) => q.path === "/sign").length, 0);
+
+    fake.maxBody = undefined;
+    await Deno.writeFile(`${dir}/big`, new Uint8Array((1 << 20) + 1));
+    const old = await client(fake, ["sign", "--key-label", "ed", `${dir}/big`]);
+    assert.equal(old.code, 1);
+    assert.match(
+      old.err,
+      /big is 1048577 bytes; the server takes at most 1048576 bytes \(svcd's default/,
+    );
+    const given = await client(fake, [
       "sign",
       "--key-label",
       "ed",
       "--max-body",
       "1000",
-      `${dir}/small`,
-      `${dir}/big`,
+      `${dir}/f`,
+    ]);
+    assert.match(given.err, /f is 2000 bytes; --max-body allows at most 1000 bytes/);
+    assert.equal(fake.requests.filter((q) => q.path === "/sign").length, 0);
+    const within = await client(fake, ["sign", "--key-label", "ed", `${dir}/f`]);
+    assert.equal(within.code, 0, within.err);
+  }, { maxBody: 1000 });
+});
+
+Deno.test("verify --remote: the file and its signature must fit max_body together, checked before sending", async () => {
+  const key = fakeKey("ed", "ed25519", []);
+  await withFake([key], async (fake, dir) => {
+    const message = new Uint8Array(1000 - 64 + 1);
+    await Deno.writeFile(`${dir}/f`, message);
+    await Deno.writeFile(`${dir}/f.sig`, key.signMessage(message));
+    const r = await client(fake, [
+      "verify",
+      "--remote",
+      "--key-label",
+      "ed",
+      `${dir}/f`,
+      `${dir}/f.sig`,
     ]);
     assert.equal(r.code, 1);
-    assert.match(r.err, /big is 2000 bytes, more than the server takes \(--max-body 1000\)/);
-    assert.equal(fake.requests.filter((q) => q.path === "/sign").length, 0);
-    await assert.rejects(Deno.stat(`${dir}/small.sig`));
-  });
+    assert.match(
+      r.err,
+      /f is 937 bytes \(1001 with the signature\); the server takes at most 1000/,
+    );
+    assert.match(r.err, /nothing was sent\. Verify it here instead \(without --remote\)/);
+    assert.equal(fake.requests.filter((q) => q.path === "/verify").length, 0);
+  }, { maxBody: 1000 });
+});
+
+Deno.test("413 for a body within the server's max_body: the proxy takes less, and the message says so", async () => {
+  await withFake([fakeKey("ed", "ed25519", [])], async (fake, dir) => {
+    await Deno.writeFile(`${dir}/f`, new Uint8Array(100));
+    fake.overrides.push((q) =>
+      q.path === "/sign" ? { status: 413, body: "<html>413</html>" } : undefined
+    );
+    const r = await client(fake, ["sign", "--key-label", "ed", `${dir}/f`]);
+    assert.equal(r.code, 1);
+    assert.match(
+      r.err,
+      /\(413\), though the server takes at most 1000 bytes \(GET \/token max_body\)/,
+    );
+    assert.match(r.err, /client_max_body_size/);
+  }, { maxBody: 1000 });
 });
 
 Deno.test("sign: a signature that does not verify locally is never written; exit 1", async () => {

@@ -8,7 +8,7 @@
  * import { type SignRequest, signFiles } from "./commands.ts";
  * import type { SvcdConnection } from "./http.ts";
  * declare const conn: SvcdConnection;
- * const req: SignRequest = { keyLabel: "web", files: ["a.tar"], format: "der", maxBody: 1 << 20 };
+ * const req: SignRequest = { keyLabel: "web", files: ["a.tar"], format: "der" };
  * await signFiles(conn, req, (line) => console.log(line));
  * ```
  */
@@ -16,6 +16,7 @@ import { ClientError } from "./errors.ts";
 import { answerError } from "./answers.ts";
 import type { SvcdConnection } from "./http.ts";
 import { type ClientKey, fetchKeys, findKey, type KeyList } from "./keys.ts";
+import { type BodyLimit, bodyLimit, describeLimit } from "./settings.ts";
 import {
   createDigester,
   digestModeName,
@@ -42,7 +43,8 @@ export interface SignRequest {
   /** The signature file of a single FILE (default FILE.sig). */
   out?: string;
   format: SignatureFormat;
-  maxBody: number;
+  /** --max-body as given: it can only lower the server's limit ({@link bodyLimit}). */
+  maxBody?: number;
 }
 
 /** What `verify` was asked. */
@@ -52,7 +54,8 @@ export interface VerifyRequest {
   signature: string;
   format: SignatureFormat;
   remote: boolean;
-  maxBody: number;
+  /** --max-body as given (for --remote): it can only lower the server's limit. */
+  maxBody?: number;
 }
 
 /** How one file goes to svcd: its digest, or the file itself. */
@@ -78,7 +81,11 @@ export async function listKeys(
   for (const r of rows) print(`${r[0].padEnd(widths[0])}  ${r[1].padEnd(widths[1])}  ${r[2]}`);
   for (const u of list.unusable) print(`${u.label}: unusable: ${u.error}`);
   if (!list.digestModeKnown && list.keys.length > 0) {
-    print("(this svcd states no digest modes: every file is sent whole, up to --max-body)");
+    print(
+      `(this svcd states no digest modes: every file is sent whole; ${
+        describeLimit(bodyLimit(undefined, list.maxBody))
+      })`,
+    );
   }
   if (outDir !== undefined) {
     for (const key of list.keys) {
@@ -123,14 +130,16 @@ export async function signFiles(
       usage: true,
     });
   }
-  const key = findKey(await fetchKeys(conn), req.keyLabel);
+  const list = await fetchKeys(conn);
+  const key = findKey(list, req.keyLabel);
   checkFormatFor(req.format, key.keyType);
   const plan = planFor(key);
+  const limit = bodyLimit(req.maxBody, list.maxBody);
   const sizes = [];
-  for (const file of req.files) sizes.push(await sizeOf(file, plan, key, req.maxBody));
+  for (const file of req.files) sizes.push(await sizeOf(file, plan, key, limit, "sign"));
   for (const [i, file] of req.files.entries()) {
     const out = req.out ?? `${file}.sig`;
-    const signed = await signOne(conn, key, plan, file, sizes[i], req.maxBody);
+    const signed = await signOne(conn, key, plan, file, sizes[i], limit);
     await writeAtomically(out, encodeSignature(signed, req.format, key.keyType));
     print(`${file}: signed with '${key.label}' (${key.keyType}, ${describePlan(plan)}) -> ${out}`);
   }
@@ -145,7 +154,18 @@ function describePlan(plan: Plan): string {
   return plan.mode === "digest" ? `digest ${plan.name}` : "message";
 }
 
-async function sizeOf(file: string, plan: Plan, key: ClientKey, maxBody: number): Promise<number> {
+/**
+ * The file's size, once it is known to be a regular file that fits the body when it is sent whole;
+ * `alongside` is what travels in the same body (/verify's signature).
+ */
+async function sizeOf(
+  file: string,
+  plan: Plan,
+  key: ClientKey,
+  limit: BodyLimit,
+  job: "sign" | "verify",
+  alongside = 0,
+): Promise<number> {
   let info: Deno.FileInfo;
   try {
     info = await Deno.stat(file);
@@ -153,15 +173,33 @@ async function sizeOf(file: string, plan: Plan, key: ClientKey, maxBody: number)
     throw new ClientError(`cannot read ${file}: ${(err as Error).message}`);
   }
   if (!info.isFile) throw new ClientError(`${file} is not a regular file: give files to sign`);
-  if (plan.mode === "message" && info.size > maxBody) {
+  if (plan.mode === "message" && info.size + alongside > limit.bytes) {
+    const withSignature = alongside ? ` (${info.size + alongside} with the signature)` : "";
     throw new ClientError(
-      `${file} is ${info.size} bytes, more than the server takes (--max-body ${maxBody}): key ` +
+      `${file} is ${info.size} bytes${withSignature}; ${describeLimit(limit)}: key ` +
         `'${key.label}' (${key.keyType}) has no digest mode, so the file itself is sent; ` +
-        "nothing was signed. Sign a smaller file or a digest list of it, or set --max-body to " +
-        "the operator's larger limit",
+        `nothing was ${job === "sign" ? "signed" : "sent"}. ${
+          job === "sign"
+            ? "Sign a smaller file or a digest list of it"
+            : "Verify it here instead (without --remote)"
+        }, or ${raiseLimit(limit)}`,
     );
   }
   return info.size;
+}
+
+/** What raises the limit, by where it came from. */
+function raiseLimit(limit: BodyLimit): string {
+  switch (limit.from) {
+    case "server":
+      return "ask the operator to raise svcd's --max-body";
+    case "flag":
+      return limit.served === undefined
+        ? "raise --max-body to the operator's limit"
+        : `raise --max-body (the server takes up to ${limit.served} bytes)`;
+    case "default":
+      return "set --max-body to the operator's larger limit";
+  }
 }
 
 async function signOne(
@@ -170,7 +208,7 @@ async function signOne(
   plan: Plan,
   file: string,
   size: number,
-  maxBody: number,
+  limit: BodyLimit,
 ): Promise<Uint8Array> {
   const headers: Array<[string, string]> = [["X-SVC-Key", key.label]];
   let body: Uint8Array;
@@ -184,11 +222,11 @@ async function signOne(
     headers.push(["X-SVC-Digest", plan.name]);
     signed = { digest: body };
   } else {
-    body = await readWhole(file, maxBody);
+    body = await readWhole(file, limit);
     signed = checkedOver(key, body);
   }
   const answer = await conn.request("POST", "/sign", headers, body);
-  if (answer.status !== 200) throw answerError(answer, { key: key.label, maxBody });
+  if (answer.status !== 200) throw answerError(answer, { key: key.label, limit });
   if (!await verifyLocally(key, answer.body, signed)) {
     throw new ClientError(
       `svcd's signature of ${file} does not verify with the public key of '${key.label}': ` +
@@ -204,12 +242,15 @@ function checkedOver(key: ClientKey, message: Uint8Array): Signed {
   return name ? { digest: digestOf(name, key.publicKeyRaw, message) } : { message };
 }
 
-async function readWhole(file: string, maxBody: number): Promise<Uint8Array> {
+async function readWhole(file: string, limit: BodyLimit, alongside = 0): Promise<Uint8Array> {
   const bytes = await Deno.readFile(file).catch((err) => {
     throw new ClientError(`cannot read ${file}: ${err.message}`);
   });
-  if (bytes.length > maxBody) {
-    throw new ClientError(`${file} grew past --max-body ${maxBody} while being signed`);
+  if (bytes.length + alongside > limit.bytes) {
+    throw new ClientError(
+      `${file} grew to ${bytes.length} bytes while being read; ${describeLimit(limit)}: ` +
+        "nothing was sent",
+    );
   }
   return bytes;
 }
@@ -237,7 +278,9 @@ export async function verifyFile(conn: SvcdConnection, req: VerifyRequest): Prom
     key.keyType,
     req.signature,
   );
-  if (req.remote) return await verifyRemotely(conn, key, req, signature);
+  if (req.remote) {
+    return await verifyRemotely(conn, key, req, signature, bodyLimit(req.maxBody, list.maxBody));
+  }
   const name = localDigestName(key.keyType);
   if (name === undefined) {
     const message = await Deno.readFile(req.file).catch((err) => {
@@ -261,9 +304,10 @@ async function verifyRemotely(
   key: ClientKey,
   req: VerifyRequest,
   signature: Uint8Array,
+  limit: BodyLimit,
 ): Promise<boolean> {
   const plan = planFor(key);
-  const size = await sizeOf(req.file, plan, key, req.maxBody);
+  const size = await sizeOf(req.file, plan, key, limit, "verify", signature.length);
   const headers: Array<[string, string]> = [
     ["X-SVC-Key", key.label],
     ["X-SVC-Signature-Length", String(signature.length)],
@@ -277,7 +321,7 @@ async function verifyRemotely(
     );
     headers.push(["X-SVC-Digest", plan.name]);
   } else {
-    tail = await readWhole(req.file, req.maxBody);
+    tail = await readWhole(req.file, limit, signature.length);
   }
   const body = new Uint8Array(signature.length + tail.length);
   body.set(signature);
@@ -285,5 +329,5 @@ async function verifyRemotely(
   const answer = await conn.request("POST", "/verify", headers, body);
   if (answer.status === 200) return true;
   if (answer.status === 422) return false;
-  throw answerError(answer, { key: key.label, maxBody: req.maxBody });
+  throw answerError(answer, { key: key.label, limit });
 }

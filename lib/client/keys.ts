@@ -1,7 +1,7 @@
 /**
  * The caller's keys as GET /token lists them: label, type, public key and the digest modes svcd
  * takes for it (the `digests` list; a daemon without digest mode lists none, and every key is then
- * signed in message mode).
+ * signed in message mode); and the largest body the daemon takes (`max_body`, where it says).
  *
  * @example
  * ```ts
@@ -40,6 +40,8 @@ export interface KeyList {
   unusable: UnusableKey[];
   /** Whether the daemon states digest modes at all (the `digests` field). */
   digestModeKnown: boolean;
+  /** The largest /sign or /verify body the daemon takes (`max_body`); undefined: not stated. */
+  maxBody?: number;
 }
 
 /** GET /token, parsed. */
@@ -76,6 +78,9 @@ function parseKeyList(doc: unknown, conn: SvcdConnection): KeyList {
   const entries = (doc as { keys?: unknown })?.keys;
   if (!Array.isArray(entries)) throw notTokenAnswer(conn);
   const list: KeyList = { keys: [], unusable: [], digestModeKnown: false };
+  const maxBody = (doc as { max_body?: unknown }).max_body;
+  // Anything but a positive whole number is not a limit: treated as not stated.
+  if (Number.isSafeInteger(maxBody) && (maxBody as number) > 0) list.maxBody = maxBody as number;
   for (const e of entries) {
     if (typeof e?.label !== "string") throw notTokenAnswer(conn);
     if (typeof e.error === "string") {

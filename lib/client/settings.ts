@@ -24,7 +24,7 @@ export const ENVIRONMENT = {
   SVCD_CLIENT_KEY: "--client-key",
 } as const;
 
-/** The largest message svcd takes unless its operator changed --max-body. */
+/** svcd's default --max-body: the limit assumed of a server that does not state its own. */
 export const DEFAULT_MAX_BODY = 1 << 20;
 /** How many times a 429 or 503 is retried after its Retry-After. */
 export const DEFAULT_RETRIES = 3;
@@ -38,7 +38,45 @@ export type Endpoint =
 export interface Settings {
   endpoint: Endpoint;
   retries: number;
-  maxBody: number;
+  /** `--max-body` as given; undefined: the server's own limit decides ({@link bodyLimit}). */
+  maxBody?: number;
+}
+
+/** The largest body sent to svcd, and who set it (named when a file is refused for it). */
+export interface BodyLimit {
+  bytes: number;
+  /**
+   * `server`: GET /token's max_body; `flag`: --max-body, below the server's limit or with a server
+   * that states none; `default`: svcd's default, for a server that states none.
+   */
+  from: "server" | "flag" | "default";
+  /** The server's stated limit, when --max-body is below it. */
+  served?: number;
+}
+
+/**
+ * The limit a body is checked against before it is sent. --max-body only lowers the server's
+ * stated limit (to a proxy's smaller one): a larger body would be refused after its upload.
+ */
+export function bodyLimit(given: number | undefined, served: number | undefined): BodyLimit {
+  if (served !== undefined && (given === undefined || given >= served)) {
+    return { bytes: served, from: "server" };
+  }
+  if (given !== undefined) return { bytes: given, from: "flag", served };
+  return { bytes: DEFAULT_MAX_BODY, from: "default" };
+}
+
+/** How a refusal names the limit: the number and where it came from. */
+export function describeLimit(limit: BodyLimit): string {
+  switch (limit.from) {
+    case "server":
+      return `the server takes at most ${limit.bytes} bytes (GET /token max_body)`;
+    case "flag":
+      return `--max-body allows at most ${limit.bytes} bytes`;
+    case "default":
+      return `the server takes at most ${limit.bytes} bytes (svcd's default --max-body; this ` +
+        "server states no max_body in GET /token)";
+  }
 }
 
 /** The flags as given (strings, unparsed). */
@@ -62,7 +100,9 @@ export function resolveSettings(
     throw usage("no address: give --addr https://HOST[:PORT] or set SVCD_ADDR");
   }
   const retries = count(flags.retries, "--retries", DEFAULT_RETRIES, 0, 100);
-  const maxBody = count(flags["max-body"], "--max-body", DEFAULT_MAX_BODY, 1, 2 ** 40);
+  const maxBody = flags["max-body"] === undefined
+    ? undefined
+    : count(flags["max-body"], "--max-body", 0, 1, 2 ** 40);
   return { endpoint: resolveEndpoint(addr, flags, env), retries, maxBody };
 }
 

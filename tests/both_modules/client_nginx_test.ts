@@ -6,6 +6,10 @@
  * original file: openssl (ECDSA in the client's DER form, RSA-PSS, Ed25519) and @noble/post-quantum
  * (ML-DSA by plain verify of the message; the composite through tests/support/oracle.ts).
  *
+ * The client is never given --max-body: the daemon's raised limit reaches it through GET /token's
+ * max_body alone, so the 256 MiB file sent whole and the refusal of a larger one both show that it
+ * learned the limit.
+ *
  * The daemon has digest mode: every key on GET /token must list its digest names, and every key
  * type that has one must sign the 256 MiB file by digest (a small upload, read from nginx's access
  * log) — the test fails if digest mode goes missing, it does not fall back to message mode. Its
@@ -143,7 +147,9 @@ interface ListedKey {
 async function listedKeys(s: Setup): Promise<ListedKey[]> {
   const res = await curlNginx(s.nginx, s.pki, s.pki.clients[0], "/token", []);
   assert.equal(res.status, 200);
-  return JSON.parse(new TextDecoder().decode(res.body)).keys;
+  const listed = JSON.parse(new TextDecoder().decode(res.body));
+  assert.equal(listed.max_body, RAISED_MAX_BODY, "GET /token states the daemon's --max-body");
+  return listed.keys;
 }
 
 /** The digest the client sends for this key, or undefined when its type has no digest mode. */
@@ -162,8 +168,6 @@ async function signAndCheck(s: Setup, key: ListedKey, file: string): Promise<voi
     "sign",
     "--key-label",
     key.label,
-    "--max-body",
-    String(RAISED_MAX_BODY),
     "--out",
     sig,
     ...(ecdsa ? ["--format", "der"] : []),
@@ -397,23 +401,31 @@ Deno.test({
       assert.ok(messageOnly.length > 0);
 
       await t.step(
-        "256 MiB without a digest mode: refused up front at the default limit",
+        "past the daemon's --max-body without a digest mode: refused up front, naming max_body",
         async () => {
+          // Sparse: the client refuses it by its size and never reads it.
+          const past = `${setup.dir}/past-max-body`;
+          await Deno.writeFile(past, new Uint8Array());
+          await Deno.truncate(past, RAISED_MAX_BODY + 1);
           for (const key of messageOnly) {
             const before = await accessLogLength(setup);
-            const r = await runClient(setup, ["sign", "--key-label", key.label, bigPath]);
-            assert.equal(r.code, 1);
+            const r = await runClient(setup, ["sign", "--key-label", key.label, past]);
+            assert.equal(r.code, 1, r.text);
             assert.match(
               r.stderr,
-              /is 268435456 bytes, more than the server takes \(--max-body 1048576\)/,
+              new RegExp(
+                `is ${RAISED_MAX_BODY + 1} bytes; the server takes at most ${RAISED_MAX_BODY} ` +
+                  "bytes \\(GET /token max_body\\)",
+              ),
             );
             assert.deepEqual(await uploadSizes(setup, "/sign", before), []);
           }
+          await Deno.remove(past);
         },
       );
 
       await t.step(
-        "256 MiB without a digest mode, --max-body raised: sent whole, verified",
+        "256 MiB without a digest mode, within the daemon's max_body: sent whole, verified",
         async () => {
           for (const key of messageOnly) await signAndCheck(setup, key, bigPath);
         },

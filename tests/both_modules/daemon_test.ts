@@ -35,6 +35,8 @@ const EXPECTED_KEYS: Record<string, string[]> = {
   svcmod: ["k-ec", "clé-ключ", "k-ed", "k-mldsa", "k-composite"],
 };
 const te = new TextEncoder();
+/** The daemon's --max-body here: not the default, so /token's max_body must come from the flag. */
+const MAX_BODY = 16384;
 
 function sign(socket: string, subject: string, key: string, body: Uint8Array | string) {
   return request(socket, {
@@ -91,7 +93,11 @@ for (const threads of [0, 2]) {
         `${BOB}\tk-ec`,
         ...crowd.map((s) => `${s}\tk-ec`),
       ].join("\n") + "\n";
-      const daemon = await startDaemon({ token, policy, args: ["--threads", String(threads)] });
+      const daemon = await startDaemon({
+        token,
+        policy,
+        args: ["--threads", String(threads), "--max-body", String(MAX_BODY)],
+      });
       const sock = daemon.socket;
       try {
         const publicKeys = await daemonPublicKeys(sock, ALICE);
@@ -232,7 +238,7 @@ for (const threads of [0, 2]) {
         );
 
         await t.step(
-          "/health reports token, pool and audit; /token lists only the caller's keys",
+          "/health reports token, pool and audit; /token lists only the caller's keys and max_body",
           async () => {
             const health = await request(sock, {
               path: "/health",
@@ -250,8 +256,14 @@ for (const threads of [0, 2]) {
             assert.ok(h.pool.size >= 1);
             const bobView =
               (await request(sock, { path: "/token", headers: [["X-SVC-Client-Subject", BOB]] }))
-                .json() as { keys: Array<{ label: string }> };
+                .json() as { max_body: number; keys: Array<{ label: string }> };
             assert.deepEqual(bobView.keys.map((k) => k.label), ["k-ec"]);
+            // max_body is the limit the listener applies: a body of that size is taken, one more
+            // byte is not.
+            assert.equal(bobView.max_body, MAX_BODY);
+            const atLimit = await sign(sock, BOB, "k-ec", new Uint8Array(bobView.max_body));
+            assert.equal(atLimit.status, 200, atLimit.text());
+            assertProblem(await sign(sock, BOB, "k-ec", new Uint8Array(bobView.max_body + 1)), 413);
             // A subject the policy does not know learns nothing: the one 403, on both routes.
             for (const path of ["/token", "/health"]) {
               const stranger = await request(sock, {

@@ -1,6 +1,7 @@
 /**
  * A stand-in svcd for the client's tests: node:http on a UNIX socket, software keys, and the digest
- * mode of the wire contract (X-SVC-Digest, /token's "digests"). It signs what the contract says a
+ * mode of the wire contract (X-SVC-Digest, /token's "digests"; its body limit as "max_body" when
+ * given one). It signs what the contract says a
  * real daemon signs — ECDSA over the digest sent, ML-DSA over the μ sent (externalMu), RSA-PSS over
  * the message whose SHA-256 was sent (the test registers its files) — so the signatures it returns
  * stand or fall with the client's hashing. Tests only; svcd itself never uses node:http.
@@ -54,6 +55,11 @@ export interface FakeSvcd {
   messages: Uint8Array[];
   /** Answers to put first; each is asked in turn, the first defined answer is sent. */
   overrides: Override[];
+  /**
+   * The largest body it takes (413 past it), stated as /token's max_body; undefined: no limit and
+   * no max_body, as a daemon from before the field.
+   */
+  maxBody: number | undefined;
   close(): Promise<void>;
 }
 
@@ -187,13 +193,18 @@ const DIGEST_LENGTHS: Record<string, number> = {
 };
 
 /** Starts the fake on `dir`/fake.sock. */
-export async function startFakeSvcd(dir: string, keys: FakeKey[]): Promise<FakeSvcd> {
+export async function startFakeSvcd(
+  dir: string,
+  keys: FakeKey[],
+  opts: { maxBody?: number } = {},
+): Promise<FakeSvcd> {
   const socket = `${dir}/fake.sock`;
   const fake: FakeSvcd = {
     socket,
     requests: [],
     messages: [],
     overrides: [],
+    maxBody: opts.maxBody,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
@@ -210,7 +221,7 @@ export async function startFakeSvcd(dir: string, keys: FakeKey[]): Promise<FakeS
       const answer = o(seen);
       if (answer) return send(res, answer.status, answer.headers ?? {}, answer.body ?? "");
     }
-    const a = answerFor(seen, keys, fake.messages);
+    const a = answerFor(seen, keys, fake.messages, fake.maxBody);
     send(res, a.status, a.headers, a.body);
   });
   await new Promise<void>((resolve) => server.listen(socket, resolve));
@@ -237,6 +248,7 @@ function answerFor(
   req: SeenRequest,
   keys: FakeKey[],
   messages: Uint8Array[],
+  maxBody: number | undefined,
 ): { status: number; headers: Record<string, string>; body: Uint8Array | string } {
   const problem = (status: number, detail: string) => ({
     status,
@@ -246,6 +258,7 @@ function answerFor(
   if (req.path === "/token") {
     const body = JSON.stringify({
       token: { label: "fake" },
+      ...(maxBody === undefined ? {} : { max_body: maxBody }),
       keys: keys.map((k) => ({
         label: k.label,
         key_type: k.keyType,
@@ -257,6 +270,7 @@ function answerFor(
     });
     return { status: 200, headers: { "Content-Type": "application/json" }, body };
   }
+  if (maxBody !== undefined && req.body.length > maxBody) return problem(413, "too large");
   const key = keys.find((k) => k.label === req.headers["x-svc-key"]);
   if (!key) return problem(403, "no");
   const digest = req.headers["x-svc-digest"] as string | undefined;

@@ -75,6 +75,11 @@ export interface AuthenticatedDeps {
    * public routes on port 80 of the same name).
    */
   publicUrl?: string;
+  /**
+   * The largest /sign or /verify body the listener takes (`--max-body`), stated by GET /token as
+   * `max_body` so that a client refuses a larger message before sending it; undefined: not stated.
+   */
+  maxBody?: number;
   log(message: string): void;
   startedAt: number;
 }
@@ -464,7 +469,8 @@ async function tokenRoute(
       digests: key.digests,
     });
   }
-  return json(200, { token: deps.token.info(), keys });
+  const limit = deps.maxBody === undefined ? {} : { max_body: deps.maxBody };
+  return json(200, { token: deps.token.info(), ...limit, keys });
 }
 
 function json(status: number, value: unknown): HttpResponse {

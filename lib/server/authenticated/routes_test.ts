@@ -243,6 +243,16 @@ Deno.test("authenticated routes: /token lists an unusable key with why; any othe
   assert.equal(failed.status, 500);
 });
 
+Deno.test("authenticated routes: /token states the listener's body limit as max_body, when it has one", async () => {
+  const read = async (over: Partial<AuthenticatedDeps>) => {
+    const r = await authenticatedHandler(fakes(over).deps)(req("/token", [A], "", "GET"));
+    assert.equal(r.status, 200);
+    return JSON.parse(new TextDecoder().decode(r.body as Uint8Array));
+  };
+  assert.equal((await read({ maxBody: 4096 })).max_body, 4096);
+  assert.ok(!("max_body" in await read({})), "no limit given: no field, not a guess");
+});
+
 Deno.test("authenticated routes: /verify splits signature and message by the length header", async () => {
   const { deps } = fakes();
   const h = authenticatedHandler(deps);

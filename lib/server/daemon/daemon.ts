@@ -378,6 +378,7 @@ function serveInThisThread(
     budget: running.budget,
     admission: admissionInThisThread({ budget: running.budget, cap }),
     publicUrl: config.publicUrl,
+    maxBody: config.listener.maxBodyBytes,
     log: (message) => log(message, "authenticated"),
     startedAt,
   };

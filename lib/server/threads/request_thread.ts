@@ -179,6 +179,7 @@ function authenticatedDeps(setup: RequestThreadSetup, opened: Token): Authentica
     },
     admission: admissionAcrossThreads(main),
     publicUrl: setup.publicUrl,
+    maxBody: setup.maxBodyBytes,
     log: (message) => report({ kind: "log", message }),
     startedAt: setup.startedAt,
   };
