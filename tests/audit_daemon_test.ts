@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { moduleTempDir } from "./support/temp_dir.ts";
+import { fillFs, mountSmallTmpfs, smallTmpfsAvailable } from "./support/mounts.ts";
 import {
   assertLoggedAfterOutage,
   readAuditLines,
@@ -104,34 +105,7 @@ for (const threads of [0, 2]) {
   });
 }
 
-/** Mounts a 64 KiB tmpfs at `path` (root only); false when that is not possible here. */
-async function mountSmallTmpfs(path: string): Promise<boolean> {
-  if (Deno.uid() !== 0) return false;
-  const r = await new Deno.Command("mount", {
-    args: ["-t", "tmpfs", "-o", "size=64k,mode=0750", "tmpfs", path],
-    stderr: "null",
-  }).output();
-  return r.success;
-}
-
-async function fill(dir: string): Promise<string> {
-  const path = `${dir}/filler`;
-  using f = await Deno.open(path, { create: true, write: true });
-  try {
-    for (;;) await f.write(new Uint8Array(4096));
-  } catch (err) {
-    if (!/No space left/i.test(String(err))) throw err;
-  }
-  return path;
-}
-
-const canMount = await (async () => {
-  const probe = await Deno.makeTempDir();
-  const ok = await mountSmallTmpfs(probe);
-  if (ok) await new Deno.Command("umount", { args: ["-l", probe] }).output();
-  await Deno.remove(probe);
-  return ok;
-})();
+const canMount = await smallTmpfsAvailable();
 
 // With request threads, the log's health reaches every thread from the main isolate's log.
 for (const threads of [0, 2]) {
@@ -146,7 +120,8 @@ for (const threads of [0, 2]) {
       const workDir = moduleTempDir("audit-daemon-full-");
       const auditDir = `${workDir}/audit`;
       await Deno.mkdir(auditDir);
-      assert.ok(await mountSmallTmpfs(auditDir));
+      const small = await mountSmallTmpfs(auditDir);
+      assert.ok(small);
       const daemon = await startDaemon({
         token,
         policy: POLICY,
@@ -159,7 +134,7 @@ for (const threads of [0, 2]) {
         assert.equal(first.status, 200);
         served.push(await sha256Hex(first.body));
 
-        const filler = await fill(auditDir);
+        const filler = await fillFs(auditDir);
         // The file's last page may still hold a line or two; after that every /sign is refused.
         let refused;
         for (let i = 0; i < 100 && !refused; i++) {
@@ -196,7 +171,7 @@ for (const threads of [0, 2]) {
         await assertLoggedAfterOutage(token, auditDir, served);
       } finally {
         await daemon.stop();
-        await new Deno.Command("umount", { args: ["-l", auditDir] }).output();
+        await small.unmount();
         await Deno.remove(workDir, { recursive: true }).catch(() => {});
         await token.cleanup();
       }

@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
+import { fillFs, mountSmallTmpfs, smallTmpfsAvailable } from "../../tests/support/mounts.ts";
 import { AuditLog, AuditUnavailableError, listAuditFiles, verifyAuditFiles } from "./mod.ts";
 import {
   type SoftwareAuditKeys,
@@ -348,21 +349,16 @@ Deno.test("a removed audit file: waiting appends refused, then a new file chaine
 
 /** Mounts a 64 KiB tmpfs (root only); undefined when that is not possible here. */
 async function smallTmpfs(): Promise<{ path: string; unmount: () => Promise<void> } | undefined> {
-  if (Deno.uid() !== 0) return undefined;
   const path = moduleTempDir("audit-tmpfs-");
-  const mount = await new Deno.Command("mount", {
-    args: ["-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", path],
-    stderr: "piped",
-  }).output();
-  if (!mount.success) {
+  const small = await mountSmallTmpfs(path, { mode: 0o755 });
+  if (!small) {
     await Deno.remove(path);
     return undefined;
   }
   return {
     path,
     unmount: async () => {
-      // Lazy: a file the failed test left open must not keep the mount (or hide the real error).
-      await new Deno.Command("umount", { args: ["-l", path] }).output();
+      await small.unmount();
       await Deno.remove(path, { recursive: true }).catch(() => {});
     },
   };
@@ -383,24 +379,7 @@ async function onSmallDisk(
   }
 }
 
-/** Fills the filesystem of `dir` with one file; returns its path. */
-async function fill(dir: string): Promise<string> {
-  const path = `${dir}/filler`;
-  using f = await Deno.open(path, { create: true, write: true });
-  const chunk = new Uint8Array(4096);
-  try {
-    for (;;) await f.write(chunk);
-  } catch (err) {
-    if (!(err instanceof Error) || !/No space left|ENOSPC/i.test(String(err))) throw err;
-  }
-  return path;
-}
-
-const tmpfsAvailable = await (async () => {
-  const t = await smallTmpfs();
-  await t?.unmount();
-  return t !== undefined;
-})();
+const tmpfsAvailable = await smallTmpfsAvailable();
 
 Deno.test({
   name:
@@ -416,7 +395,7 @@ Deno.test({
         checkpointEvery: 1000,
       });
       await log.append("sign", "CN=a", { request_id: "ok-1" });
-      const filler = await fill(dir);
+      const filler = await fillFs(dir);
       const sizeBefore = (await Deno.stat(`${dir}/audit.log.000001`)).size;
 
       // 100 lines (~25 KB) cannot fit in what is left of the file's last page: the first group
@@ -488,7 +467,7 @@ Deno.test({
   fn: async () => {
     await onSmallDisk(async (dir, keys) => {
       const log = await AuditLog.open({ dir, keys: keys.keys, login: {}, retryMs: 20 });
-      const filler = await fill(dir);
+      const filler = await fillFs(dir);
       await Promise.allSettled(
         Array.from({ length: 100 }, () => log.append("sign", "CN=a", { pad: "y".repeat(200) })),
       );
@@ -596,7 +575,7 @@ Deno.test({
       const held = await Deno.open(path, { read: true });
       try {
         await Deno.remove(path);
-        const filler = await fill(dir);
+        const filler = await fillFs(dir);
         // A short line fits the removed file's last page: written and synced, then found unlinked.
         await assert.rejects(log.append("sign", "CN=a", { request_id: "x" }), /was removed/);
         for (let i = 0; i < 4; i++) {

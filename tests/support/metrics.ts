@@ -8,8 +8,10 @@
  * for (const subject of ODD_SUBJECTS) console.log((await signAs(socket, subject, "k")).status);
  * const check = await promtoolCheckMetrics(scrape);
  * if (check.code !== 0) throw new Error(check.out);
+ * await assertPromtoolAccepts(scrape); // exit 0, and not a word of complaint
  * ```
  */
+import assert from "node:assert/strict";
 import { type ClientResponse, request } from "./http_client.ts";
 
 /** Subjects as byte strings (one char per byte): quotes, braces, UTF-8 and a byte that is not. */
@@ -43,4 +45,24 @@ export async function promtoolCheckMetrics(text: string): Promise<{ code: number
   const { code, stdout, stderr } = await child.output();
   const td = new TextDecoder();
   return { code, out: td.decode(stdout) + td.decode(stderr) };
+}
+
+/**
+ * Asserts that `promtool check metrics` accepts `text`: exit 0 and, unless `silent: false`,
+ * nothing printed (no lint complaint either).
+ *
+ * @example
+ * ```ts
+ * declare const scrape: string;
+ * await assertPromtoolAccepts(scrape);
+ * await assertPromtoolAccepts(scrape, { silent: false }); // exit 0 is enough
+ * ```
+ */
+export async function assertPromtoolAccepts(
+  text: string,
+  opts: { silent?: boolean } = {},
+): Promise<void> {
+  const check = await promtoolCheckMetrics(text);
+  assert.equal(check.code, 0, check.out);
+  if (opts.silent ?? true) assert.equal(check.out.trim(), "", check.out);
 }
