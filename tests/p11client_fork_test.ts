@@ -7,36 +7,27 @@
  */
 import assert from "node:assert/strict";
 import {
-  canRunClientBed,
+  bedPublicPem,
   CLIENT_DRIVER,
   CLIENT_MODULE,
+  clientBedTest,
   runOk,
-  startClientBed,
-  tokenListing,
-  writePublicPem,
 } from "./support/p11client.ts";
 
-Deno.test({
-  name: "client module: a forked child finalises and initialises again; the parent signs on",
-  ignore: !canRunClientBed,
-  sanitizeResources: false,
-  sanitizeOps: false,
-  fn: async () => {
-    const bed = await startClientBed({ "k-ec": "ec-p256" });
-    try {
-      const pem = await writePublicPem(bed.dir, (await tokenListing(bed)).keys.get("k-ec")!);
-      const out = await runOk([CLIENT_DRIVER, "fork", CLIENT_MODULE, "k-ec", pem], bed.env);
-      const lines = out.stdout.trim().split("\n");
-      assert.deepEqual(lines, [
-        "parent sign=0x0 verified=1",
-        // C_GetInfo and a call on the inherited session: CKR_CRYPTOKI_NOT_INITIALIZED; the
-        // inherited state cannot be initialised over (CKR_FUNCTION_FAILED), only finalised.
-        "child getinfo=0x190 signinit=0x190 initialize=0x6 finalize=0x0 initialize=0x0 " +
-        "sign=0x0 verified=1",
-        "parent after child_exit=0 sign=0x0 verified=1",
-      ], out.stdout + out.stderr);
-    } finally {
-      await bed.stop();
-    }
+clientBedTest(
+  "client module: a forked child finalises and initialises again; the parent signs on",
+  { "k-ec": "ec-p256" },
+  async (bed) => {
+    const pem = await bedPublicPem(bed, "k-ec");
+    const out = await runOk([CLIENT_DRIVER, "fork", CLIENT_MODULE, "k-ec", pem], bed.env);
+    const lines = out.stdout.trim().split("\n");
+    assert.deepEqual(lines, [
+      "parent sign=0x0 verified=1",
+      // C_GetInfo and a call on the inherited session: CKR_CRYPTOKI_NOT_INITIALIZED; the
+      // inherited state cannot be initialised over (CKR_FUNCTION_FAILED), only finalised.
+      "child getinfo=0x190 signinit=0x190 initialize=0x6 finalize=0x0 initialize=0x0 " +
+      "sign=0x0 verified=1",
+      "parent after child_exit=0 sign=0x0 verified=1",
+    ], out.stdout + out.stderr);
   },
-});
+);

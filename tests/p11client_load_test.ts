@@ -8,14 +8,12 @@
  */
 import assert from "node:assert/strict";
 import {
-  canRunClientBed,
+  bedPublicPem,
   CLIENT_DRIVER,
   CLIENT_MODULE,
   type ClientBed,
+  clientBedTest,
   runOk,
-  startClientBed,
-  tokenListing,
-  writePublicPem,
 } from "./support/p11client.ts";
 
 const TIMEOUT_S = 2;
@@ -49,64 +47,70 @@ function silentDaemon(bed: ClientBed): { close(): Promise<void> } {
   };
 }
 
-Deno.test({
-  name: "client module: 16 threads × 500 signatures, then faults each a documented CK_RV",
-  ignore: !canRunClientBed,
-  sanitizeResources: false,
-  sanitizeOps: false,
-  fn: async (t) => {
-    // The daemon caps one identity at --workers minus one concurrent requests: 16 threads of one
-    // client certificate need 17 workers, else some get 429 (retried, then CKR_FUNCTION_FAILED).
-    const bed = await startClientBed({ "k-ec": "ec-p256" }, { daemonArgs: ["--workers", "17"] });
-    try {
-      const key = (await tokenListing(bed)).keys.get("k-ec")!;
-      const pem = await writePublicPem(bed.dir, key);
+/**
+ * With a daemon that never answers in place of the bed's (stopped) one, `sign` meets the
+ * timeout: CKR_FUNCTION_CANCELED, neither early nor much late.
+ */
+async function assertCanceledBySilentDaemon(
+  bed: ClientBed,
+  sign: () => Promise<{ rv: number; ms: number }>,
+): Promise<void> {
+  await bed.daemon.stop();
+  await Deno.remove(bed.daemon.socket).catch(() => {});
+  const silent = silentDaemon(bed);
+  try {
+    const { rv, ms } = await sign();
+    assert.equal(rv, 0x50, `CKR_FUNCTION_CANCELED, got 0x${rv.toString(16)}`);
+    assert.ok(ms >= TIMEOUT_S * 1000 - 50 && ms < TIMEOUT_S * 1000 + 1500, `${ms} ms`);
+  } finally {
+    await silent.close();
+  }
+}
 
-      await t.step(
-        "16 threads × 500 signatures, each over its own message, all verified",
-        async () => {
-          const out = await runOk(
-            [CLIENT_DRIVER, "load", CLIENT_MODULE, "k-ec", pem, "16", "500"],
-            bed.env,
-          );
-          assert.match(out.stdout, /signed=8000 verified=8000 /, out.stdout);
-          console.log(`p11drive load 16 × 500: ${out.stdout.trim()}`);
-        },
-      );
+/** A fault met at once: the CK_RV `expected` (called `name`), well before the timeout. */
+function assertAtOnce(got: { rv: number; ms: number }, expected: number, name: string): void {
+  assert.equal(got.rv, expected, `${name}, got 0x${got.rv.toString(16)}`);
+  assert.ok(got.ms < TIMEOUT_S * 1000, `${got.ms} ms`);
+}
 
-      await t.step(
-        "a daemon that never answers: CKR_FUNCTION_CANCELED at the timeout",
-        async () => {
-          await bed.daemon.stop();
-          await Deno.remove(bed.daemon.socket).catch(() => {});
-          const silent = silentDaemon(bed);
-          try {
-            const { rv, ms } = await signOnce(bed);
-            assert.equal(rv, 0x50, `CKR_FUNCTION_CANCELED, got 0x${rv.toString(16)}`);
-            assert.ok(ms >= TIMEOUT_S * 1000 - 50 && ms < TIMEOUT_S * 1000 + 1500, `${ms} ms`);
-          } finally {
-            await silent.close();
-          }
-        },
-      );
+clientBedTest(
+  "client module: 16 threads × 500 signatures, then faults each a documented CK_RV",
+  { "k-ec": "ec-p256" },
+  async (bed, t) => {
+    const pem = await bedPublicPem(bed, "k-ec");
 
-      await t.step("svcd stopped (nginx answers 502): CKR_DEVICE_ERROR at once", async () => {
-        const { rv, ms } = await signOnce(bed);
-        assert.equal(rv, 0x30, `CKR_DEVICE_ERROR, got 0x${rv.toString(16)}`);
-        assert.ok(ms < TIMEOUT_S * 1000, `${ms} ms`);
-      });
+    await t.step(
+      "16 threads × 500 signatures, each over its own message, all verified",
+      async () => {
+        const out = await runOk(
+          [CLIENT_DRIVER, "load", CLIENT_MODULE, "k-ec", pem, "16", "500"],
+          bed.env,
+        );
+        assert.match(out.stdout, /signed=8000 verified=8000 /, out.stdout);
+        console.log(`p11drive load 16 × 500: ${out.stdout.trim()}`);
+      },
+    );
 
-      await t.step("nginx stopped: CKR_DEVICE_REMOVED at once", async () => {
-        await bed.nginx.stop();
-        const { rv, ms } = await signOnce(bed);
-        assert.equal(rv, 0x32, `CKR_DEVICE_REMOVED, got 0x${rv.toString(16)}`);
-        assert.ok(ms < TIMEOUT_S * 1000, `${ms} ms`);
-      });
-    } finally {
-      await bed.stop();
-    }
+    await t.step(
+      "a daemon that never answers: CKR_FUNCTION_CANCELED at the timeout",
+      async () => {
+        await assertCanceledBySilentDaemon(bed, () => signOnce(bed));
+      },
+    );
+
+    await t.step("svcd stopped (nginx answers 502): CKR_DEVICE_ERROR at once", async () => {
+      assertAtOnce(await signOnce(bed), 0x30, "CKR_DEVICE_ERROR");
+    });
+
+    await t.step("nginx stopped: CKR_DEVICE_REMOVED at once", async () => {
+      await bed.nginx.stop();
+      assertAtOnce(await signOnce(bed), 0x32, "CKR_DEVICE_REMOVED");
+    });
   },
-});
+  // The daemon caps one identity at --workers minus one concurrent requests: 16 threads of one
+  // client certificate need 17 workers, else some get 429 (retried, then CKR_FUNCTION_FAILED).
+  { daemonArgs: ["--workers", "17"] },
+);
 
 /** One signature of `p11drive wait`, as it printed it. */
 interface Signed {
@@ -169,89 +173,63 @@ class LongLivedSigner {
   }
 }
 
-Deno.test({
-  name: "client module: C_Sign in a session that signed before each fault: its documented CK_RV",
-  ignore: !canRunClientBed,
-  sanitizeResources: false,
-  sanitizeOps: false,
-  fn: async (t) => {
-    const bed = await startClientBed({ "k-ec": "ec-p256" });
-    let signer: LongLivedSigner | undefined;
+/** A signature that came back: CK_RV 0, and libcrypto verified it. */
+function assertSigned(r: Signed, what: string): void {
+  assert.equal(r.rv, 0, `${what}: rv 0x${r.rv.toString(16)}`);
+  assert.ok(r.verified, what);
+}
+
+clientBedTest(
+  "client module: C_Sign in a session that signed before each fault: its documented CK_RV",
+  { "k-ec": "ec-p256" },
+  async (bed, t) => {
+    const signer = new LongLivedSigner(bed, await bedPublicPem(bed, "k-ec"));
     try {
-      const pem = await writePublicPem(bed.dir, (await tokenListing(bed)).keys.get("k-ec")!);
-      signer = new LongLivedSigner(bed, pem);
-      const s = signer;
-      const signsAgain = async (what: string) => {
-        const r = await s.sign();
-        assert.equal(r.rv, 0, `${what}: rv 0x${r.rv.toString(16)}`);
-        assert.ok(r.verified, what);
+      const daemonBack = async () => {
+        await bed.restartDaemon();
+        assertSigned(await signer.sign(), "the daemon back");
       };
-      const first = await s.next();
-      assert.equal(first.rv, 0, `the first signature: rv 0x${first.rv.toString(16)}`);
-      assert.ok(first.verified);
+      assertSigned(await signer.next(), "the first signature");
 
       await t.step(
         "a daemon that never answers: CKR_FUNCTION_CANCELED at the timeout",
         async () => {
-          await bed.daemon.stop();
-          await Deno.remove(bed.daemon.socket).catch(() => {});
-          const silent = silentDaemon(bed);
-          try {
-            const { rv, ms } = await s.sign();
-            assert.equal(rv, 0x50, `CKR_FUNCTION_CANCELED, got 0x${rv.toString(16)}`);
-            assert.ok(ms >= TIMEOUT_S * 1000 - 50 && ms < TIMEOUT_S * 1000 + 1500, `${ms} ms`);
-          } finally {
-            await silent.close();
-          }
-          await bed.restartDaemon();
-          await signsAgain("the daemon back");
+          await assertCanceledBySilentDaemon(bed, () => signer.sign());
+          await daemonBack();
         },
       );
 
       await t.step("svcd stopped (nginx answers 502): CKR_DEVICE_ERROR at once", async () => {
         await bed.daemon.stop();
-        const { rv, ms } = await s.sign();
-        assert.equal(rv, 0x30, `CKR_DEVICE_ERROR, got 0x${rv.toString(16)}`);
-        assert.ok(ms < TIMEOUT_S * 1000, `${ms} ms`);
-        await bed.restartDaemon();
-        await signsAgain("the daemon back");
+        assertAtOnce(await signer.sign(), 0x30, "CKR_DEVICE_ERROR");
+        await daemonBack();
       });
 
       await t.step("nginx stopped: CKR_DEVICE_REMOVED at once", async () => {
         await bed.nginx.stop();
-        const { rv, ms } = await s.sign();
-        assert.equal(rv, 0x32, `CKR_DEVICE_REMOVED, got 0x${rv.toString(16)}`);
-        assert.ok(ms < TIMEOUT_S * 1000, `${ms} ms`);
+        assertAtOnce(await signer.sign(), 0x32, "CKR_DEVICE_REMOVED");
       });
-      assert.equal(await s.close(), 0, "p11drive wait exit code");
+      assert.equal(await signer.close(), 0, "p11drive wait exit code");
     } finally {
-      await signer?.close();
-      await bed.stop();
+      await signer.close();
     }
   },
-});
+);
 
-Deno.test({
-  name: "client module: a server certificate the CA did not issue is CKR_GENERAL_ERROR",
-  ignore: !canRunClientBed,
-  sanitizeResources: false,
-  sanitizeOps: false,
-  fn: async () => {
-    const bed = await startClientBed({ "k-ec": "ec-p256" });
-    try {
-      const out = await runOk([CLIENT_DRIVER, "once", CLIENT_MODULE, "k-ec"], {
-        ...bed.env,
-        SVCD_CACERT: bed.pki.clients[0].cert, // not the server's issuer
-      });
-      assert.match(out.stdout, /rv=0x5 /, out.stdout);
-      const refused = await runOk([CLIENT_DRIVER, "once", CLIENT_MODULE, "k-ec"], {
-        ...bed.env,
-        SVCD_CLIENT_CERT: bed.pki.rogue.cert, // a client certificate nginx does not trust: 403
-        SVCD_CLIENT_KEY: bed.pki.rogue.key,
-      });
-      assert.match(refused.stdout, /rv=0xe1 /, refused.stdout);
-    } finally {
-      await bed.stop();
-    }
+clientBedTest(
+  "client module: a server certificate the CA did not issue is CKR_GENERAL_ERROR",
+  { "k-ec": "ec-p256" },
+  async (bed) => {
+    const out = await runOk([CLIENT_DRIVER, "once", CLIENT_MODULE, "k-ec"], {
+      ...bed.env,
+      SVCD_CACERT: bed.pki.clients[0].cert, // not the server's issuer
+    });
+    assert.match(out.stdout, /rv=0x5 /, out.stdout);
+    const refused = await runOk([CLIENT_DRIVER, "once", CLIENT_MODULE, "k-ec"], {
+      ...bed.env,
+      SVCD_CLIENT_CERT: bed.pki.rogue.cert, // a client certificate nginx does not trust: 403
+      SVCD_CLIENT_KEY: bed.pki.rogue.key,
+    });
+    assert.match(refused.stdout, /rv=0xe1 /, refused.stdout);
   },
-});
+);

@@ -17,6 +17,16 @@ import { isKeyTypeName } from "../../lib/token/mod.ts";
 import { request } from "./http_client.ts";
 import { type CommandResult, runCommand } from "./command.ts";
 
+/** One key as GET /token lists it (JSON, the public key in base64). */
+export interface TokenKey {
+  label: string;
+  key_type: string;
+  public_key: string | null;
+  public_key_raw: string;
+  /** The digest names the key takes in digest mode (empty: message mode only). */
+  digests: string[];
+}
+
 /** A public key as GET /token lists it: raw, and as SPKI where the type has one. */
 export interface DaemonPublicKey {
   raw: Uint8Array;

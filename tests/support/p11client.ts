@@ -18,7 +18,7 @@ import { freePort, startNginx, type TestNginx } from "./nginx.ts";
 import { makeTestToken, type TestToken } from "./token.ts";
 import { makeProxyWorkDir, startDaemon, type TestDaemon } from "./daemon.ts";
 import type { TestModuleName } from "./modules.ts";
-import { writeSpkiPem } from "./oracle.ts";
+import { type TokenKey, writeSpkiPem } from "./oracle.ts";
 import assert from "node:assert/strict";
 import {
   CKA,
@@ -211,21 +211,63 @@ export async function tokenListing(
   return { keys: new Map(body.keys.map((k) => [k.label, k])) };
 }
 
-/** One key of /token. */
-export interface TokenKey {
-  label: string;
-  key_type: string;
-  public_key: string | null;
-  public_key_raw: string;
-  /** The digest names the key takes in digest mode (empty: message mode only). */
-  digests: string[];
-}
+export type { TokenKey };
 
 /** Writes the key's SPKI as a PEM file for openssl, and returns its path. */
 export async function writePublicPem(dir: string, key: TokenKey): Promise<string> {
   const path = `${dir}/${key.label}.pub.pem`;
   await writeSpkiPem(path, key.public_key!);
   return path;
+}
+
+/**
+ * The public key of `label`, as the bed's GET /token lists it, written as a PEM file in the bed's
+ * folder for openssl; returns its path.
+ *
+ * @example
+ * ```ts
+ * declare const bed: ClientBed;
+ * const pem = await bedPublicPem(bed, "k-ec");
+ * ```
+ */
+export async function bedPublicPem(
+  bed: Pick<ClientBed, "dir" | "env">,
+  label: string,
+): Promise<string> {
+  return await writePublicPem(bed.dir, (await tokenListing(bed)).keys.get(label)!);
+}
+
+/**
+ * A test on a bed of `keys` (see `startClientBed`): skipped where no bed can run here; the bed is
+ * stopped after `fn`, whatever happened.
+ *
+ * @example
+ * ```ts
+ * clientBedTest("client module: lists a slot", { "k-ec": "ec-p256" }, async (bed) => {
+ *   await runOk(["pkcs11-tool", "--module", CLIENT_MODULE, "--list-slots"], bed.env);
+ * });
+ * ```
+ */
+export function clientBedTest(
+  name: string,
+  keys: Record<string, string>,
+  fn: (bed: ClientBed, t: Deno.TestContext) => Promise<void>,
+  opts: ClientBedOptions = {},
+): void {
+  Deno.test({
+    name,
+    ignore: !canRunClientBed,
+    sanitizeResources: false,
+    sanitizeOps: false,
+    fn: async (t) => {
+      const bed = await startClientBed(keys, opts);
+      try {
+        await fn(bed, t);
+      } finally {
+        await bed.stop();
+      }
+    },
+  });
 }
 
 const CKF_SERIAL_SESSION = 4;
