@@ -17,7 +17,7 @@ import { parseArgs } from "node:util";
 import { makeTestToken } from "../tests/support/token.ts";
 import { makeProxyWorkDir, startDaemon } from "../tests/support/daemon.ts";
 import { makePki } from "../tests/support/pki.ts";
-import { curlNginx, startNginx } from "../tests/support/nginx.ts";
+import { curlNginx, curlTlsArgs, startNginx } from "../tests/support/nginx.ts";
 import { mountFs } from "../tests/support/mounts.ts";
 import { runCommand } from "../tests/support/command.ts";
 
@@ -99,12 +99,7 @@ try {
       const r = await runCommand("curl", [
         "-sS",
         "--fail",
-        "--cacert",
-        pki.caCert,
-        "--cert",
-        client.cert,
-        "--key",
-        client.key,
+        ...curlTlsArgs(pki.caCert, client),
         "-H",
         "X-SVC-Key: b-ed",
         "--data-binary",

@@ -19,7 +19,6 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import { moduleTempDir } from "../support/temp_dir.ts";
 import { mountFs } from "../support/mounts.ts";
 import { makePki, type Pki } from "../support/pki.ts";
@@ -28,7 +27,13 @@ import { makeTestToken, type TestToken } from "../support/token.ts";
 import { makeProxyWorkDir, startDaemon, type TestDaemon } from "../support/daemon.ts";
 import { readAuditLines, runAuditVerify } from "../support/audit.ts";
 import { type CommandResult, runCommand } from "../support/command.ts";
-import { opensslVerifyFile, verifyIndependently, writeSpkiPem } from "../support/oracle.ts";
+import {
+  opensslVerifyFile,
+  type TokenKey,
+  verifyIndependently,
+  writeSpkiPem,
+} from "../support/oracle.ts";
+import { ML_DSA } from "../support/digest_mode.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const WWW_DATA = 33;
@@ -51,7 +56,6 @@ const KEYS: Record<string, string> = {
   "k-mldsa87": "ml-dsa-87",
   "k-comp": "composite-mldsa65-ed25519",
 };
-const ML_DSA = { "ml-dsa-44": ml_dsa44, "ml-dsa-65": ml_dsa65, "ml-dsa-87": ml_dsa87 } as const;
 
 /** Each module's key types here (a type that stops being offered fails the test, not quietly). */
 const EXPECTED_KEYS: Record<string, string[]> = {
@@ -136,15 +140,7 @@ async function runClient(s: Setup, args: string[]): Promise<CommandResult> {
   );
 }
 
-interface ListedKey {
-  label: string;
-  key_type: string;
-  public_key: string | null;
-  public_key_raw: string;
-  digests: string[];
-}
-
-async function listedKeys(s: Setup): Promise<ListedKey[]> {
+async function listedKeys(s: Setup): Promise<TokenKey[]> {
   const res = await curlNginx(s.nginx, s.pki, s.pki.clients[0], "/token", []);
   assert.equal(res.status, 200);
   const listed = JSON.parse(new TextDecoder().decode(res.body));
@@ -153,7 +149,7 @@ async function listedKeys(s: Setup): Promise<ListedKey[]> {
 }
 
 /** The digest the client sends for this key, or undefined when its type has no digest mode. */
-function digestSent(key: ListedKey): string | undefined {
+function digestSent(key: TokenKey): string | undefined {
   return DIGEST_SENT[key.key_type];
 }
 
@@ -161,7 +157,7 @@ function digestSent(key: ListedKey): string | undefined {
  * Signs `file` with the client (DER for ECDSA, raw otherwise) and checks the signature with a
  * verifier the project did not write.
  */
-async function signAndCheck(s: Setup, key: ListedKey, file: string): Promise<void> {
+async function signAndCheck(s: Setup, key: TokenKey, file: string): Promise<void> {
   const ecdsa = key.key_type.startsWith("ec-");
   const sig = `${file}.${key.label}.sig`;
   const r = await runClient(s, [
@@ -207,7 +203,7 @@ async function signAndCheck(s: Setup, key: ListedKey, file: string): Promise<voi
  * node:crypto in one pass over the file: its SHA-2, or ML-DSA's μ with an empty context
  * (FIPS 204: SHAKE256(SHAKE256(pk, 64) ‖ 0x00 ‖ 0x00 ‖ M, 64)).
  */
-async function fileDigests(file: string, keys: ListedKey[]): Promise<Map<string, string>> {
+async function fileDigests(file: string, keys: TokenKey[]): Promise<Map<string, string>> {
   const hashes = keys.map((key) => {
     const name = digestSent(key)!;
     if (name !== "ml-dsa-mu") return createHash(name.replace("-", ""));

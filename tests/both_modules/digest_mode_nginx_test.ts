@@ -12,15 +12,23 @@
  * key lists no digest names and ml-dsa-mu gets `digest-unsupported` naming the mechanism.
  */
 import assert from "node:assert/strict";
-import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import * as asn1js from "asn1js";
 import { moduleTempDir } from "../support/temp_dir.ts";
 import { makePki, type Pki } from "../support/pki.ts";
-import { curlNginx, startNginx, type TestNginx } from "../support/nginx.ts";
-import { makeTestToken } from "../support/token.ts";
+import { curlNginx, curlTlsArgs, startNginx, type TestNginx } from "../support/nginx.ts";
+import { makeTestToken, type TestToken } from "../support/token.ts";
 import { selectedModuleName } from "../support/modules.ts";
 import { makeProxyWorkDir, startDaemon, type TestDaemon } from "../support/daemon.ts";
-import { writeSpkiPem } from "../support/oracle.ts";
+import { type TokenKey, writeSpkiPem } from "../support/oracle.ts";
+import {
+  DIGEST_BYTES,
+  DIGEST_NAMES,
+  digestModeKeys,
+  expectedDigestModeKeys,
+  KNOWN_DIGESTS,
+  ML_DSA,
+  SHA2,
+} from "../support/digest_mode.ts";
 import { muHasher } from "../../lib/client/mu.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
@@ -28,41 +36,8 @@ const BOB = "CN=bob,O=Example,C=DE";
 const WWW_DATA = 33;
 const canRun = Deno.uid() === 0 && await Deno.stat("/usr/sbin/nginx").then(() => true, () => false);
 
-const KEYS: Record<string, string> = {
-  "alice-p256": "ec-p256",
-  "alice-p384": "ec-p384",
-  "alice-rsa": "rsa-3072",
-  "alice-ed": "ed25519",
-  "alice-ml44": "ml-dsa-44",
-  "alice-ml65": "ml-dsa-65",
-  "alice-ml87": "ml-dsa-87",
-  "alice-comp": "composite-mldsa65-ed25519",
-};
-/** What each module must offer (a type that stops being offered fails here, not quietly). */
-const EXPECTED_KEYS: Record<string, string[]> = {
-  softhsm: ["alice-p256", "alice-p384", "alice-rsa", "alice-ed"],
-  svcmod: ["alice-p256", "alice-ed", "alice-ml44", "alice-ml65", "alice-ml87", "alice-comp"],
-};
-const SHA2 = ["sha-256", "sha-384", "sha-512"];
-/** The names each key type takes (svcmod offers CKM_ML_DSA_EXTERNAL_MU beside its ML-DSA). */
-const NAMES: Record<string, string[]> = {
-  "ec-p256": SHA2,
-  "ec-p384": SHA2,
-  "rsa-3072": SHA2,
-  "ed25519": [],
-  "ml-dsa-44": ["ml-dsa-mu"],
-  "ml-dsa-65": ["ml-dsa-mu"],
-  "ml-dsa-87": ["ml-dsa-mu"],
-  "composite-mldsa65-ed25519": [],
-};
-const KNOWN = ["sha-256", "sha-384", "sha-512", "ml-dsa-mu"];
-const DIGEST_BYTES: Record<string, number> = {
-  "sha-256": 32,
-  "sha-384": 48,
-  "sha-512": 64,
-  "ml-dsa-mu": 64,
-};
-const NOBLE = { "ml-dsa-44": ml_dsa44, "ml-dsa-65": ml_dsa65, "ml-dsa-87": ml_dsa87 } as const;
+const KEYS = digestModeKeys("alice-");
+const EXPECTED_KEYS = expectedDigestModeKeys("alice-");
 const td = new TextDecoder();
 
 async function run(
@@ -73,16 +48,8 @@ async function run(
   return { ok: o.success, out: o.stdout, err: td.decode(o.stderr) };
 }
 
-interface ListedKey {
-  label: string;
-  key_type: string;
-  public_key: string | null;
-  public_key_raw: string;
-  digests: string[];
-}
-
 /** The digest of `file` for `name`: openssl's SHA-2, or μ over the raw ML-DSA public key. */
-async function digestOf(name: string, file: string, key: ListedKey): Promise<Uint8Array> {
+async function digestOf(name: string, file: string, key: TokenKey): Promise<Uint8Array> {
   if (name === "ml-dsa-mu") {
     const h = muHasher(Uint8Array.fromBase64(key.public_key_raw));
     h.update(await Deno.readFile(file));
@@ -115,13 +82,13 @@ function ecdsaDer(raw: Uint8Array): Uint8Array {
  */
 async function verifiesOverFile(
   dir: string,
-  key: ListedKey,
+  key: TokenKey,
   name: string,
   file: string,
   signature: Uint8Array,
 ): Promise<boolean> {
-  if (key.key_type in NOBLE) {
-    const noble = NOBLE[key.key_type as keyof typeof NOBLE];
+  if (key.key_type in ML_DSA) {
+    const noble = ML_DSA[key.key_type as keyof typeof ML_DSA];
     return noble.verify(
       signature,
       await Deno.readFile(file),
@@ -154,6 +121,45 @@ function assertProblem(
   if (detail) assert.match(doc.detail, detail, what);
 }
 
+/** What a test through nginx is given by `throughNginx`: alice and bob are clients of `pki`. */
+interface ThroughNginx {
+  dir: string;
+  pki: Pki;
+  nginx: TestNginx;
+  alice: Pki["clients"][number];
+  bob: Pki["clients"][number];
+}
+
+/**
+ * Runs `fn` against the daemon on `token` (--proxy-uid 33) behind nginx, with a PKI of alice and
+ * bob, in a fresh folder (`prefix`); then stops both, cleans the token up and removes the folder,
+ * whatever happened.
+ */
+async function throughNginx(
+  token: TestToken,
+  prefix: string,
+  serve: { policy: string; args?: string[] },
+  fn: (s: ThroughNginx) => Promise<void>,
+): Promise<void> {
+  const dir = moduleTempDir(prefix);
+  await Deno.chmod(dir, 0o711);
+  let daemon: TestDaemon | undefined;
+  let nginx: TestNginx | undefined;
+  try {
+    const pki = await makePki(dir, [ALICE, BOB]);
+    const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
+    daemon = await startDaemon({ token, workDir, proxyUid: WWW_DATA, ...serve });
+    nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
+    const [alice, bob] = pki.clients;
+    await fn({ dir, pki, nginx, alice, bob });
+  } finally {
+    await nginx?.stop();
+    if (daemon) await daemon.stop();
+    await token.cleanup();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
 Deno.test({
   name: "digest mode through nginx with TLS and a client certificate: every key type and name",
   ignore: !canRun,
@@ -161,27 +167,14 @@ Deno.test({
   sanitizeOps: false,
   fn: async (t) => {
     const token = await makeTestToken({ keys: KEYS });
-    const dir = moduleTempDir("svcd-digest-nginx-");
-    await Deno.chmod(dir, 0o711);
-    let daemon: TestDaemon | undefined;
-    let nginx: TestNginx | undefined;
-    try {
-      const labels = Object.keys(KEYS).filter((l) => token.keys.includes(l));
+    const labels = Object.keys(KEYS).filter((l) => token.keys.includes(l));
+    await throughNginx(token, "svcd-digest-nginx-", {
+      // Bob holds one key, so his 403s are those of a known subject asking for another's key.
+      policy: [...labels.map((l) => `${ALICE}\t${l}`), `${BOB}\talice-ed`].join("\n") + "\n",
+      // Every refusal counts into the refusal budget, and this test asks for dozens on purpose.
+      args: ["--refusal-threshold", "100000"],
+    }, async ({ dir, pki, nginx: proxy, alice, bob }) => {
       assert.deepEqual(labels, EXPECTED_KEYS[token.module.name]);
-      const pki = await makePki(dir, [ALICE, BOB]);
-      const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
-      daemon = await startDaemon({
-        token,
-        workDir,
-        proxyUid: WWW_DATA,
-        // Bob holds one key, so his 403s are those of a known subject asking for another's key.
-        policy: [...labels.map((l) => `${ALICE}\t${l}`), `${BOB}\talice-ed`].join("\n") + "\n",
-        // Every refusal counts into the refusal budget, and this test asks for dozens on purpose.
-        args: ["--refusal-threshold", "100000"],
-      });
-      nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
-      const proxy = nginx;
-      const [alice, bob] = pki.clients;
       const ask = (
         path: string,
         label: string,
@@ -195,21 +188,21 @@ Deno.test({
 
       const listed = await curlNginx(proxy, pki, alice, "/token", []);
       assert.equal(listed.status, 200, td.decode(listed.body));
-      const keys = (JSON.parse(td.decode(listed.body)).keys as ListedKey[])
+      const keys = (JSON.parse(td.decode(listed.body)).keys as TokenKey[])
         .filter((k) => labels.includes(k.label));
       assert.deepEqual(keys.map((k) => k.label), labels);
 
       await t.step("GET /token lists each key type's digest names", () => {
         for (const key of keys) {
           assert.equal(key.key_type, KEYS[key.label]);
-          assert.deepEqual(key.digests, NAMES[key.key_type], key.label);
+          assert.deepEqual(key.digests, DIGEST_NAMES[key.key_type], key.label);
         }
       });
 
       await t.step("each name: the signature verifies over the original file", async () => {
         let count = 0;
         for (const key of keys) {
-          for (const name of NAMES[key.key_type]) {
+          for (const name of DIGEST_NAMES[key.key_type]) {
             const what = `${key.label} ${name}`;
             const digest = await digestOf(name, file, key);
             const res = await ask("/sign", key.label, [["X-SVC-Digest", name]], digest);
@@ -233,7 +226,7 @@ Deno.test({
       });
 
       await t.step("digest-unknown: a name nobody knows, on /sign and /verify", async () => {
-        const listsKnown = new RegExp(KNOWN.join(", "));
+        const listsKnown = new RegExp(KNOWN_DIGESTS.join(", "));
         for (const label of labels) {
           for (const name of ["sha-1", "md5"]) {
             const what = `${label} ${name}`;
@@ -250,7 +243,7 @@ Deno.test({
 
       await t.step("digest-length: a body not of the digest's length", async () => {
         for (const key of keys) {
-          for (const name of NAMES[key.key_type]) {
+          for (const name of DIGEST_NAMES[key.key_type]) {
             const n = DIGEST_BYTES[name];
             for (const wrong of [0, n - 1, n + 1]) {
               const what = `${key.label} ${name} ${wrong}`;
@@ -271,11 +264,11 @@ Deno.test({
       await t.step("digest-unsupported: every known name a key type does not take", async () => {
         let count = 0;
         for (const key of keys) {
-          const takes = NAMES[key.key_type];
+          const takes = DIGEST_NAMES[key.key_type];
           const expected = takes.length === 0
             ? new RegExp(`${key.key_type} keys take no digest mode`)
             : new RegExp(`${key.key_type} keys take X-SVC-Digest ${takes.join(", ")}`);
-          for (const name of KNOWN.filter((n) => !takes.includes(n))) {
+          for (const name of KNOWN_DIGESTS.filter((n) => !takes.includes(n))) {
             const what = `${key.label} ${name}`;
             const body = new Uint8Array(DIGEST_BYTES[name]);
             const headers: Array<[string, string]> = [["X-SVC-Digest", name]];
@@ -322,12 +315,7 @@ Deno.test({
           }
         }
       });
-    } finally {
-      await nginx?.stop();
-      if (daemon) await daemon.stop();
-      await token.cleanup();
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
-    }
+    });
   },
 });
 
@@ -346,12 +334,7 @@ async function rawAnswer(
     const r = await run("curl", [
       "-sS",
       "-i",
-      "--cacert",
-      pki.caCert,
-      "--cert",
-      client.cert,
-      "--key",
-      client.key,
+      ...curlTlsArgs(pki.caCert, client),
       ...headers.flatMap(([n, v]) => ["-H", `${n}: ${v}`]),
       "--data-binary",
       `@${dir}/in`,
@@ -373,23 +356,10 @@ Deno.test({
   fn: async (t) => {
     const made = await makeTestToken({ keys: { "alice-ml": "ml-dsa-65", "alice-ec": "ec-p256" } });
     const token = { ...made, env: { ...made.env, SVCMOD_HIDE_MECHANISMS: "0x403c" } };
-    const dir = moduleTempDir("svcd-digest-nomu-");
-    await Deno.chmod(dir, 0o711);
-    let daemon: TestDaemon | undefined;
-    let nginx: TestNginx | undefined;
-    try {
+    await throughNginx(token, "svcd-digest-nomu-", {
+      policy: `${ALICE}\talice-ml\n${ALICE}\talice-ec\n`,
+    }, async ({ pki, nginx: proxy, alice, bob }) => {
       assert.deepEqual(token.keys, ["alice-ml", "alice-ec"]);
-      const pki = await makePki(dir, [ALICE, BOB]);
-      const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
-      daemon = await startDaemon({
-        token,
-        workDir,
-        proxyUid: WWW_DATA,
-        policy: `${ALICE}\talice-ml\n${ALICE}\talice-ec\n`,
-      });
-      nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
-      const proxy = nginx;
-      const [alice, bob] = pki.clients;
 
       await t.step("GET /token: the ML-DSA key lists no digest names", async () => {
         const listed = await curlNginx(proxy, pki, alice, "/token", []);
@@ -444,11 +414,6 @@ Deno.test({
           assert.equal(await ask("alice-ec"), missing);
         },
       );
-    } finally {
-      await nginx?.stop();
-      if (daemon) await daemon.stop();
-      await token.cleanup();
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
-    }
+    });
   },
 });

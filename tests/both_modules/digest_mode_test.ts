@@ -8,7 +8,6 @@
  */
 import assert from "node:assert/strict";
 import { constants, createHash, createPublicKey, verify as nodeVerify } from "node:crypto";
-import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import { makeTestToken } from "../support/token.ts";
 import { startDaemon } from "../support/daemon.ts";
 import {
@@ -19,49 +18,24 @@ import {
 } from "../support/http_client.ts";
 import { type DaemonPublicKey, daemonPublicKeys } from "../support/oracle.ts";
 import { readAuditLines, runAuditVerify } from "../support/audit.ts";
+import {
+  DIGEST_BYTES,
+  DIGEST_NAMES,
+  digestModeKeys,
+  expectedDigestModeKeys,
+  KNOWN_DIGESTS,
+  ML_DSA,
+} from "../support/digest_mode.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const BOB = "CN=bob,O=Example,C=DE";
-const KEYS: Record<string, string> = {
-  "k-p256": "ec-p256",
-  "k-p384": "ec-p384",
-  "k-rsa": "rsa-3072",
-  "k-ed": "ed25519",
-  "k-ml44": "ml-dsa-44",
-  "k-ml65": "ml-dsa-65",
-  "k-ml87": "ml-dsa-87",
-  "k-comp": "composite-mldsa65-ed25519",
-};
-/** What each module must offer (a type that stops being offered fails here, not quietly). */
-const EXPECTED_KEYS: Record<string, string[]> = {
-  softhsm: ["k-p256", "k-p384", "k-rsa", "k-ed"],
-  svcmod: ["k-p256", "k-ed", "k-ml44", "k-ml65", "k-ml87", "k-comp"],
-};
-const SHA2 = ["sha-256", "sha-384", "sha-512"];
-/** The digest names each key type takes (every module here offers what its key types need). */
-const NAMES: Record<string, string[]> = {
-  "ec-p256": SHA2,
-  "ec-p384": SHA2,
-  "rsa-3072": SHA2,
-  "ed25519": [],
-  "ml-dsa-44": ["ml-dsa-mu"],
-  "ml-dsa-65": ["ml-dsa-mu"],
-  "ml-dsa-87": ["ml-dsa-mu"],
-  "composite-mldsa65-ed25519": [],
-};
-const KNOWN = ["sha-256", "sha-384", "sha-512", "ml-dsa-mu"];
+const KEYS = digestModeKeys("k-");
+const EXPECTED_KEYS = expectedDigestModeKeys("k-");
 const NODE_HASH: Record<string, string> = {
   "sha-256": "sha256",
   "sha-384": "sha384",
   "sha-512": "sha512",
 };
-const DIGEST_BYTES: Record<string, number> = {
-  "sha-256": 32,
-  "sha-384": 48,
-  "sha-512": 64,
-  "ml-dsa-mu": 64,
-};
-const NOBLE = { "ml-dsa-44": ml_dsa44, "ml-dsa-65": ml_dsa65, "ml-dsa-87": ml_dsa87 } as const;
 const te = new TextEncoder();
 
 /** The digest a client sends: SHA-2 of the message, or μ with an empty context (FIPS 204). */
@@ -82,8 +56,8 @@ function verifiesOverMessage(
   message: Uint8Array,
   signature: Uint8Array,
 ): boolean {
-  if (keyType in NOBLE) {
-    return NOBLE[keyType as keyof typeof NOBLE].verify(signature, message, pub.raw);
+  if (keyType in ML_DSA) {
+    return ML_DSA[keyType as keyof typeof ML_DSA].verify(signature, message, pub.raw);
   }
   const key = createPublicKey({ key: Buffer.from(pub.spki!), format: "der", type: "spki" });
   if (keyType === "rsa-3072") {
@@ -174,7 +148,7 @@ for (const threads of [0, 2]) {
           const keys = (res.json() as { keys: { label: string; digests: string[] }[] }).keys;
           for (const label of labels) {
             const listed = keys.find((k) => k.label === label);
-            assert.deepEqual(listed?.digests, NAMES[KEYS[label]], label);
+            assert.deepEqual(listed?.digests, DIGEST_NAMES[KEYS[label]], label);
           }
         });
 
@@ -184,7 +158,7 @@ for (const threads of [0, 2]) {
             for (const label of labels) {
               const keyType = KEYS[label];
               const pub = publicKeys.get(label)!;
-              for (const name of NAMES[keyType]) {
+              for (const name of DIGEST_NAMES[keyType]) {
                 const message = te.encode(`the original file for ${label} by ${name}`);
                 const digest = digestOf(name, message, pub.raw);
                 // The name is matched case-insensitively and answered lowercase.
@@ -228,7 +202,7 @@ for (const threads of [0, 2]) {
         });
 
         await t.step("digest-unknown: a name nobody knows, or two headers", async () => {
-          const listsKnown = new RegExp(KNOWN.join(", "));
+          const listsKnown = new RegExp(KNOWN_DIGESTS.join(", "));
           for (const name of ["sha-1", "sha256", "md5", "", "ml-dsa"]) {
             assertDigestProblem(
               await sign(sock, ALICE, "k-p256", new Uint8Array(32), name),
@@ -250,11 +224,13 @@ for (const threads of [0, 2]) {
         await t.step("digest-unsupported: names the key type and what it takes", async () => {
           for (const label of labels) {
             const keyType = KEYS[label];
-            for (const name of KNOWN.filter((n) => !NAMES[keyType].includes(n))) {
+            for (const name of KNOWN_DIGESTS.filter((n) => !DIGEST_NAMES[keyType].includes(n))) {
               const body = new Uint8Array(DIGEST_BYTES[name]);
-              const expected = NAMES[keyType].length === 0
+              const expected = DIGEST_NAMES[keyType].length === 0
                 ? new RegExp(`${keyType} keys take no digest mode`)
-                : new RegExp(`${keyType} keys take X-SVC-Digest ${NAMES[keyType].join(", ")}`);
+                : new RegExp(
+                  `${keyType} keys take X-SVC-Digest ${DIGEST_NAMES[keyType].join(", ")}`,
+                );
               assertDigestProblem(
                 await sign(sock, ALICE, label, body, name),
                 "digest-unsupported",
@@ -271,7 +247,7 @@ for (const threads of [0, 2]) {
 
         await t.step("digest-length: the body is not the digest's length", async () => {
           for (const label of labels) {
-            for (const name of NAMES[KEYS[label]]) {
+            for (const name of DIGEST_NAMES[KEYS[label]]) {
               const n = DIGEST_BYTES[name];
               for (const wrong of [0, n - 1, n + 1]) {
                 const length = new RegExp(`${n} bytes; ${wrong} arrived`);

@@ -189,6 +189,20 @@ export interface CurlResult {
 }
 
 /**
+ * curl's TLS options for the test nginx: the CA that checks the server's certificate and, where
+ * given, the client's certificate and key.
+ *
+ * @example
+ * ```ts
+ * declare const pki: { caCert: string; clients: Array<{ cert: string; key: string }> };
+ * const args = ["-sS", ...curlTlsArgs(pki.caCert, pki.clients[0]), "https://localhost:8443/token"];
+ * ```
+ */
+export function curlTlsArgs(caCert: string, client?: { cert: string; key: string }): string[] {
+  return ["--cacert", caCert, ...(client ? ["--cert", client.cert, "--key", client.key] : [])];
+}
+
+/**
  * A request through nginx's authenticated server with curl, with a client certificate or none;
  * the server certificate is checked against `tls.caCert`, for `tls.host` (default localhost).
  */
@@ -204,14 +218,12 @@ export async function curlNginx(
   try {
     const args = [
       "-sS",
-      "--cacert",
-      tls.caCert,
+      ...curlTlsArgs(tls.caCert, client),
       ...(tls.host ? ["--resolve", `${tls.host}:${nginx.port}:127.0.0.1`] : []),
       "-o",
       `${dir}/body`,
       "-w",
       "%{http_code}",
-      ...(client ? ["--cert", client.cert, "--key", client.key] : []),
       ...headers.flatMap(([n, v]) => ["-H", `${n}: ${v}`]),
       ...(body ? ["--data-binary", `@${dir}/in`] : []),
       `https://${tls.host ?? "localhost"}:${nginx.port}${path}`,

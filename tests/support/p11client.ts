@@ -14,7 +14,7 @@
  */
 import { moduleTempDir } from "./temp_dir.ts";
 import { makePki, type Pki } from "./pki.ts";
-import { freePort, startNginx, type TestNginx } from "./nginx.ts";
+import { curlTlsArgs, freePort, startNginx, type TestNginx } from "./nginx.ts";
 import { makeTestToken, type TestToken } from "./token.ts";
 import { makeProxyWorkDir, startDaemon, type TestDaemon } from "./daemon.ts";
 import type { TestModuleName } from "./modules.ts";
@@ -199,12 +199,10 @@ export async function tokenListing(
     "curl",
     "-sS",
     "--fail",
-    "--cacert",
-    bed.env.SVCD_CACERT,
-    "--cert",
-    bed.env.SVCD_CLIENT_CERT,
-    "--key",
-    bed.env.SVCD_CLIENT_KEY,
+    ...curlTlsArgs(bed.env.SVCD_CACERT, {
+      cert: bed.env.SVCD_CLIENT_CERT,
+      key: bed.env.SVCD_CLIENT_KEY,
+    }),
     `${bed.env.SVCD_ADDR}/token`,
   ], {});
   const body = JSON.parse(r.stdout) as { keys: TokenKey[] };
