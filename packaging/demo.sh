@@ -6,10 +6,11 @@
 # client certificate required. The demo signs through nginx, shows that nginx's subject header
 # replaced the one the client sent, verifies the signature (svcd client verify, and openssl), then
 # serves until Ctrl-C (DEMO_EXIT=1: stops after the demonstration).
-# DEMO_MODULE=svcmod uses the project's PKCS#11 v3.2 test module (ML-DSA and composite keys).
+# DEMO_MODULE=svcmod uses the project's PKCS#11 v3.2 test module (ML-DSA and composite keys);
+# DEMO_DIR=DIR puts the demo's files there instead of .demo (tests/demo_test.ts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DEMO=$PWD/.demo
+DEMO=${DEMO_DIR:-$PWD/.demo}
 DENO=$PWD/node_modules/.bin/deno
 [ -x "$DENO" ] || { echo "make demo: run 'make setup' first" >&2; exit 2; }
 # `svcd client` is its own task: it alone may reach the network.
