@@ -444,6 +444,13 @@ interface Duplicate {
   second: number;
 }
 
+/**
+ * Entries hashed before any of them is placed: the slots a batch probes are independent loads, so
+ * the processor waits for their cache misses together rather than one after another.
+ */
+const PLACE_BATCH = 32;
+const batchHashes = new Uint32Array(PLACE_BATCH);
+
 /** Fills the hash table with the first `count` entries; the first repeated serial, if any. */
 function buildTable(v: Views, count: number): Duplicate | null {
   const cap = tableCapacity(count);
@@ -453,20 +460,27 @@ function buildTable(v: Views, count: number): Duplicate | null {
   const tagMask = tagMaskOf(count), entryMask = ~tagMask;
   v.i32[H.tagMask] = tagMask;
   const { keyEnd, heap, meta } = v;
-  for (let e = 0; e < count; e++) {
-    const from = keyEnd[e], to = keyEnd[e + 1], odd = meta[e] >> 7;
-    const h = hashKey(heap, from, to, odd), tag = h & tagMask;
-    let slot = h % cap;
-    for (;;) {
-      const other = table[slot];
-      if (other === 0) break;
-      if ((other & tagMask) === tag) {
-        const first = (other & entryMask) - 1;
-        if (sameKey(v, first, heap, from, to, odd)) return { first, second: e };
-      }
-      if (++slot === cap) slot = 0;
+  for (let base = 0; base < count; base += PLACE_BATCH) {
+    const n = Math.min(PLACE_BATCH, count - base);
+    for (let j = 0; j < n; j++) {
+      const e = base + j;
+      batchHashes[j] = hashKey(heap, keyEnd[e], keyEnd[e + 1], meta[e] >> 7);
     }
-    table[slot] = tag | (e + 1);
+    for (let j = 0; j < n; j++) {
+      const e = base + j, from = keyEnd[e], to = keyEnd[e + 1], odd = meta[e] >> 7;
+      const h = batchHashes[j], tag = h & tagMask;
+      let slot = h % cap;
+      for (;;) {
+        const other = table[slot];
+        if (other === 0) break;
+        if ((other & tagMask) === tag) {
+          const first = (other & entryMask) - 1;
+          if (sameKey(v, first, heap, from, to, odd)) return { first, second: e };
+        }
+        if (++slot === cap) slot = 0;
+      }
+      table[slot] = tag | (e + 1);
+    }
   }
   return null;
 }
