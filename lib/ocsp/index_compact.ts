@@ -229,15 +229,112 @@ export type { Views as IndexViews };
  */
 export function loadIndexBytes(memory: IndexMemory, bytes: Uint8Array): number {
   const v = viewsOf(memory);
-  Atomics.store(v.i32, H.loaded, 0);
   v.i32[H.parses]++;
-  v.i32[H.overLimit] = 0;
-  const count = readEntries(v, bytes);
-  const duplicate = buildTable(v, count);
+  return loadWhole(v, bytes);
+}
+
+function loadWhole(v: Views, bytes: Uint8Array): number {
+  const cursor = startLoad(v);
+  // The whole file at once, natively: the line loop then treats every byte ≥ 0x80 as text.
+  if (!isUtf8(bytes)) throw NOT_UTF8;
+  const n = bytes.length;
+  if (n > 0 && bytes[n - 1] !== LF) {
+    throw new IndexFormatError(
+      countLines(bytes, n) + 1,
+      "the last line has no newline (file cut short?)",
+    );
+  }
+  readEntries(v, bytes, cursor, (start, line, count) => lineFault(v, bytes, start, line, count));
+  const duplicate = buildTable(v, cursor.count);
   if (duplicate) throw duplicateError(bytes, duplicate);
-  v.i32[H.count] = count;
+  return finishLoad(v, cursor);
+}
+
+/**
+ * Loads the index file at `path` as {@link loadIndexBytes} loads its bytes, read `chunkBytes` at a
+ * time into one buffer this thread reuses: a file of a million lines is never a fresh allocation of its
+ * size, whose pages the kernel would first have to fault in and clear. A file with a fault is read
+ * again whole (`readWholeFile`) and loaded as {@link loadIndexBytes} loads it, so its error names
+ * the same line with the same message.
+ *
+ * @example
+ * ```ts
+ * declare const memory: IndexMemory;
+ * loadIndexFile(memory, "/var/lib/svcd/ca/index.txt"); // → certificates loaded
+ * ```
+ */
+export function loadIndexFile(
+  memory: IndexMemory,
+  path: string,
+  chunkBytes: number = CHUNK_BYTES,
+  readWholeFile: (path: string) => Uint8Array = Deno.readFileSync,
+): number {
+  const v = viewsOf(memory);
+  v.i32[H.parses]++;
+  try {
+    return loadInChunks(v, path, chunkBytes);
+  } catch (e) {
+    if (e !== READ_WHOLE) throw e;
+  }
+  return loadWhole(v, readWholeFile(path));
+}
+
+/** Thrown by a chunked load at a fault: the whole file is read again for the exact error. */
+const READ_WHOLE = new Error("read the whole file for the error");
+const readWhole = (): never => {
+  throw READ_WHOLE;
+};
+
+/** Bytes read at a time by {@link loadIndexFile}; a longer line is read whole. */
+const CHUNK_BYTES = 1 << 20;
+let chunkBuffer: Uint8Array | undefined;
+
+function loadInChunks(v: Views, path: string, chunkBytes: number): number {
+  using file = Deno.openSync(path, { read: true });
+  if (chunkBuffer?.length !== chunkBytes) chunkBuffer = new Uint8Array(chunkBytes);
+  const buf = chunkBuffer;
+  const cursor = startLoad(v);
+  let kept = 0;
+  for (;;) {
+    const n = file.readSync(buf.subarray(kept));
+    if (n === null || n === 0) break;
+    const filled = kept + n;
+    // Whole lines only: a UTF-8 sequence never spans an LF, so each part is checked on its own.
+    const end = buf.lastIndexOf(LF, filled - 1) + 1;
+    if (end === 0) {
+      if (filled === buf.length) throw READ_WHOLE;
+      kept = filled;
+      continue;
+    }
+    const lines = buf.subarray(0, end);
+    if (!isUtf8(lines)) throw READ_WHOLE;
+    readEntries(v, lines, cursor, readWhole);
+    buf.copyWithin(0, end, filled);
+    kept = filled - end;
+  }
+  if (kept > 0) throw READ_WHOLE; // the last line has no newline
+  if (buildTable(v, cursor.count)) throw READ_WHOLE;
+  return finishLoad(v, cursor);
+}
+
+/** Where a load stands between two parts of the file. */
+interface LoadCursor {
+  line: number;
+  count: number;
+  heapAt: number;
+}
+
+function startLoad(v: Views): LoadCursor {
+  Atomics.store(v.i32, H.loaded, 0);
+  v.i32[H.overLimit] = 0;
+  v.keyEnd[0] = 0;
+  return { line: 0, count: 0, heapAt: 0 };
+}
+
+function finishLoad(v: Views, cursor: LoadCursor): number {
+  v.i32[H.count] = cursor.count;
   Atomics.store(v.i32, H.loaded, 1);
-  return count;
+  return cursor.count;
 }
 
 // Character classes by byte: 1 digit, 2 upper-case hex letter.
@@ -249,23 +346,20 @@ for (let c = 0x41; c <= 0x46; c++) CLASS[c] = HEX_LETTER;
 const TAB = 9, LF = 10, HASH_SIGN = 0x23, COMMA = 0x2c, ZERO = 0x30, Z = 0x5a;
 
 /**
- * One pass over the bytes: each line checked field by field and its entry appended. No string is
- * made for a line except the reason of a revoked one; the whole file is checked as UTF-8 first.
+ * One pass over whole lines (each ends with LF; checked as UTF-8 by the caller): each line checked
+ * field by field and its entry appended after the ones `cursor` counts. No string is made for a
+ * line except the reason of a revoked one. A line that is not valid goes to `fault`.
  */
-function readEntries(v: Views, bytes: Uint8Array): number {
+function readEntries(
+  v: Views,
+  bytes: Uint8Array,
+  cursor: LoadCursor,
+  fault: (start: number, line: number, count: number) => never,
+): void {
   const n = bytes.length;
-  // The whole file at once, natively: the loop below then treats every byte ≥ 0x80 as text.
-  if (!isUtf8(bytes)) throw NOT_UTF8;
-  if (n > 0 && bytes[n - 1] !== LF) {
-    throw new IndexFormatError(
-      countLines(bytes, n) + 1,
-      "the last line has no newline (file cut short?)",
-    );
-  }
   const { keyEnd, revoked, meta, heap, maxEntries } = v;
   const heapLimit = heap.length;
-  let p = 0, line = 0, count = 0, heapAt = 0;
-  keyEnd[0] = 0;
+  let p = 0, { line, count, heapAt } = cursor;
   while (p < n) {
     line++;
     const start = p;
@@ -277,43 +371,43 @@ function readEntries(v: Views, bytes: Uint8Array): number {
     }
     // status
     const status = b === 0x56 ? 0 : b === 0x52 ? 1 : b === 0x45 ? 2 : -1;
-    if (status < 0 || bytes[p + 1] !== TAB) return lineFault(v, bytes, start, line, count);
+    if (status < 0 || bytes[p + 1] !== TAB) return fault(start, line, count);
     p += 2;
     // expiry: UTCTime or GeneralizedTime
     let q = p;
     while (CLASS[bytes[q]] === DIGIT) q++;
     const digits = q - p;
     if ((digits !== 12 && digits !== 14) || bytes[q] !== Z || bytes[q + 1] !== TAB) {
-      return lineFault(v, bytes, start, line, count);
+      return fault(start, line, count);
     }
-    if (!validTime(bytes, p, digits)) return lineFault(v, bytes, start, line, count);
+    if (!validTime(bytes, p, digits)) return fault(start, line, count);
     p = q + 2;
     // revocation (R only)
     let revokedAt = 0, reason = NO_REASON;
     if (status === 1) {
       q = p;
       while (CLASS[bytes[q]] === DIGIT) q++;
-      if (q - p !== 12 || bytes[q] !== Z) return lineFault(v, bytes, start, line, count);
-      if (!validTime(bytes, p, 12)) return lineFault(v, bytes, start, line, count);
+      if (q - p !== 12 || bytes[q] !== Z) return fault(start, line, count);
+      if (!validTime(bytes, p, 12)) return fault(start, line, count);
       revokedAt = unixSeconds(bytes, p) + EPOCH_1950_S;
       p = q + 1;
       if (bytes[p] === COMMA) {
         q = p;
         while ((b = bytes[q]) !== TAB && b !== LF) q++;
         const code = reasonOf(bytes, p + 1, q);
-        if (code < 0) return lineFault(v, bytes, start, line, count);
+        if (code < 0) return fault(start, line, count);
         reason = code;
         p = q;
       }
     }
-    if (bytes[p] !== TAB) return lineFault(v, bytes, start, line, count);
+    if (bytes[p] !== TAB) return fault(start, line, count);
     p++;
     // serial: upper-case hex, kept without leading zeros, packed two digits a byte
     let s = p;
     while (bytes[s] === ZERO) s++;
     q = s;
     while (CLASS[bytes[q]] !== 0) q++;
-    if (bytes[q] !== TAB || q === p) return lineFault(v, bytes, start, line, count);
+    if (bytes[q] !== TAB || q === p) return fault(start, line, count);
     if (s === q) s--; // all zeros: the serial 0
     const nibbles = q - s, odd = nibbles & 1;
     const keyBytes = (nibbles + 1) >> 1;
@@ -335,14 +429,14 @@ function readEntries(v: Views, bytes: Uint8Array): number {
     // file: not empty
     q = p;
     while ((b = bytes[q]) !== TAB) {
-      if (b === LF) return lineFault(v, bytes, start, line, count);
+      if (b === LF) return fault(start, line, count);
       q++;
     }
-    if (q === p) return lineFault(v, bytes, start, line, count);
+    if (q === p) return fault(start, line, count);
     p = q + 1;
     // subject: anything but TAB up to the newline
     while ((b = bytes[p]) !== LF) {
-      if (b === TAB) return lineFault(v, bytes, start, line, count);
+      if (b === TAB) return fault(start, line, count);
       p++;
     }
     p++;
@@ -350,7 +444,9 @@ function readEntries(v: Views, bytes: Uint8Array): number {
     meta[count] = status | (reason << 2) | (odd << 7);
     keyEnd[++count] = heapAt;
   }
-  return count;
+  cursor.line = line;
+  cursor.count = count;
+  cursor.heapAt = heapAt;
 }
 
 function nibble(c: number): number {

@@ -6,7 +6,8 @@ import {
   parseIndex,
   REASON_NAME,
 } from "./index_db.ts";
-import { CompactIndex, createIndexMemory, loadIndexBytes } from "./index_compact.ts";
+import { CompactIndex, createIndexMemory, loadIndexBytes, loadIndexFile } from "./index_compact.ts";
+import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 
 /** A seeded generator, so a failure names a case that can be run again. */
 function rng(seed: number): () => number {
@@ -102,9 +103,42 @@ function summary(e: { status: string; revokedAt?: number; reason?: number }): un
 
 const memory = createIndexMemory(2000);
 
+const FILE = `${moduleTempDir("svcd-index-compact-")}/index.txt`;
+
+/**
+ * Chunk sizes for `loadIndexFile`: shorter than most lines (each such line is read whole), a few
+ * lines, many lines; each gives lines that straddle two chunks.
+ */
+const CHUNKS = [64, 256, 4096];
+
+/** The outcome of loading `bytes`, the same whether loaded whole or from a file in chunks. */
 function compact(bytes: Uint8Array, serials: Iterable<string>): Outcome {
+  const asked = [...serials];
+  const whole = outcomeOf(() => loadIndexBytes(memory, bytes), asked);
+  Deno.writeFileSync(FILE, bytes);
+  let longest = 0;
+  for (let at = 0, next; at < bytes.length; at = next) {
+    next = bytes.indexOf(0x0a, at) + 1 || bytes.length;
+    longest = Math.max(longest, next - at);
+  }
+  for (const chunk of CHUNKS) {
+    let readWhole = 0;
+    const read = outcomeOf(() =>
+      loadIndexFile(memory, FILE, chunk, (path) => {
+        readWhole++;
+        return Deno.readFileSync(path);
+      }), asked);
+    assert.deepEqual(read, whole, `the file read in chunks of ${chunk} bytes`);
+    // Read again whole only for an error's message, or for a line longer than a chunk.
+    if ("entries" in whole && longest <= chunk) assert.equal(readWhole, 0, `chunks of ${chunk}`);
+    if ("error" in whole) assert.equal(readWhole, 1, `chunks of ${chunk}`);
+  }
+  return whole;
+}
+
+function outcomeOf(load: () => number, serials: string[]): Outcome {
   try {
-    loadIndexBytes(memory, bytes);
+    load();
   } catch (e) {
     return { error: (e as Error).message };
   }

@@ -50,6 +50,7 @@ import {
   type IndexMemory,
   isNotUtf8,
   loadIndexBytes,
+  loadIndexFile,
   MAX_INDEX_ENTRIES,
   setError,
   viewsOf,
@@ -241,22 +242,29 @@ export class IndexFileSource implements RevocationSource {
       if (this.#verified(stamp, arrival)) return this.#answer();
     }
     const verifiedAt = Date.now();
-    let bytes: Uint8Array;
-    try {
-      bytes = Deno.readFileSync(this.path);
-    } catch (e) {
-      this.options.onLoad?.(false);
-      return this.#localFail(`cannot read ${this.path}: ${(e as Error).message}`);
-    }
-    Atomics.add(this.#i32, H.reads, 1);
     const same = this.#sameStamp(stamp);
     const racy = stamp.changedAt + stamp.racyWindow > verifiedAt;
-    const hash = same || racy ? createHash("sha256").update(bytes).digest() : null;
-    if (same && this.#i32[H.hashed] === 1 && bytesEqual(hashSlot(this.memory), hash!)) {
-      this.#f64[F.verifiedAt] = verifiedAt;
-      return this.#answer();
+    let hash: Uint8Array | null = null;
+    if (same || racy) {
+      // Its content may be all that changed: read whole, hashed, and parsed only when it differs.
+      let bytes: Uint8Array;
+      try {
+        bytes = Deno.readFileSync(this.path);
+      } catch (e) {
+        this.options.onLoad?.(false);
+        return this.#localFail(`cannot read ${this.path}: ${(e as Error).message}`);
+      }
+      Atomics.add(this.#i32, H.reads, 1);
+      hash = createHash("sha256").update(bytes).digest();
+      if (same && this.#i32[H.hashed] === 1 && bytesEqual(hashSlot(this.memory), hash)) {
+        this.#f64[F.verifiedAt] = verifiedAt;
+        return this.#answer();
+      }
+      this.#load(() => loadIndexBytes(this.memory, bytes), stamp);
+    } else {
+      Atomics.add(this.#i32, H.reads, 1);
+      this.#load(() => loadIndexFile(this.memory, this.path), stamp);
     }
-    this.#load(bytes, stamp);
     this.#f64[F.changedAt] = stamp.changedAt;
     this.#f64[F.racyWindow] = stamp.racyWindow;
     this.#f64[F.verifiedAt] = verifiedAt;
@@ -265,7 +273,8 @@ export class IndexFileSource implements RevocationSource {
     return this.#answer();
   }
 
-  #load(bytes: Uint8Array, stamp: Stamp): void {
+  /** Loads the database with `load` (the file's bytes, or the file itself) for this stamp. */
+  #load(load: () => number, stamp: Stamp): void {
     const f = this.#f64;
     f[F.hasStamp] = 1;
     f[F.dev] = stamp.dev;
@@ -277,7 +286,7 @@ export class IndexFileSource implements RevocationSource {
     f[F.ctimeNsec] = stamp.ctimeNsec;
     Atomics.add(this.#i32, H.version, 1);
     try {
-      loadIndexBytes(this.memory, bytes);
+      load();
       setError(this.memory, null);
       this.#reported = null;
       this.options.onLoad?.(true);
