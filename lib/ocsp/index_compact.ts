@@ -245,7 +245,7 @@ function loadWhole(v: Views, bytes: Uint8Array): number {
     );
   }
   readEntries(v, bytes, cursor, (start, line, count) => lineFault(v, bytes, start, line, count));
-  const duplicate = buildTable(v, cursor.count);
+  const duplicate = placeKeys(v, cursor);
   if (duplicate) throw duplicateError(bytes, duplicate);
   return finishLoad(v, cursor);
 }
@@ -313,7 +313,7 @@ function loadInChunks(v: Views, path: string, chunkBytes: number): number {
     kept = filled - end;
   }
   if (kept > 0) throw READ_WHOLE; // the last line has no newline
-  if (buildTable(v, cursor.count)) throw READ_WHOLE;
+  if (placeKeys(v, cursor)) throw READ_WHOLE;
   return finishLoad(v, cursor);
 }
 
@@ -322,13 +322,29 @@ interface LoadCursor {
   line: number;
   count: number;
   heapAt: number;
+  /**
+   * Every key so far is the one the memory held at the same place after the last complete load:
+   * with the same count at the end, that load's hash table still maps every serial to its entry.
+   */
+  keysAsBefore: boolean;
+  countBefore: number;
 }
 
 function startLoad(v: Views): LoadCursor {
+  const complete = Atomics.load(v.i32, H.loaded) === 1;
   Atomics.store(v.i32, H.loaded, 0);
   v.i32[H.overLimit] = 0;
   v.keyEnd[0] = 0;
-  return { line: 0, count: 0, heapAt: 0 };
+  return { line: 0, count: 0, heapAt: 0, keysAsBefore: complete, countBefore: v.i32[H.count] };
+}
+
+/**
+ * Fills the hash table unless the serials are the ones it was filled with (a revocation changes a
+ * status, not a serial): then it stands as it is. The first repeated serial, if any.
+ */
+function placeKeys(v: Views, cursor: LoadCursor): Duplicate | null {
+  if (cursor.keysAsBefore && cursor.count === cursor.countBefore) return null;
+  return buildTable(v, cursor.count);
 }
 
 function finishLoad(v: Views, cursor: LoadCursor): number {
@@ -344,6 +360,8 @@ for (let c = 0x30; c <= 0x39; c++) CLASS[c] = DIGIT;
 for (let c = 0x41; c <= 0x46; c++) CLASS[c] = HEX_LETTER;
 
 const TAB = 9, LF = 10, HASH_SIGN = 0x23, COMMA = 0x2c, ZERO = 0x30, Z = 0x5a;
+/** The bit of an entry's meta byte that says its key has an odd number of hex digits. */
+const ODD_KEY = 0x80;
 
 /**
  * One pass over whole lines (each ends with LF; checked as UTF-8 by the caller): each line checked
@@ -360,6 +378,8 @@ function readEntries(
   const { keyEnd, revoked, meta, heap, maxEntries } = v;
   const heapLimit = heap.length;
   let p = 0, { line, count, heapAt } = cursor;
+  // Any difference from the keys the memory held before (bytes, lengths, odd digit counts).
+  let keyDiff = 0;
   while (p < n) {
     line++;
     const start = p;
@@ -420,9 +440,15 @@ function readEntries(
       );
     }
     let k = s;
-    if (odd) heap[heapAt++] = nibble(bytes[k++]);
+    if (odd) {
+      const x = nibble(bytes[k++]);
+      keyDiff |= heap[heapAt] ^ x;
+      heap[heapAt++] = x;
+    }
     while (k < q) {
-      heap[heapAt++] = (nibble(bytes[k]) << 4) | nibble(bytes[k + 1]);
+      const x = (nibble(bytes[k]) << 4) | nibble(bytes[k + 1]);
+      keyDiff |= heap[heapAt] ^ x;
+      heap[heapAt++] = x;
       k += 2;
     }
     p = q + 1;
@@ -441,12 +467,15 @@ function readEntries(
     }
     p++;
     revoked[count] = revokedAt;
-    meta[count] = status | (reason << 2) | (odd << 7);
+    const m = status | (reason << 2) | (odd << 7);
+    keyDiff |= ((meta[count] ^ m) & ODD_KEY) | (keyEnd[count + 1] ^ heapAt);
+    meta[count] = m;
     keyEnd[++count] = heapAt;
   }
   cursor.line = line;
   cursor.count = count;
   cursor.heapAt = heapAt;
+  if (keyDiff !== 0) cursor.keysAsBefore = false;
 }
 
 function nibble(c: number): number {

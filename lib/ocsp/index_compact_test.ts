@@ -273,3 +273,39 @@ Deno.test("compact index: whole-file faults as the line-by-line reader has them"
     same(`R\t350630120000Z\t${expiry}\t01\tunknown\t/CN=a\n`, undefined, `revoked ${expiry}`);
   }
 });
+
+Deno.test("compact index: a reload with the same serials keeps its table; any other is placed anew", () => {
+  const line = (status: string, serial: string, revoked = "") =>
+    `${status}\t350630120000Z\t${revoked}\t${serial}\tunknown\t/CN=${serial}\n`;
+  const serials = ["0A", "0B1", "C2", "D3"];
+  const valid = serials.map((s) => line("V", s)).join("");
+  const memory = createIndexMemory(100);
+  const index = new CompactIndex(memory);
+  const loads = [
+    (text: string) => loadIndexBytes(memory, new TextEncoder().encode(text)),
+    (text: string) => {
+      Deno.writeFileSync(FILE, new TextEncoder().encode(text));
+      return loadIndexFile(memory, FILE, 64);
+    },
+  ];
+  for (const load of loads) {
+    load(valid);
+    // A revocation: one status changes, every serial stays where it was.
+    load(valid.replace(line("V", "0B1"), line("R", "0B1", "250101000000Z,keyCompromise")));
+    assert.equal(index.find("0B1")?.status, "R");
+    assert.equal(index.find("0B1")?.reason, 1);
+    for (const s of ["0A", "C2", "D3"]) assert.equal(index.find(s)?.status, "V", s);
+    // The same count, one serial another (and one the same digits with a leading digit more).
+    load(valid.replace(line("V", "C2"), line("V", "E4")).replace("\t0A\t", "\t10A\t"));
+    assert.equal(index.find("C2"), undefined);
+    assert.equal(index.find("E4")?.status, "V");
+    assert.equal(index.find("0A"), undefined);
+    assert.equal(index.find("10A")?.status, "V");
+    // Back to the first serials, then a line fewer.
+    load(valid);
+    for (const s of serials) assert.equal(index.find(s)?.status, "V", s);
+    load(valid.replace(line("V", "D3"), ""));
+    assert.equal(index.find("D3"), undefined);
+    assert.equal(index.size, 3);
+  }
+});
