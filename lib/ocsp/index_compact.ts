@@ -73,7 +73,7 @@ export const H = {
   /** Checks of the file begun (under the write lock) and finished, by every thread. */
   checksBegun: 11,
   checksDone: 12,
-  /** Whole reads of the file, by every thread (tests count them). */
+  /** Reads of the file after a change (whole or in chunks), by every thread (tests count them). */
   reads: 13,
   /** The hash table's tag bits (see `tagMaskOf`): a mask, 0 when the table holds no tags. */
   tagMask: 14,
@@ -251,32 +251,35 @@ function loadWhole(v: Views, bytes: Uint8Array): number {
 }
 
 /**
- * Loads the index file at `path` as {@link loadIndexBytes} loads its bytes, read `chunkBytes` at a
- * time into one buffer this thread reuses: a file of a million lines is never a fresh allocation of its
- * size, whose pages the kernel would first have to fault in and clear. A file with a fault is read
- * again whole (`readWholeFile`) and loaded as {@link loadIndexBytes} loads it, so its error names
- * the same line with the same message.
+ * Loads an index file, opened by the caller and read from its start, as {@link loadIndexBytes}
+ * loads its bytes: read `chunkBytes` at a time into one buffer this thread reuses, so that a file of
+ * a million lines is never a fresh allocation of its size, whose pages the kernel would first have
+ * to fault in and clear. A file with a fault (or more certificates than the memory holds) is read
+ * again whole from the same open file (`readWhole`) and loaded as {@link loadIndexBytes} loads it,
+ * so its error is the same, naming the same line.
  *
  * @example
  * ```ts
  * declare const memory: IndexMemory;
- * loadIndexFile(memory, "/var/lib/svcd/ca/index.txt"); // → certificates loaded
+ * using file = Deno.openSync("/var/lib/svcd/ca/index.txt");
+ * loadIndexFile(memory, file); // → certificates loaded
  * ```
  */
 export function loadIndexFile(
   memory: IndexMemory,
-  path: string,
+  file: Deno.FsFile,
   chunkBytes: number = CHUNK_BYTES,
-  readWholeFile: (path: string) => Uint8Array = Deno.readFileSync,
+  readWhole: (file: Deno.FsFile) => Uint8Array = readAllFrom,
 ): number {
   const v = viewsOf(memory);
   v.i32[H.parses]++;
   try {
-    return loadInChunks(v, path, chunkBytes);
+    return loadInChunks(v, file, chunkBytes);
   } catch (e) {
-    if (e !== READ_WHOLE) throw e;
+    if (e !== READ_WHOLE && !(e instanceof IndexLimitError)) throw e;
   }
-  return loadWhole(v, readWholeFile(path));
+  file.seekSync(0, Deno.SeekMode.Start);
+  return loadWhole(v, readWhole(file));
 }
 
 /** Thrown by a chunked load at a fault: the whole file is read again for the exact error. */
@@ -289,8 +292,7 @@ const readWhole = (): never => {
 const CHUNK_BYTES = 1 << 20;
 let chunkBuffer: Uint8Array | undefined;
 
-function loadInChunks(v: Views, path: string, chunkBytes: number): number {
-  using file = Deno.openSync(path, { read: true });
+function loadInChunks(v: Views, file: Deno.FsFile, chunkBytes: number): number {
   if (chunkBuffer?.length !== chunkBytes) chunkBuffer = new Uint8Array(chunkBytes);
   const buf = chunkBuffer;
   const cursor = startLoad(v);
@@ -315,6 +317,21 @@ function loadInChunks(v: Views, path: string, chunkBytes: number): number {
   if (kept > 0) throw READ_WHOLE; // the last line has no newline
   if (placeKeys(v, cursor)) throw READ_WHOLE;
   return finishLoad(v, cursor);
+}
+
+/** The rest of an open file, from where it stands to its end. */
+function readAllFrom(file: Deno.FsFile): Uint8Array {
+  let buf = new Uint8Array(Math.max(file.statSync().size + 1, 4096));
+  let got = 0;
+  for (let n; (n = file.readSync(buf.subarray(got))) !== null && n > 0;) {
+    got += n;
+    if (got === buf.length) {
+      const more = new Uint8Array(buf.length * 2);
+      more.set(buf);
+      buf = more;
+    }
+  }
+  return buf.subarray(0, got);
 }
 
 /** Where a load stands between two parts of the file. */

@@ -262,8 +262,19 @@ export class IndexFileSource implements RevocationSource {
       }
       this.#load(() => loadIndexBytes(this.memory, bytes), stamp);
     } else {
+      let file: Deno.FsFile;
+      try {
+        file = Deno.openSync(this.path, { read: true });
+      } catch (e) {
+        this.options.onLoad?.(false);
+        return this.#localFail(`cannot read ${this.path}: ${(e as Error).message}`);
+      }
       Atomics.add(this.#i32, H.reads, 1);
-      this.#load(() => loadIndexFile(this.memory, this.path), stamp);
+      try {
+        this.#load(() => loadIndexFile(this.memory, file), stamp);
+      } finally {
+        file.close();
+      }
     }
     this.#f64[F.changedAt] = stamp.changedAt;
     this.#f64[F.racyWindow] = stamp.racyWindow;
@@ -291,9 +302,12 @@ export class IndexFileSource implements RevocationSource {
       this.#reported = null;
       this.options.onLoad?.(true);
     } catch (e) {
-      const why = e instanceof IndexLimitError || e instanceof IndexFormatError
+      const fileAtFault = e instanceof IndexLimitError || e instanceof IndexFormatError;
+      const why = fileAtFault
         ? `${this.path}: ${isNotUtf8(e) ? "not UTF-8 text" : e.message}`
         : `${this.path}: cannot be read (${(e as Error).message})`;
+      // A read that failed (not the file's content) is tried again at the next query.
+      if (!fileAtFault) f[F.hasStamp] = 0;
       setError(this.memory, why);
       this.#report(why);
       this.options.onLoad?.(false);

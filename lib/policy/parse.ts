@@ -64,6 +64,12 @@ export const MAX_POLICY_GRANTS = 1_000_000;
  */
 export const MAX_POLICY_WARNINGS = 100;
 
+/**
+ * Bad lines kept per file: the refusal names the first few and counts the rest, so a file in the
+ * wrong format altogether (every line bad) makes no list as long as itself.
+ */
+export const MAX_POLICY_ERRORS = 100;
+
 /** What the parser found: the grants (compact, shared), warnings ("FILE line N: " first), errors. */
 export interface ParsedPolicy {
   /** The grants by subject, in shared memory (./compact.ts). */
@@ -71,7 +77,10 @@ export interface ParsedPolicy {
   /** Number of distinct (subject, label) grants. */
   size: number;
   warnings: string[];
+  /** The first {@link MAX_POLICY_ERRORS} bad lines. */
   errors: PolicyProblem[];
+  /** Bad lines past the ones in `errors`. */
+  errorsLeftOut: number;
 }
 
 /**
@@ -120,6 +129,7 @@ class LineParser {
   #warnings: string[] = [];
   #warningsLeftOut = 0;
   #errors: PolicyProblem[] = [];
+  #errorsLeftOut = 0;
   #at = 0;
   #line = 0;
 
@@ -176,7 +186,13 @@ class LineParser {
       size,
       warnings: this.#warnings,
       errors: this.#errors,
+      errorsLeftOut: this.#errorsLeftOut,
     };
+  }
+
+  #error(line: number, message: string): void {
+    if (this.#errors.length >= MAX_POLICY_ERRORS) this.#errorsLeftOut++;
+    else this.#errors.push({ line, message });
   }
 
   #warn(line: number, message: string): void {
@@ -225,7 +241,7 @@ class LineParser {
       return false;
     }
     if (this.#grants.grants > this.#maxGrants) {
-      this.#errors.push({ line, message: tooManyGrants(this.#maxGrants) });
+      this.#error(line, tooManyGrants(this.#maxGrants));
       this.#at = this.#bytes.length; // the rest of the file changes nothing about the refusal
     }
     return true;
@@ -235,11 +251,11 @@ class LineParser {
     const result = parseLine(raw);
     if (result === undefined) return;
     if ("error" in result) {
-      this.#errors.push({ line, message: result.error });
+      this.#error(line, result.error);
       return;
     }
     if (this.#opts.reservedLabels?.has(result.label)) {
-      this.#errors.push({ line, message: reservedLabel(result.label) });
+      this.#error(line, reservedLabel(result.label));
       return;
     }
     const grant: Grant = { subject: result.subject, label: result.label, line };

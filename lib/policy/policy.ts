@@ -45,15 +45,17 @@ export class PolicyError extends Error {
     readonly line: number,
     message: string,
     readonly problems: PolicyProblem[] = [{ line, message }],
+    /** Bad lines past the ones in `problems` (counted, not kept). */
+    readonly problemsLeftOut = 0,
   ) {
-    super(describeProblems(source, problems));
+    super(describeProblems(source, problems, problemsLeftOut));
   }
 }
 
-function describeProblems(source: string, problems: PolicyProblem[]): string {
+function describeProblems(source: string, problems: PolicyProblem[], leftOut: number): string {
   const where = (p: PolicyProblem) => p.line > 0 ? `${source} line ${p.line}` : source;
   const listed = problems.slice(0, MAX_LISTED_ERRORS).map((p) => `${where(p)}: ${p.message}`);
-  const more = problems.length - listed.length;
+  const more = problems.length - listed.length + leftOut;
   if (more > 0) listed.push(`(and ${more} more bad line${more === 1 ? "" : "s"} in ${source})`);
   return listed.join("\n");
 }
@@ -137,7 +139,7 @@ export class Policy {
   static fromParsed(parsed: ParsedPolicy, source: string): Policy {
     if (parsed.errors.length > 0) {
       const first = parsed.errors[0];
-      throw new PolicyError(source, first.line, first.message, parsed.errors);
+      throw new PolicyError(source, first.line, first.message, parsed.errors, parsed.errorsLeftOut);
     }
     return new Policy({ compact: parsed.compact, warnings: parsed.warnings, size: parsed.size });
   }

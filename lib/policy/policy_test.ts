@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { Policy, PolicyError } from "./policy.ts";
 import { latin1 } from "../bytes/mod.ts";
+import { MAX_POLICY_ERRORS } from "./parse.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const bytes = (...b: number[]) => new Uint8Array(b);
@@ -127,6 +128,14 @@ Deno.test("every bad line is reported, the first one in .line", () => {
   assert.equal(e.line, 1);
   assert.deepEqual(e.problems.map((p) => p.line), [1, 2, 4, 5, 6, 7, 8]);
   assert.match(e.message, /and 2 more bad lines/);
+});
+
+Deno.test("a file of bad lines keeps the first MAX_POLICY_ERRORS of them and counts the rest", () => {
+  const e = parseError("no tab here\n".repeat(MAX_POLICY_ERRORS + 150));
+  assert.equal(e.problems.length, MAX_POLICY_ERRORS);
+  assert.equal(e.problemsLeftOut, 150);
+  assert.deepEqual(e.problems.at(-1)!.line, MAX_POLICY_ERRORS);
+  assert.match(e.message, new RegExp(`and ${MAX_POLICY_ERRORS + 150 - 5} more bad lines`));
 });
 
 Deno.test("invalid UTF-8 is allowed byte for byte, with a warning", () => {

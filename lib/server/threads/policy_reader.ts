@@ -36,6 +36,9 @@ export function readPolicyInThread(
       e.preventDefault();
       reject(new PolicyError(path, 0, `the policy reader thread failed: ${e.message}`));
     };
+    worker.onmessageerror = () => {
+      reject(new PolicyError(path, 0, "the policy reader thread's answer could not be read"));
+    };
     const message: PolicyReadMessage = { path, options };
     worker.postMessage(message);
   }).finally(() => worker.terminate());
