@@ -129,7 +129,7 @@ Deno.test({
       );
 
       await t.step("413 (past the daemon's --max-body): CKR_DATA_LEN_RANGE", () => {
-        // Within the module's own max_body (1 MiB), so it is sent and the daemon refuses it.
+        // Past the 64 KiB GET /token states: refused before it is sent (a 413 maps to the same).
         const large = new Uint8Array(MAX_BODY + 1024).fill(0x61);
         const { rv } = session.trySign(ed, CKM.EDDSA, large);
         assert.equal(rv, CKR.DATA_LEN_RANGE, ckrName(rv));

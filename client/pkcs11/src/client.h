@@ -30,6 +30,7 @@ typedef struct {
   char label[33]; /* token label override; empty: the daemon's token label */
   long timeout_ms;
   unsigned long max_body;
+  int max_body_set;   /* max_body was configured: it may only lower the daemon's stated limit */
   unsigned key_types; /* bit (1 << key_type) per type the slot shows; 0: every type */
 } endpoint_config;
 
@@ -104,6 +105,7 @@ typedef struct {
   char token_label[33];
   char serial[17];
   int has_digests_field; /* the daemon's /token names "digests": it has digest mode */
+  unsigned long max_body; /* the daemon's --max-body as /token states it; 0: not stated */
 } token_listing;
 
 /* Parses /token's JSON into `out` (exposed for the unit tests). */

@@ -106,6 +106,7 @@ static int set_field(endpoint_config *ep, const char *name, const char *value) {
   if (strcmp(name, "max_body") == 0) {
     if (set_number(&n, value, 1, 1L << 30) != 0) return -1;
     ep->max_body = (unsigned long)n;
+    ep->max_body_set = 1;
     return 0;
   }
   return -2;

@@ -239,6 +239,10 @@ CK_RV token_parse(const char *json, size_t len, token_listing *out) {
     debug_log("/token: not the expected JSON");
     return CKR_DEVICE_ERROR;
   }
+  json_object *max_body;
+  if (json_object_object_get_ex(root, "max_body", &max_body) &&
+      json_object_is_type(max_body, json_type_int) && json_object_get_int64(max_body) > 0)
+    out->max_body = (unsigned long)json_object_get_int64(max_body);
   if (json_object_object_get_ex(root, "token", &token)) {
     copy_padded(out->token_label, sizeof out->token_label, string_field(token, "label"));
     copy_padded(out->serial, sizeof out->serial, string_field(token, "serialNumber"));

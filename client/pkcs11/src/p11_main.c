@@ -224,6 +224,7 @@ static CK_RV slot_merge(slot_t *s, token_listing *fresh) {
   snprintf(s->token_label, sizeof s->token_label, "%s", fresh->token_label);
   snprintf(s->serial, sizeof s->serial, "%s", fresh->serial);
   s->has_digests_field = fresh->has_digests_field;
+  __atomic_store_n(&s->stated_max_body, fresh->max_body, __ATOMIC_RELAXED);
   return CKR_OK;
 }
 

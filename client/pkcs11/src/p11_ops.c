@@ -342,10 +342,18 @@ static CK_RV mu_start(operation *op) {
   return CKR_OK;
 }
 
+/* The most message bytes one request may carry: the daemon's --max-body as /token states it
+ * (lowered by a configured max_body, e.g. a proxy's smaller limit), else the configured one. */
+static unsigned long body_limit(const slot_t *s) {
+  unsigned long stated = __atomic_load_n(&s->stated_max_body, __ATOMIC_RELAXED);
+  if (stated == 0) return s->cfg.max_body;
+  return s->cfg.max_body_set && s->cfg.max_body < stated ? s->cfg.max_body : stated;
+}
+
 /* Decides how the data is taken: `total` is its length when given all at once, else 0. */
 static CK_RV acc_start(operation *op, int verifying, int multipart, size_t total) {
   const sign_plan *p = &op->plan;
-  unsigned long max_body = op->slot->cfg.max_body;
+  unsigned long max_body = body_limit(op->slot);
   op->acc = ACC_BUFFER;
   op->limit = max_body;
   if (p->raw_digest) {

@@ -20,6 +20,7 @@ typedef struct {
   char token_label[33];
   char serial[17];
   int has_digests_field;
+  unsigned long stated_max_body; /* the daemon's --max-body from /token (atomic); 0: not stated */
 } slot_t;
 
 /* How an operation takes its data: all at once, hashed as it comes, or buffered. */

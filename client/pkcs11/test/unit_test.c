@@ -27,7 +27,8 @@ static void test_config(void) {
   CHECK(strcmp(cfg.ep[0].url, "https://sign.example.org:8443") == 0);
   CHECK(strcmp(cfg.ep[0].cacert, "/ca.pem") == 0);
   CHECK(cfg.ep[0].timeout_ms == 5000);
-  CHECK(cfg.ep[1].max_body == 2048);
+  CHECK(cfg.ep[1].max_body == 2048 && cfg.ep[1].max_body_set);
+  CHECK(cfg.ep[0].max_body == SVCP11_DEFAULT_MAX_BODY && !cfg.ep[0].max_body_set);
   CHECK(cfg.ep[1].timeout_ms == SVCP11_DEFAULT_TIMEOUT_MS);
   CHECK(config_parse("[endpoint]\nurl = x\nkey_types = ec-p256 , rsa-3072\n", &cfg, why,
                      sizeof why) == CKR_OK);
@@ -107,6 +108,16 @@ static void test_token(void) {
   m = (CK_MECHANISM){CKM_ML_DSA, NULL, 0};
   CHECK(mech_plan(t.keys[1], &m, &plan) == CKR_OK && plan.mu);
   token_listing_free(&t);
+
+  const char *limits[][2] = {{"{\"max_body\":65536,\"keys\":[]}", "65536"},
+                             {"{\"keys\":[]}", "0"},
+                             {"{\"max_body\":\"65536\",\"keys\":[]}", "0"},
+                             {"{\"max_body\":-1,\"keys\":[]}", "0"}};
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+    CHECK(token_parse(limits[i][0], strlen(limits[i][0]), &t) == CKR_OK);
+    CHECK(t.max_body == strtoul(limits[i][1], NULL, 10));
+    token_listing_free(&t);
+  }
 
   CHECK(token_parse("{\"keys\":", 8, &t) == CKR_DEVICE_ERROR);
   CHECK(token_parse("[]", 2, &t) == CKR_DEVICE_ERROR);
