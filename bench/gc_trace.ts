@@ -8,13 +8,13 @@
  * @example
  * ```ts
  * const text = "[1:0x55d8f0bd2000]  83521 ms: Mark-Compact 14.1 (41.4) -> 8.7 (40.6) MB, …";
- * for (const isolate of summariseGcTrace(text)) console.log(describeIsolate(isolate));
+ * for (const line of gcTraceReport(text)) console.log(line);
  * ```
  */
 
 /** One isolate's collections, from the trace. */
 export interface IsolateGc {
-  /** The isolate's address in the trace (stable for its life). */
+  /** The isolate's address in the trace (stable for its life; reused later by another isolate). */
   isolate: string;
   scavenges: number;
   markCompacts: number;
@@ -35,12 +35,22 @@ const LINE =
 /** Per isolate, in the order each first appears; isolates with no full collection are kept too. */
 export function summariseGcTrace(text: string): IsolateGc[] {
   const byIsolate = new Map<string, IsolateGc>();
+  /** Isolates seen at each address so far. */
+  const seen = new Map<string, number>();
   for (const line of text.split("\n")) {
     const m = LINE.exec(line);
     if (!m) continue;
     const [, isolate, ms, kind, , , after, committedAfter] = m;
     let gc = byIsolate.get(isolate);
+    // An ended isolate's address is taken again by a new one (a policy reader thread per
+    // reload): its clock starts again from 0.
+    if (gc && Number(ms) < gc.lastMs) {
+      byIsolate.delete(isolate);
+      byIsolate.set(`${isolate}#${seen.get(isolate)}`, gc);
+      gc = undefined;
+    }
     if (!gc) {
+      seen.set(isolate, (seen.get(isolate) ?? 0) + 1);
       gc = {
         isolate,
         scavenges: 0,
@@ -78,4 +88,22 @@ export function describeIsolate(gc: IsolateGc): string {
     `committed max ${gc.committedMaxMb.toFixed(1)} MB (last ${
       gc.committedLastMb.toFixed(1)
     } MB), ${liveText}`;
+}
+
+/** Isolates that lived this long are the daemon's threads; shorter ones read the policy once. */
+const LASTING_MS = 10_000;
+
+/**
+ * The report of a trace: one line per isolate that lived past {@link LASTING_MS} (the main
+ * isolate and the listeners' threads), after a line that counts the short-lived ones left out.
+ */
+export function gcTraceReport(text: string): string[] {
+  const isolates = summariseGcTrace(text);
+  const lasting = isolates.filter((i) => i.lastMs >= LASTING_MS);
+  return [
+    `V8 collections per isolate (${
+      isolates.length - lasting.length
+    } short-lived isolates left out):`,
+    ...lasting.map((isolate) => `  ${describeIsolate(isolate)}`),
+  ];
 }

@@ -19,7 +19,7 @@
  * ```
  */
 import { createHash } from "node:crypto";
-import { parseArgs } from "node:util";
+import { benchArgs, usageError } from "./args.ts";
 import { runLoad } from "./load.ts";
 import { auditLines, runAuditVerify } from "../tests/support/audit.ts";
 import { startDaemon, type TestDaemon } from "../tests/support/daemon.ts";
@@ -28,7 +28,7 @@ import { verifyIndependently } from "../tests/support/oracle.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 import { publicListenerSetup } from "../tests/support/ca.ts";
 import { certIdFor, encodeOcspRequest, parseOcspResponse } from "../lib/ocsp/mod.ts";
-import { describeIsolate, summariseGcTrace } from "./gc_trace.ts";
+import { gcTraceReport } from "./gc_trace.ts";
 
 const HELP = `bench/soak.ts — a mixed load against a fresh daemon, RSS and answers per interval
 
@@ -46,25 +46,17 @@ const HELP = `bench/soak.ts — a mixed load against a fresh daemon, RSS and ans
 Exit 0 when no signature was lost, every checked signature verified, the daemon stopped with 0
 and \`svcd audit verify\` passed.`;
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    minutes: { type: "string", default: "30" },
-    "report-seconds": { type: "string", default: "60" },
-    "load-fraction": { type: "string", default: "0.8" },
-    rate: { type: "string" },
-    "capacity-seconds": { type: "string", default: "5" },
-    "max-in-flight": { type: "string", default: "256" },
-    threads: { type: "string", default: "0" },
-    "hup-seconds": { type: "string", default: "30" },
-    "gc-trace": { type: "boolean", default: false },
-    help: { type: "boolean", default: false },
-  },
+const values = benchArgs("soak", HELP, {
+  minutes: { type: "string", default: "30" },
+  "report-seconds": { type: "string", default: "60" },
+  "load-fraction": { type: "string", default: "0.8" },
+  rate: { type: "string" },
+  "capacity-seconds": { type: "string", default: "5" },
+  "max-in-flight": { type: "string", default: "256" },
+  threads: { type: "string", default: "0" },
+  "hup-seconds": { type: "string", default: "30" },
+  "gc-trace": { type: "boolean", default: false },
 });
-if (values.help) {
-  console.log(HELP);
-  Deno.exit(0);
-}
 const MINUTES = Number(values.minutes);
 const REPORT_MS = Number(values["report-seconds"]) * 1000;
 const MAX_IN_FLIGHT = Number(values["max-in-flight"]);
@@ -73,12 +65,10 @@ const THREADS = Number(values.threads);
 /** Silent connections: the daemon must close them after 1 s; later than this is an error. */
 const SILENT_DEADLINE_MS = 3_000;
 if (!(MINUTES > 0) || !(REPORT_MS > 0) || !(HUP_EVERY_MS > 0)) {
-  console.error("soak: --minutes, --report-seconds and --hup-seconds must be positive numbers");
-  Deno.exit(2);
+  usageError("soak", "--minutes, --report-seconds and --hup-seconds must be positive numbers");
 }
 if (!Number.isInteger(THREADS) || THREADS < 0) {
-  console.error("soak: --threads must be a whole number ≥ 0");
-  Deno.exit(2);
+  usageError("soak", "--threads must be a whole number ≥ 0");
 }
 
 type Kind = "sign" | "verify" | "refused" | "health" | "silent" | "ocsp";
@@ -372,13 +362,9 @@ console.log(
 console.log(`soak: ${describeFlatness(rssSeries)}`);
 const code = await daemon.stop();
 if (gcTraceFile) {
-  const isolates = summariseGcTrace(await Deno.readTextFile(gcTraceFile));
-  // A policy reader thread lives for one reload: its isolate collects a few times at most.
-  const lasting = isolates.filter((i) => i.markCompacts > 0 || i.scavenges > 10);
-  console.log(
-    `soak: V8 collections, ${isolates.length - lasting.length} short-lived isolates left out:`,
-  );
-  for (const isolate of lasting) console.log(`  ${describeIsolate(isolate)}`);
+  for (const line of gcTraceReport(await Deno.readTextFile(gcTraceFile))) {
+    console.log(`soak: ${line}`);
+  }
 }
 // Streamed: 30 minutes of signing is a gigabyte of log, more than one string can hold.
 const logged = new Set<string>();

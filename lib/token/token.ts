@@ -5,7 +5,8 @@
  * the seams tests reach in through are testing.ts. Its other helpers have files named for their
  * job: slots.ts (finding the token by label), public_key.ts (key types and public keys),
  * mechanisms.ts (what the module offers), token_info.ts (what the token says of itself),
- * signing_input.ts (what one C_Sign or C_Verify is given).
+ * signing_input.ts (what one C_Sign or C_Verify is given), copy_lock.ts (the one lock all the
+ * process's Tokens hold around their key copies and lookups).
  *
  * @example
  * ```ts
