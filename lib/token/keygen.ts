@@ -77,16 +77,12 @@ export async function generateSigningKeyPair(
     { mechanism: spec.keyGenMechanism },
     [
       ...commonKeyAttributes(label, id, false),
-      { type: CKA.VERIFY, value: boolBytes(true) },
-      ...signOnlyPublic(),
+      ...PUBLIC_KEY_USE,
       ...spec.publicTemplate(),
     ],
     [
       ...commonKeyAttributes(label, id, true),
-      { type: CKA.SIGN, value: boolBytes(true) },
-      { type: CKA.SENSITIVE, value: boolBytes(true) },
-      { type: CKA.EXTRACTABLE, value: boolBytes(false) },
-      ...signOnlyPrivate(),
+      ...PRIVATE_KEY_USE,
     ],
   ).catch((err) => {
     // The mechanism exists but not for these parameters: the type is not offered after all.
@@ -114,7 +110,7 @@ export function requireMacKeyGeneration(offered: MechanismCatalogue): void {
 
 /**
  * Generates the sensitive, non-extractable 32-byte CKK_GENERIC_SECRET HMAC key `label`
- * (CKA_SIGN/CKA_VERIFY only) with CKM_GENERIC_SECRET_KEY_GEN.
+ * ({@link MAC_SECRET_ATTRIBUTES}) with CKM_GENERIC_SECRET_KEY_GEN.
  */
 export function generateMacSecret(mod: Pkcs11Module, session: Handle, label: string): Handle {
   return generateKey(mod, session, { mechanism: CKM.GENERIC_SECRET_KEY_GEN }, [
@@ -122,24 +118,72 @@ export function generateMacSecret(mod: Pkcs11Module, session: Handle, label: str
     { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
     { type: CKA.KEY_TYPE, value: ulongBytes(CKK.GENERIC_SECRET) },
     { type: CKA.VALUE_LEN, value: ulongBytes(MAC_KEY_BYTES) },
-    { type: CKA.SIGN, value: boolBytes(true) },
-    { type: CKA.VERIFY, value: boolBytes(true) },
-    { type: CKA.SENSITIVE, value: boolBytes(true) },
-    { type: CKA.EXTRACTABLE, value: boolBytes(false) },
-    ...[CKA.ENCRYPT, CKA.DECRYPT, CKA.WRAP, CKA.UNWRAP, CKA.DERIVE].map((type) => ({
-      type,
-      value: boolBytes(false),
-    })),
+    ...MAC_SECRET_USE,
   ]);
 }
 
-// Signing keys do nothing else: modules (SoftHSM) otherwise default to encrypt/decrypt/wrap too.
-function signOnlyPublic(): AttributeIn[] {
-  return [CKA.ENCRYPT, CKA.WRAP].map((type) => ({ type, value: boolBytes(false) }));
-}
+/**
+ * What a signing key pair may do and how it is held, stated in full rather than left to the module's
+ * defaults, which differ between modules and versions (SoftHSM sets CKA_SIGN_RECOVER, and
+ * CKA_ENCRYPT/DECRYPT/WRAP too, unless told). Each value is read back through PKCS#11 in the tests.
+ * - Signing only: no recovery, no encryption, no wrapping, no derivation.
+ * - Sensitive and never extractable; no per-operation login (the daemon logs in once).
+ * - Copyable: the daemon signs through a session copy of the key (see key_cache.ts).
+ * - Modifiable and destroyable, so an operator can relabel or remove a key with standard tools.
+ */
+export const KEY_PAIR_ATTRIBUTES = {
+  public: {
+    [CKA.VERIFY]: true,
+    [CKA.VERIFY_RECOVER]: false,
+    [CKA.ENCRYPT]: false,
+    [CKA.WRAP]: false,
+    [CKA.DERIVE]: false,
+    [CKA.COPYABLE]: true,
+    [CKA.MODIFIABLE]: true,
+    [CKA.DESTROYABLE]: true,
+  },
+  private: {
+    [CKA.SIGN]: true,
+    [CKA.SIGN_RECOVER]: false,
+    [CKA.DECRYPT]: false,
+    [CKA.UNWRAP]: false,
+    [CKA.DERIVE]: false,
+    [CKA.SENSITIVE]: true,
+    [CKA.EXTRACTABLE]: false,
+    [CKA.ALWAYS_AUTHENTICATE]: false,
+    [CKA.WRAP_WITH_TRUSTED]: false,
+    [CKA.COPYABLE]: true,
+    [CKA.MODIFIABLE]: true,
+    [CKA.DESTROYABLE]: true,
+  },
+} as const satisfies Record<string, Record<number, boolean>>;
 
-function signOnlyPrivate(): AttributeIn[] {
-  return [CKA.DECRYPT, CKA.UNWRAP, CKA.DERIVE].map((type) => ({ type, value: boolBytes(false) }));
+/** The audit MAC secret: MAC and MAC-verify only, held like a private key. */
+export const MAC_SECRET_ATTRIBUTES = {
+  [CKA.SIGN]: true,
+  [CKA.VERIFY]: true,
+  [CKA.ENCRYPT]: false,
+  [CKA.DECRYPT]: false,
+  [CKA.WRAP]: false,
+  [CKA.UNWRAP]: false,
+  [CKA.DERIVE]: false,
+  [CKA.SENSITIVE]: true,
+  [CKA.EXTRACTABLE]: false,
+  [CKA.WRAP_WITH_TRUSTED]: false,
+  [CKA.COPYABLE]: true,
+  [CKA.MODIFIABLE]: true,
+  [CKA.DESTROYABLE]: true,
+} as const satisfies Record<number, boolean>;
+
+const MAC_SECRET_USE = booleanTemplate(MAC_SECRET_ATTRIBUTES);
+const PUBLIC_KEY_USE = booleanTemplate(KEY_PAIR_ATTRIBUTES.public);
+const PRIVATE_KEY_USE = booleanTemplate(KEY_PAIR_ATTRIBUTES.private);
+
+function booleanTemplate(values: Record<number, boolean>): AttributeIn[] {
+  return Object.entries(values).map(([type, value]) => ({
+    type: Number(type),
+    value: boolBytes(value),
+  }));
 }
 
 function commonKeyAttributes(label: string, id: Uint8Array, isPrivate: boolean): AttributeIn[] {
