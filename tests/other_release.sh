@@ -75,7 +75,9 @@ mount_in bind /dev /dev
 mount_in devpts devpts /dev/pts
 mount_in tmpfs tmpfs /dev/shm
 mount_in tmpfs tmpfs /run
-mount_in tmpfs tmpfs /tmp
+mkdir -p "$root/run/lock" # as systemd-tmpfiles makes it at boot
+# Debian 13 mounts /tmp as tmpfs by default, Debian 12 does not: the chroot does as the release does.
+if [ "$RELEASE" = trixie ]; then mount_in tmpfs tmpfs /tmp; fi
 
 chroot "$root" update-ca-certificates >/dev/null
 # What a new user brings to the project's own `make setup`: git, make, and Node.js with npm.

@@ -65,6 +65,13 @@ export const RACY_MS = 2000;
  * times (the kernel's file clock advances once per scheduler tick, 1–10 ms; twice that for margin).
  */
 export const RACY_WINDOW_MS = 20;
+/**
+ * How far a file's change time, rounded up to the millisecond, may stand ahead of Date.now(),
+ * rounded down: file systems with fine-grained ("multigrain") times, such as tmpfs on current
+ * kernels, stamp a file from the same fine clock Date.now() reads, so the two roundings alone can
+ * put the file up to 2 ms in Date.now()'s future.
+ */
+const ROUNDING_MS = 2;
 
 /** Options of an IndexFileSource. */
 export interface IndexFileSourceOptions {
@@ -234,7 +241,7 @@ export class IndexFileSource implements RevocationSource {
     this.#waitForReaders();
     if (this.#verified(stamp, arrival)) return this.#answer();
     const wait = stamp.changedAt + stamp.racyWindow - Date.now();
-    if (wait > 0 && wait <= RACY_WINDOW_MS && stamp.racyWindow === RACY_WINDOW_MS) {
+    if (wait > 0 && wait <= RACY_WINDOW_MS + ROUNDING_MS && stamp.racyWindow === RACY_WINDOW_MS) {
       // A read after the window needs no content comparison, now or on later queries.
       Atomics.wait(pause, 0, 0, wait + 1);
       stamp = this.#stat();
