@@ -17,7 +17,7 @@ import { daemonPublicKeys, verifyIndependently } from "../support/oracle.ts";
 import { ML_DSA } from "../support/digest_mode.ts";
 import { makeTestCa, opensslRequest, publicListenerArgs, type TestCa } from "../support/ca.ts";
 import { selectedModuleName } from "../support/modules.ts";
-import { type OracleAnswer, pqOracle } from "../support/pq_oracle.ts";
+import { type OracleAnswer, type PqOracle, pqOracle } from "../support/pq_oracle.ts";
 import { moduleTempDir } from "../support/temp_dir.ts";
 import { muHasher } from "../../lib/client/mu.ts";
 import { derFromPem } from "../../lib/ca/csr.ts";
@@ -58,6 +58,31 @@ function bothAccept(what: string, second: OracleAnswer, noble: boolean) {
 function bothRefuse(what: string, second: OracleAnswer, noble: boolean) {
   assert.equal(second.ok, false, `the second oracle accepts ${what} with one byte changed`);
   assert.equal(noble, false, `@noble/post-quantum accepts ${what} with one byte changed`);
+}
+
+/**
+ * Both oracles accept `signature` over the whole `message`, and refuse it with one byte changed.
+ */
+async function bothJudgeSignature(
+  second: PqOracle,
+  what: string,
+  key: { type: MlDsaType; spki: Uint8Array; raw: Uint8Array },
+  message: Uint8Array,
+  signature: Uint8Array,
+) {
+  const over = `${what} over ${message.length} bytes`;
+  const noble = ML_DSA[key.type];
+  bothAccept(
+    over,
+    await second.verify(key.spki, message, signature),
+    noble.verify(signature, message, key.raw),
+  );
+  const changed = changedInside(signature, signature);
+  bothRefuse(
+    over,
+    await second.verify(key.spki, message, changed),
+    noble.verify(changed, message, key.raw),
+  );
 }
 
 function sign(socket: string, label: string, body: Uint8Array, digest?: string) {
@@ -139,17 +164,12 @@ Deno.test({
           for (const message of messages) {
             const res = await sign(daemon.socket, label, message);
             assert.equal(res.status, 200, res.text());
-            const what = `a ${type} /sign signature over ${message.length} bytes`;
-            bothAccept(
-              what,
-              await second.verify(spki, message, res.body),
-              ML_DSA[type].verify(res.body, message, raw),
-            );
-            const changed = changedInside(res.body, res.body);
-            bothRefuse(
-              what,
-              await second.verify(spki, message, changed),
-              ML_DSA[type].verify(changed, message, raw),
+            await bothJudgeSignature(
+              second,
+              `a ${type} /sign signature`,
+              { type, spki, raw },
+              message,
+              res.body,
             );
           }
         });
@@ -160,17 +180,12 @@ Deno.test({
             mu.update(message);
             const res = await sign(daemon.socket, label, mu.digest(), "ml-dsa-mu");
             assert.equal(res.status, 200, res.text());
-            const what = `a ${type} μ signature over ${message.length} bytes`;
-            bothAccept(
-              what,
-              await second.verify(spki, message, res.body),
-              ML_DSA[type].verify(res.body, message, raw),
-            );
-            const changed = changedInside(res.body, res.body);
-            bothRefuse(
-              what,
-              await second.verify(spki, message, changed),
-              ML_DSA[type].verify(changed, message, raw),
+            await bothJudgeSignature(
+              second,
+              `a ${type} μ signature`,
+              { type, spki, raw },
+              message,
+              res.body,
             );
           }
         });
