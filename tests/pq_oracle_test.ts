@@ -67,6 +67,14 @@ Deno.test(`pq oracle: ${ORACLES.map((o) => o.name).join(" and ")} accept @noble'
       const otherMessage = await oracle.verify(der, oneByteChanged(message, 0), signature);
       assert.equal(otherMessage.ok, false, `${oracle.kind} ${type}: another message is accepted`);
 
+      // openssl's `pkeyutl -rawin` reads no empty message: a clear error, never a refusal.
+      const overEmpty = impl.sign(new Uint8Array(0), keys.secretKey);
+      if (oracle.kind === "openssl") {
+        await assert.rejects(oracle.verify(der, new Uint8Array(0), overEmpty), /empty message/);
+      } else {
+        assert.ok((await oracle.verify(der, new Uint8Array(0), overEmpty)).ok, "the empty message");
+      }
+
       const spkiOk = await oracle.checkSpki(der, type);
       assert.ok(spkiOk.ok, `${oracle.kind} ${type}: ${spkiOk.output}`);
       const otherType = NOBLE.find((n) => n.type !== type)!.type;

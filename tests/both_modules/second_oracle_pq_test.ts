@@ -307,11 +307,18 @@ Deno.test({
       assert.equal(responder.code, 0, responder.text);
       const responderPem = `${ca87.ca.dir}/responder.pem`;
       const servers = [
-        { ...ca65, label: `ca-ml-dsa-65`, signerType: "ml-dsa-65" as const, extra: [] },
+        {
+          ...ca65,
+          label: "ca-ml-dsa-65",
+          signerType: "ml-dsa-65" as const,
+          signerPem: ca65.ca.caPem,
+          extra: [],
+        },
         {
           ...ca87,
           label: "ocsp-44",
           signerType: "ml-dsa-44" as const,
+          signerPem: responderPem,
           extra: ["--ocsp-cert", responderPem],
         },
       ];
@@ -324,10 +331,13 @@ Deno.test({
             args: [...publicListenerArgs(s.ca, socket, s.label), ...s.extra],
           });
           try {
-            const answer = await ocspAnswer(socket, s.ca.caPem, s.client);
-            const signerKey = certificatePublicKey(
-              s.label === "ocsp-44" ? responderPem : s.ca.caPem,
+            bothAccept(
+              `the certificate of ${s.label}`,
+              await second.verifyCertChain(s.ca.caPem, [s.signerPem]),
+              nobleOnCertificate(s.signerPem, s.ca.caPem, s.type),
             );
+            const answer = await ocspAnswer(socket, s.ca.caPem, s.client);
+            const signerKey = certificatePublicKey(s.signerPem);
             bothAccept(
               `the OCSP answer of ${s.label}`,
               await second.verifyOcspResponse(s.ca.caPem, answer),

@@ -163,12 +163,12 @@ function opensslOracle(openssl: string, version: string): PqOracle {
   return {
     kind: "openssl",
     name: `${openssl} (${version})`,
-    verify: (spki, message, signature) => {
+    verify: async (spki, message, signature) => {
       if (message.length === 0) {
         // `pkeyutl -rawin` reads its input into one buffer and fails on an empty one.
         throw new Error("openssl pkeyutl cannot verify a signature over an empty message");
       }
-      return withFiles({ "spki.der": spki, message, signature }, async (dir) =>
+      return await withFiles({ "spki.der": spki, message, signature }, async (dir) =>
         verdict(
           await run([
             "pkeyutl",
