@@ -128,18 +128,12 @@ function checkSignature(key, keyType, message, signature, what) {
   if (!verify(null, message, key, signature)) refuse(`${what}: the signature does not verify`);
 }
 
-/** Subject Name and SPKI of a certificate, as DER. */
+/** A certificate's subject Name (DER) and its SPKI's TLV. */
 function certificateFields(der) {
-  const { tbs, tbsTlv } = signedParts(der);
-  const fields = childrenOf(der, tbsTlv);
+  const fields = childrenOf(der, signedParts(der).tbsTlv);
   const first = fields[0].tag === 0xa0 ? 1 : 0; // [0] version
-  const subject = fields[first + 4], spki = fields[first + 5];
-  return {
-    tbs,
-    subject: der.subarray(subject.start, subject.end),
-    spki: der.subarray(spki.start, spki.end),
-    spkiTlv: spki,
-  };
+  const subject = fields[first + 4];
+  return { subject: der.subarray(subject.start, subject.end), spkiTlv: fields[first + 5] };
 }
 
 function currentlyValid(cert, what) {
