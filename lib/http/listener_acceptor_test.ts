@@ -64,8 +64,8 @@ Deno.test("300 silent connections: the 257th gets 503 Retry-After: 1, the held o
 });
 
 /**
- * A clock for the listener that stands still until the test moves it, and the listener's events:
- * "not before its deadline" is then a fact of the deadline logic, not a measured time.
+ * A clock for the listener that stands still until the test moves it: "not before its deadline" is
+ * then a fact of the deadline logic, not a measured time.
  */
 function handClock() {
   const clock = { t: 0, now: () => clock.t };
