@@ -19,3 +19,13 @@ Deno.test("deadline queue: only entries due are dropped, oldest first, and the h
   assert.equal(q.dueAt(), 220);
   assert.ok(q.has(3) && !q.has(1));
 });
+
+Deno.test("deadline queue: an entry is due exactly `ms` after its `since`, not a millisecond before", () => {
+  const q = new DeadlineQueue<{ since: number }>(2000);
+  q.set(5, { since: 1000 });
+  const drop = () => q.delete(5);
+  assert.equal(q.expire(2999, drop), 0);
+  assert.ok(q.has(5));
+  assert.equal(q.expire(3000, drop), 1);
+  assert.equal(q.size, 0);
+});

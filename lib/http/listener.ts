@@ -81,6 +81,11 @@ export interface ListenerOptions {
   continueCheck?: ContinueCheck;
   log?: (event: ListenerEvent) => void;
   /**
+   * The clock every deadline is counted on: milliseconds, monotonic. Default `performance.now`; a
+   * test moves its own, so that "not before its deadline" needs no waiting and no measuring.
+   */
+  now?: () => number;
+  /**
    * Serve a socket opened elsewhere and shared with listeners in other isolates (each accepts from
    * it; the queue depth bounds their sum); `path` is then ignored and close() leaves the socket to
    * its opener. Example: `{ ...opts, shared: joinSharedSocket(setup, 1) }`.
@@ -156,8 +161,9 @@ const READER_POOL = 64;
  */
 export class Listener {
   #opts:
-    & Required<Omit<ListenerOptions, "log" | "continueCheck" | "shared">>
+    & Required<Omit<ListenerOptions, "log" | "continueCheck" | "shared" | "now">>
     & Pick<ListenerOptions, "log" | "continueCheck" | "shared">;
+  #now: () => number;
   #sock: UnixListenerSocket;
   #ep: number;
   #wake: number;
@@ -205,6 +211,7 @@ export class Listener {
       bodyMs: 10_000,
       ...opts,
     };
+    this.#now = opts.now ?? (() => performance.now());
     this.#waiting = new DeadlineQueue(this.#opts.firstByteMs);
     this.#reading = new DeadlineQueue(this.#opts.bodyMs);
     this.#writing = new DeadlineQueue(this.#opts.bodyMs);
@@ -293,7 +300,7 @@ export class Listener {
   }
 
   #idleTimeout(): number {
-    const now = performance.now();
+    const now = this.#now();
     let next = now + IDLE_WAIT_CAP_MS;
     for (const queue of [this.#waiting, this.#reading, this.#writing, this.#lingering]) {
       const due = queue.dueAt();
@@ -323,7 +330,7 @@ export class Listener {
   }
 
   #expire(): void {
-    const now = performance.now();
+    const now = this.#now();
     if (this.#acceptPausedUntil !== 0 && this.#acceptPausedUntil <= now && !this.#closing) {
       this.#acceptPausedUntil = 0;
       this.#setAccepting(true);
@@ -375,7 +382,7 @@ export class Listener {
 
   /** Out of file descriptors: stop polling the listening socket briefly instead of spinning. */
   #pauseAccept(): void {
-    this.#acceptPausedUntil = performance.now() + ACCEPT_PAUSE_MS;
+    this.#acceptPausedUntil = this.#now() + ACCEPT_PAUSE_MS;
     this.#setAccepting(false);
   }
 
@@ -406,7 +413,7 @@ export class Listener {
       serial: (++this.#serial) >>> 0,
       peer,
       state: "waiting",
-      since: performance.now(),
+      since: this.#now(),
       reader: null,
       out: null,
       outAt: 0,
@@ -493,7 +500,7 @@ export class Listener {
   #startReading(conn: Conn): void {
     this.#waiting.delete(conn.fd);
     conn.state = "reading";
-    conn.since = performance.now();
+    conn.since = this.#now();
     conn.reader = this.#readers.pop() ?? new RequestReader(this.#opts);
     this.#reading.set(conn.fd, conn);
   }
@@ -601,7 +608,7 @@ export class Listener {
     conn.out = bytes;
     conn.outAt = 0;
     conn.state = "writing";
-    conn.since = performance.now();
+    conn.since = this.#now();
     this.#flush(conn);
   }
 
@@ -644,7 +651,7 @@ export class Listener {
     conn.state = "lingering";
     conn.unread = false;
     conn.out = null;
-    conn.since = performance.now();
+    conn.since = this.#now();
     this.#lingering.set(conn.fd, conn);
     this.#discard(conn);
   }
