@@ -1,8 +1,8 @@
 /**
- * The client module under load and under faults, driven by client/pkcs11/build/p11drive (a C
+ * The client module under load and under faults, driven by pkcs11-module/build/p11drive (a C
  * program of 16 threads, each with its own session; every signature checked by libcrypto with
  * the key's public key from /token). Faults: a daemon that never answers, a stopped daemon, a
- * stopped proxy — each a documented CK_RV (client/pkcs11/README.md) within the timeout, met by a
+ * stopped proxy — each a documented CK_RV (pkcs11-module/README.md) within the timeout, met by a
  * fresh process (the CK_RV of its C_OpenSession's GET /token) and by a process that signed before
  * the fault (the CK_RV of C_Sign).
  */
