@@ -1,65 +1,25 @@
-/* The function tables and interfaces both of the project's modules hand out (the client module and
- * the test module): one 3.2 table whose unimplemented entries answer CKR_FUNCTION_NOT_SUPPORTED,
- * older-version copies of it, and the lookups of C_GetInterfaceList and C_GetInterface over a
- * module's own list of interfaces. */
+/* The function tables and interfaces a module hands out. The module says which entries it
+ * implements and which versions it offers; pkcs11_interfaces.c makes one 3.2 table of them (every
+ * other entry answers CKR_FUNCTION_NOT_SUPPORTED), the 3.0 and 2.40 tables that share its
+ * entries, and C_GetFunctionList, C_GetInterfaceList and C_GetInterface over them. */
 #ifndef SVCD_PKCS11_INTERFACES_H
 #define SVCD_PKCS11_INTERFACES_H
 
-#include <string.h>
-
-#include "pkcs11.h"
 #include "pkcs11_functions.h"
 
-/* Fills the entries `t32` leaves NULL with `not_supported`, then makes the 3.0 and 2.40 tables: they
- * share the entries, and a caller reads only as many as its version has. */
-static inline void pkcs11_fill_tables(CK_FUNCTION_LIST_3_2 *t32, CK_FUNCTION_LIST_3_2 *t30,
-                                      CK_FUNCTION_LIST_3_2 *t240, CK_ANY_FN not_supported) {
-  for (unsigned i = 0; i < IDX_COUNT; i++)
-    if (t32->fn[i] == NULL) t32->fn[i] = not_supported;
-  *t30 = *t32;
-  t30->version = (CK_VERSION){3, 0};
-  *t240 = *t32;
-  t240->version = (CK_VERSION){2, 40};
-}
+/* ENTRY(C_Sign) in a module's `entries`: the entry C_Sign at its place in the table. */
+#define ENTRY(name) [IDX_##name] = (CK_ANY_FN)name
 
-/* C_GetInterfaceList over `n` interfaces. */
-static inline CK_RV pkcs11_interface_list(const CK_INTERFACE *interfaces, CK_ULONG n,
-                                          CK_INTERFACE *pList, CK_ULONG *pulCount) {
-  if (pulCount == NULL) return CKR_ARGUMENTS_BAD;
-  if (pList == NULL) {
-    *pulCount = n;
-    return CKR_OK;
-  }
-  if (*pulCount < n) {
-    *pulCount = n;
-    return CKR_BUFFER_TOO_SMALL;
-  }
-  memcpy(pList, interfaces, n * sizeof interfaces[0]);
-  *pulCount = n;
-  return CKR_OK;
-}
+typedef struct {
+  /* By IDX_*; NULL: CKR_FUNCTION_NOT_SUPPORTED. The three lookups above are filled in here. */
+  CK_ANY_FN entries[IDX_COUNT];
+  /* What C_GetInterfaceList lists, in order: each of 3.2, 3.0 and 2.40, as "PKCS 11" with no
+   * flags (no CKF_INTERFACE_FORK_SAFE: neither module is). */
+  CK_VERSION versions[3];
+  CK_ULONG nversions;
+} pkcs11_module_functions;
 
-/* C_GetInterface over `n` interfaces: the first whose name, version and flags match what was asked
- * (a NULL name or version matches any; flags the interface lacks, e.g. CKF_INTERFACE_FORK_SAFE,
- * match none). */
-static inline CK_RV pkcs11_find_interface(CK_INTERFACE *interfaces, CK_ULONG n,
-                                          CK_UTF8CHAR *pName, CK_VERSION *pVersion,
-                                          CK_INTERFACE **ppInterface, CK_FLAGS flags) {
-  if (ppInterface == NULL) return CKR_ARGUMENTS_BAD;
-  for (CK_ULONG i = 0; i < n; i++) {
-    CK_INTERFACE *it = &interfaces[i];
-    const CK_FUNCTION_LIST_3_2 *t = it->pFunctionList;
-    if (pName != NULL && strcmp((const char *)pName, (const char *)it->pInterfaceName) != 0)
-      continue;
-    if (pVersion != NULL &&
-        (pVersion->major != t->version.major || pVersion->minor != t->version.minor))
-      continue;
-    if ((flags & it->flags) != flags) continue;
-    *ppInterface = it;
-    return CKR_OK;
-  }
-  *ppInterface = NULL;
-  return CKR_ARGUMENTS_BAD;
-}
+/* Defined by each module (its p11_table.c). */
+extern const pkcs11_module_functions pkcs11_this_module;
 
 #endif

@@ -1,31 +1,11 @@
-/* Where the module signs: SVCD_PKCS11_CONF (one [endpoint] section per slot) or, without it, the
- * same variables as `svcd client` (SVCD_ADDR, SVCD_CACERT, SVCD_CLIENT_CERT, SVCD_CLIENT_KEY).
- * Debug output goes to stderr only when SVCD_PKCS11_DEBUG is set. */
+#include "config.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "client.h"
-
-static int debug_on;
-
-void debug_init(void) {
-  const char *v = getenv("SVCD_PKCS11_DEBUG");
-  debug_on = v != NULL && *v != '\0' && strcmp(v, "0") != 0;
-}
-
-void debug_log(const char *fmt, ...) {
-  if (!debug_on) return;
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("svcd-pkcs11: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
 
 static void say(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(char *why, size_t n, const char *fmt, ...) {

@@ -3,11 +3,14 @@
  * reuses a connection (or at least a session) instead of a full handshake. Every call is bounded
  * by the endpoint's timeout, 429/503 retries included. */
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "client.h"
+#include "pkcs11_buffer.h"
+#include "clock.h"
+#include "debug.h"
+#include "http.h"
 
 struct http_pool {
   endpoint_config ep;
@@ -97,32 +100,12 @@ static void handle_give_back(http_pool *p, CURL *h) {
   pthread_mutex_unlock(&p->lock);
 }
 
-typedef struct {
-  unsigned char *data;
-  size_t len, cap, limit;
-} growbuf;
+/* The most an answer may carry: more is not svcd's, and the transfer is aborted. */
+#define ANSWER_LIMIT (64UL * 1024 * 1024)
 
 static size_t collect(char *ptr, size_t size, size_t nmemb, void *user) {
-  growbuf *b = user;
   size_t n = size * nmemb;
-  if (b->len + n > b->limit) return 0; /* an answer this large is not svcd's: abort the transfer */
-  if (b->len + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 1024;
-    while (cap < b->len + n) cap *= 2;
-    unsigned char *d = realloc(b->data, cap);
-    if (d == NULL) return 0;
-    b->data = d;
-    b->cap = cap;
-  }
-  memcpy(b->data + b->len, ptr, n);
-  b->len += n;
-  return n;
-}
-
-static long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+  return pkcs11_buffer_append(user, ptr, n, ANSWER_LIMIT) == CKR_OK ? n : 0;
 }
 
 /* The CKR_* of a transport failure. */
@@ -181,7 +164,7 @@ CK_RV status_to_rv(long status, const char *route) {
 static CK_RV attempt(http_pool *p, CURL *h, const char *method, const char *url,
                      struct curl_slist *hdrs, const unsigned char *body, size_t len,
                      long budget_ms, http_answer *out) {
-  growbuf b = {.limit = 64UL * 1024 * 1024};
+  pkcs11_buffer b = {0};
   curl_easy_setopt(h, CURLOPT_URL, url);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
@@ -197,7 +180,7 @@ static CK_RV attempt(http_pool *p, CURL *h, const char *method, const char *url,
   }
   CURLcode c = curl_easy_perform(h);
   if (c != CURLE_OK) {
-    free(b.data);
+    pkcs11_buffer_free(&b);
     debug_log("%s %s: %s", method, url, curl_easy_strerror(c));
     return curl_to_rv(c);
   }
@@ -210,12 +193,6 @@ static CK_RV attempt(http_pool *p, CURL *h, const char *method, const char *url,
   out->len = b.len;
   debug_log("%s %s: %ld (%zu bytes)", method, url, out->status, b.len);
   return CKR_OK;
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
 }
 
 CK_RV http_call(http_pool *p, const char *method, const char *path, const char *const *headers,
@@ -261,4 +238,14 @@ void http_answer_free(http_answer *a) {
   free(a->body);
   a->body = NULL;
   a->len = 0;
+}
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_result;
+/* Never undone: curl_global_cleanup is not safe while the host program uses libcurl itself. */
+static void global_init(void) { global_result = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+CK_RV http_global_init(void) {
+  pthread_once(&global_once, global_init);
+  return global_result == CURLE_OK ? CKR_OK : CKR_GENERAL_ERROR;
 }

@@ -12,22 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
-
-static const struct {
-  const char *name;
-  key_type type;
-} KEY_TYPE_NAMES[] = {
-    {"ec-p256", KT_EC_P256},     {"ec-p384", KT_EC_P384},     {"ed25519", KT_ED25519},
-    {"rsa-3072", KT_RSA_3072},   {"ml-dsa-44", KT_ML_DSA_44}, {"ml-dsa-65", KT_ML_DSA_65},
-    {"ml-dsa-87", KT_ML_DSA_87}, {"composite-mldsa65-ed25519", KT_COMPOSITE},
-};
-
-key_type key_type_from_name(const char *name) {
-  for (size_t i = 0; i < sizeof KEY_TYPE_NAMES / sizeof KEY_TYPE_NAMES[0]; i++)
-    if (strcmp(name, KEY_TYPE_NAMES[i].name) == 0) return KEY_TYPE_NAMES[i].type;
-  return KT_UNKNOWN;
-}
+#include "debug.h"
+#include "keys.h"
 
 static unsigned digest_flag(const char *name) {
   if (strcmp(name, "sha-256") == 0) return DG_SHA256;
@@ -59,28 +45,6 @@ size_t key_signature_length(const remote_key *k) {
   }
 }
 
-/* Raw public key lengths, as the daemon encodes them (RSA: a DER RSAPublicKey of any length). */
-static size_t raw_length(key_type t) {
-  switch (t) {
-    case KT_EC_P256:
-      return 65;
-    case KT_EC_P384:
-      return 97;
-    case KT_ED25519:
-      return 32;
-    case KT_ML_DSA_44:
-      return 1312;
-    case KT_ML_DSA_65:
-      return 1952;
-    case KT_ML_DSA_87:
-      return 2592;
-    case KT_COMPOSITE:
-      return 1952 + 32;
-    default:
-      return 0;
-  }
-}
-
 static int base64_decode(const char *s, unsigned char **out, size_t *len) {
   size_t n = strlen(s);
   if (n % 4 != 0) return -1;
@@ -97,12 +61,10 @@ static int base64_decode(const char *s, unsigned char **out, size_t *len) {
   return 0;
 }
 
-void *pkey_from_spki(const unsigned char *spki, size_t len) {
+static void *pkey_from_spki(const unsigned char *spki, size_t len) {
   const unsigned char *p = spki;
   return d2i_PUBKEY(NULL, &p, (long)len);
 }
-
-void pkey_free(void *pkey) { EVP_PKEY_free(pkey); }
 
 static const char *string_field(json_object *o, const char *name) {
   json_object *v;
@@ -132,17 +94,8 @@ void key_free(remote_key *k) {
   free(k->ec_point);
   free(k->modulus);
   free(k->exponent);
-  pkey_free(k->pkey);
+  EVP_PKEY_free(k->pkey);
   free(k);
-}
-
-const unsigned char *key_ec_params(key_type t, size_t *len) {
-  static const unsigned char P256[] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
-  static const unsigned char P384[] = {0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22};
-  static const unsigned char ED25519[] = {0x06, 0x03, 0x2b, 0x65, 0x70};
-  const unsigned char *p = t == KT_EC_P256 ? P256 : t == KT_EC_P384 ? P384 : t == KT_ED25519 ? ED25519 : NULL;
-  *len = p == P256 ? sizeof P256 : p == P384 ? sizeof P384 : p == ED25519 ? sizeof ED25519 : 0;
-  return p;
 }
 
 /* CKA_EC_POINT as the standard says: a DER OCTET STRING around the point (all lengths < 128). */
@@ -198,7 +151,7 @@ static int key_from_json(json_object *o, remote_key **out, int *has_digests) {
     return 0;
   }
   if (base64_decode(raw, &k->raw, &k->raw_len) != 0 ||
-      (raw_length(k->type) != 0 && k->raw_len != raw_length(k->type)) ||
+      (key_type_raw_length(k->type) != 0 && k->raw_len != key_type_raw_length(k->type)) ||
       (spki != NULL && base64_decode(spki, &k->spki, &k->spki_len) != 0)) {
     debug_log("key '%s': unreadable public key, left out", label);
     key_free(k);
@@ -211,8 +164,9 @@ static int key_from_json(json_object *o, remote_key **out, int *has_digests) {
   }
   k->digests = digests_field(o, has_digests);
   SHA1(k->raw, k->raw_len, k->id);
-  if (k->spki != NULL && verify_local_possible(k)) k->pkey = pkey_from_spki(k->spki, k->spki_len);
-  if ((verify_local_possible(k) && k->pkey == NULL) || derive_attributes(k) != 0) {
+  if (k->spki != NULL && key_type_verified_here(k->type))
+    k->pkey = pkey_from_spki(k->spki, k->spki_len);
+  if ((key_type_verified_here(k->type) && k->pkey == NULL) || derive_attributes(k) != 0) {
     debug_log("key '%s': its public key does not parse, left out", label);
     key_free(k);
     return 0;
@@ -271,4 +225,8 @@ void token_listing_free(token_listing *t) {
   for (size_t i = 0; i < t->count; i++) key_free(t->keys[i]);
   free(t->keys);
   memset(t, 0, sizeof *t);
+}
+
+int key_same(const remote_key *a, const remote_key *b) {
+  return a->type == b->type && a->raw_len == b->raw_len && memcmp(a->raw, b->raw, a->raw_len) == 0;
 }

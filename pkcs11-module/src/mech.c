@@ -6,7 +6,7 @@
 #include <openssl/obj_mac.h>
 #include <string.h>
 
-#include "client.h"
+#include "mech.h"
 
 static int is_ec(key_type t) { return t == KT_EC_P256 || t == KT_EC_P384; }
 static int is_mldsa(key_type t) {

@@ -6,12 +6,7 @@
 #include <openssl/rsa.h>
 #include <stdlib.h>
 
-#include "client.h"
-
-int verify_local_possible(const remote_key *k) {
-  return k->type == KT_EC_P256 || k->type == KT_EC_P384 || k->type == KT_ED25519 ||
-         k->type == KT_RSA_3072;
-}
+#include "verify.h"
 
 /* r ‖ s → DER ECDSA-Sig-Value; returns its length, 0 on failure. */
 static int ecdsa_der(const unsigned char *sig, size_t len, unsigned char **der) {

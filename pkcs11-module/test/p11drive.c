@@ -30,42 +30,32 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pkcs11.h"
+#include "clock.h"
+#include "pkcs11_functions.h"
 
 static CK_FUNCTION_LIST_3_2 *F;
-#define CALL(name, ...) ((CK_RV(*)())F->fn[name])(__VA_ARGS__)
-/* Table indices (PKCS#11 v2.40 order). */
-enum {
-  I_Initialize = 0, I_Finalize = 1, I_GetInfo = 2, I_OpenSession = 12, I_CloseSession = 13,
-  I_FindObjectsInit = 26, I_FindObjects = 27, I_FindObjectsFinal = 28, I_SignInit = 42, I_Sign = 43
-};
+#define CALL(name, ...) ((CK_RV(*)())F->fn[IDX_C_##name])(__VA_ARGS__)
 
 static const char *label;
 static EVP_PKEY *pub;
 static int count;
-
-static long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static CK_RV find_private(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE *key) {
   CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
   CK_ATTRIBUTE tpl[] = {{CKA_CLASS, &cls, sizeof cls},
                         {CKA_LABEL, (void *)label, strlen(label)}};
   CK_ULONG n = 0;
-  CK_RV rv = CALL(I_FindObjectsInit, s, tpl, 2UL);
-  if (rv == CKR_OK) rv = CALL(I_FindObjects, s, key, 1UL, &n);
-  CALL(I_FindObjectsFinal, s);
+  CK_RV rv = CALL(FindObjectsInit, s, tpl, 2UL);
+  if (rv == CKR_OK) rv = CALL(FindObjects, s, key, 1UL, &n);
+  CALL(FindObjectsFinal, s);
   return rv == CKR_OK && n != 1 ? CKR_KEY_HANDLE_INVALID : rv;
 }
 
 static CK_RV sign_once(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, const char *msg,
                        unsigned char *sig, CK_ULONG *sig_len) {
   CK_MECHANISM m = {CKM_ECDSA_SHA256, NULL, 0};
-  CK_RV rv = CALL(I_SignInit, s, &m, key);
-  if (rv == CKR_OK) rv = CALL(I_Sign, s, (CK_BYTE *)msg, (CK_ULONG)strlen(msg), sig, sig_len);
+  CK_RV rv = CALL(SignInit, s, &m, key);
+  if (rv == CKR_OK) rv = CALL(Sign, s, (CK_BYTE *)msg, (CK_ULONG)strlen(msg), sig, sig_len);
   return rv;
 }
 
@@ -93,7 +83,7 @@ static void *work(void *arg) {
   worker *w = arg;
   CK_SESSION_HANDLE s;
   CK_OBJECT_HANDLE key;
-  CK_RV rv = CALL(I_OpenSession, 0UL, CKF_SERIAL_SESSION, NULL, NULL, &s);
+  CK_RV rv = CALL(OpenSession, 0UL, CKF_SERIAL_SESSION, NULL, NULL, &s);
   if (rv == CKR_OK) rv = find_private(s, &key);
   for (int i = 0; rv == CKR_OK && i < count; i++) {
     char msg[96];
@@ -106,7 +96,7 @@ static void *work(void *arg) {
     w->verified_ok += verified(msg, sig, len);
   }
   w->first_error = rv;
-  CALL(I_CloseSession, s);
+  CALL(CloseSession, s);
   return NULL;
 }
 
@@ -145,7 +135,7 @@ static int once(void) {
   long start = now_ms();
   CK_SESSION_HANDLE s;
   CK_OBJECT_HANDLE key;
-  CK_RV rv = CALL(I_OpenSession, 0UL, CKF_SERIAL_SESSION, NULL, NULL, &s);
+  CK_RV rv = CALL(OpenSession, 0UL, CKF_SERIAL_SESSION, NULL, NULL, &s);
   if (rv == CKR_OK) rv = find_private(s, &key);
   if (rv == CKR_OK) {
     unsigned char sig[512];
@@ -157,7 +147,7 @@ static int once(void) {
 }
 
 static CK_RV open_and_find(CK_SESSION_HANDLE *s, CK_OBJECT_HANDLE *key) {
-  CK_RV rv = CALL(I_OpenSession, 0UL, CKF_SERIAL_SESSION, NULL, NULL, s);
+  CK_RV rv = CALL(OpenSession, 0UL, CKF_SERIAL_SESSION, NULL, NULL, s);
   if (rv == CKR_OK) rv = find_private(*s, key);
   return rv;
 }
@@ -177,11 +167,11 @@ static CK_RV sign_checked(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, int *ok) {
 static void fork_child(CK_SESSION_HANDLE inherited, CK_OBJECT_HANDLE inherited_key) {
   CK_INFO info;
   CK_MECHANISM m = {CKM_ECDSA_SHA256, NULL, 0};
-  CK_RV getinfo = CALL(I_GetInfo, &info);
-  CK_RV signinit = CALL(I_SignInit, inherited, &m, inherited_key);
-  CK_RV init_inherited = CALL(I_Initialize, NULL);
-  CK_RV finalize = CALL(I_Finalize, NULL);
-  CK_RV init_fresh = CALL(I_Initialize, NULL);
+  CK_RV getinfo = CALL(GetInfo, &info);
+  CK_RV signinit = CALL(SignInit, inherited, &m, inherited_key);
+  CK_RV init_inherited = CALL(Initialize, NULL);
+  CK_RV finalize = CALL(Finalize, NULL);
+  CK_RV init_fresh = CALL(Initialize, NULL);
   CK_SESSION_HANDLE s = 0;
   CK_OBJECT_HANDLE key;
   int ok = 0;
@@ -191,7 +181,7 @@ static void fork_child(CK_SESSION_HANDLE inherited, CK_OBJECT_HANDLE inherited_k
          "sign=0x%lx verified=%d\n",
          getinfo, signinit, init_inherited, finalize, init_fresh, rv, ok);
   fflush(stdout);
-  if (init_fresh == CKR_OK) CALL(I_Finalize, NULL);
+  if (init_fresh == CKR_OK) CALL(Finalize, NULL);
   _exit(0);
 }
 
@@ -212,7 +202,7 @@ static int fork_check(void) {
   rv = sign_checked(s, key, &ok);
   printf("parent after child_exit=%d sign=0x%lx verified=%d\n",
          WIFEXITED(status) ? WEXITSTATUS(status) : -1, rv, ok);
-  CALL(I_CloseSession, s);
+  CALL(CloseSession, s);
   return 0;
 }
 
@@ -232,7 +222,7 @@ static int wait_mode(void) {
     printf("rv=0x%lx ms=%ld verified=%d\n", rv, now_ms() - start, ok);
     fflush(stdout); /* the test waits for this line */
   } while (fgets(line, sizeof line, stdin) != NULL);
-  CALL(I_CloseSession, s);
+  CALL(CloseSession, s);
   return 0;
 }
 
@@ -260,7 +250,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   label = argv[3];
-  CK_RV rv = CALL(I_Initialize, NULL);
+  CK_RV rv = CALL(Initialize, NULL);
   if (rv != CKR_OK) {
     printf("rv=0x%lx ms=0\n", rv);
     return strcmp(argv[1], "once") == 0 ? 0 : 1;
@@ -279,6 +269,6 @@ int main(int argc, char **argv) {
   } else {
     code = once();
   }
-  CALL(I_Finalize, NULL);
+  CALL(Finalize, NULL);
   return code;
 }

@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
+#include "config.h"
+#include "http.h"
+#include "keys.h"
+#include "mech.h"
 
 static int failures;
 
