@@ -74,6 +74,30 @@ static CK_RV check_pin(CK_USER_TYPE who, const CK_UTF8CHAR *pin, CK_ULONG len, u
   return ok ? CKR_OK : CKR_PIN_INCORRECT;
 }
 
+/* Writes a new PIN of `who` (its salt and the master key sealed under it) into token.db; C_InitPIN
+ * (`init_user`) also marks the user PIN set and clears its failure count. */
+static CK_RV save_pin(CK_USER_TYPE who, int init_user, const uint8_t salt[SVCMOD_SALT_BYTES],
+                      const uint8_t wrap[SVCMOD_WRAP_BYTES]) {
+  pthread_mutex_lock(&g.lock);
+  int fd = store_lock();
+  token_state t;
+  CK_RV rv = fd < 0 ? CKR_DEVICE_ERROR : store_read_token(&t);
+  if (rv == CKR_OK) {
+    if (init_user) {
+      t.user_set = 1;
+      t.user_fails = 0;
+    }
+    memcpy(who == CKU_SO ? t.so_salt : t.user_salt, salt, SVCMOD_SALT_BYTES);
+    memcpy(who == CKU_SO ? t.so_wrap : t.user_wrap, wrap, SVCMOD_WRAP_BYTES);
+    rv = store_write_token(&t);
+    if (rv == CKR_OK) g.tok = t;
+    OPENSSL_cleanse(&t, sizeof t);
+  }
+  store_unlock(fd);
+  pthread_mutex_unlock(&g.lock);
+  return rv;
+}
+
 CK_RV C_InitToken(CK_SLOT_ID slotID, CK_UTF8CHAR *pPin, CK_ULONG ulPinLen,
                   CK_UTF8CHAR *pLabel) {
   if (!g.initialized) return CKR_CRYPTOKI_NOT_INITIALIZED;
@@ -152,23 +176,7 @@ CK_RV C_InitPIN(CK_SESSION_HANDLE hSession, CK_UTF8CHAR *pPin, CK_ULONG ulPinLen
   uint8_t salt[16], wrap[SVCMOD_WRAP_BYTES];
   if (rv == CKR_OK) rv = pin_wrap(pPin, ulPinLen, master, PIN_AAD_USER, salt, wrap);
   OPENSSL_cleanse(master, sizeof master);
-  if (rv == CKR_OK) {
-    pthread_mutex_lock(&g.lock);
-    int fd = store_lock();
-    token_state t;
-    rv = fd < 0 ? CKR_DEVICE_ERROR : store_read_token(&t);
-    if (rv == CKR_OK) {
-      t.user_set = 1;
-      t.user_fails = 0;
-      memcpy(t.user_salt, salt, 16);
-      memcpy(t.user_wrap, wrap, sizeof wrap);
-      rv = store_write_token(&t);
-      if (rv == CKR_OK) g.tok = t;
-      OPENSSL_cleanse(&t, sizeof t);
-    }
-    store_unlock(fd);
-    pthread_mutex_unlock(&g.lock);
-  }
+  if (rv == CKR_OK) rv = save_pin(CKU_USER, 1, salt, wrap);
   session_leave(s);
   return rv;
 }
@@ -193,21 +201,7 @@ CK_RV C_SetPIN(CK_SESSION_HANDLE hSession, CK_UTF8CHAR *pOldPin, CK_ULONG ulOldL
   if (rv == CKR_OK)
     rv = pin_wrap(pNewPin, ulNewLen, master, who == CKU_SO ? PIN_AAD_SO : PIN_AAD_USER, salt, wrap);
   OPENSSL_cleanse(master, sizeof master);
-  if (rv == CKR_OK) {
-    pthread_mutex_lock(&g.lock);
-    int fd = store_lock();
-    token_state t;
-    rv = fd < 0 ? CKR_DEVICE_ERROR : store_read_token(&t);
-    if (rv == CKR_OK) {
-      memcpy(who == CKU_SO ? t.so_salt : t.user_salt, salt, 16);
-      memcpy(who == CKU_SO ? t.so_wrap : t.user_wrap, wrap, sizeof wrap);
-      rv = store_write_token(&t);
-      if (rv == CKR_OK) g.tok = t;
-      OPENSSL_cleanse(&t, sizeof t);
-    }
-    store_unlock(fd);
-    pthread_mutex_unlock(&g.lock);
-  }
+  if (rv == CKR_OK) rv = save_pin(who, 0, salt, wrap);
   OPENSSL_cleanse(&fresh, sizeof fresh);
   session_leave(s);
   return rv;
