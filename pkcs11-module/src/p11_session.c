@@ -41,10 +41,7 @@ CK_RV C_GetSessionInfo(CK_SESSION_HANDLE hSession, CK_SESSION_INFO *pInfo) {
   session_t *s;
   CK_RV rv = session_enter(hSession, &s);
   if (rv != CKR_OK) return rv;
-  pInfo->slotID = s->slot;
-  pInfo->flags = s->flags & (CKF_RW_SESSION | CKF_SERIAL_SESSION);
-  pInfo->ulDeviceError = 0;
-  pInfo->state = session_state(s);
+  session_info(s, pInfo);
   session_leave(s);
   return CKR_OK;
 }

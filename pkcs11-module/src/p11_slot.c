@@ -5,16 +5,11 @@
 #include "slot.h"
 
 CK_RV C_GetSlotList(CK_BBOOL tokenPresent, CK_SLOT_ID *pSlotList, CK_ULONG *pulCount) {
-  (void)tokenPresent; /* every slot has its token: the remote one */
+  (void)tokenPresent; /* every slot has its token */
   if (pulCount == NULL) return CKR_ARGUMENTS_BAD;
   CK_RV rv = life_enter();
   if (rv != CKR_OK) return rv;
-  unsigned n = slot_count();
-  if (pSlotList != NULL && *pulCount < n)
-    rv = CKR_BUFFER_TOO_SMALL;
-  else if (pSlotList != NULL)
-    for (unsigned i = 0; i < n; i++) pSlotList[i] = i;
-  *pulCount = n;
+  rv = slots_list(pSlotList, pulCount);
   life_leave();
   return rv;
 }
@@ -55,11 +50,7 @@ CK_RV C_GetMechanismList(CK_SLOT_ID slotID, CK_MECHANISM_TYPE *pList, CK_ULONG *
   if (rv != CKR_OK) return rv;
   slot_t *s;
   rv = listed_slot(slotID, &s);
-  if (rv == CKR_OK) {
-    CK_ULONG n = slot_mechanisms(s, pList, *pulCount);
-    if (pList != NULL && n > *pulCount) rv = CKR_BUFFER_TOO_SMALL;
-    *pulCount = n;
-  }
+  if (rv == CKR_OK) rv = slot_mechanisms(s, pList, pulCount);
   life_leave();
   return rv;
 }

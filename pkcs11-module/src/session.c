@@ -112,13 +112,16 @@ void sessions_reset_lock(void) {
   memcpy(&lock, &fresh, sizeof fresh);
 }
 
-CK_STATE session_state(const session_t *s) {
+void session_info(const session_t *s, CK_SESSION_INFO *info) {
   pthread_mutex_lock(&lock);
   int user = logged_in;
   pthread_mutex_unlock(&lock);
   int rw = (s->flags & CKF_RW_SESSION) != 0;
-  return user ? (rw ? CKS_RW_USER_FUNCTIONS : CKS_RO_USER_FUNCTIONS)
-              : (rw ? CKS_RW_PUBLIC_SESSION : CKS_RO_PUBLIC_SESSION);
+  info->slotID = s->slot;
+  info->flags = s->flags & (CKF_RW_SESSION | CKF_SERIAL_SESSION);
+  info->ulDeviceError = 0;
+  info->state = user ? (rw ? CKS_RW_USER_FUNCTIONS : CKS_RO_USER_FUNCTIONS)
+                     : (rw ? CKS_RW_PUBLIC_SESSION : CKS_RO_PUBLIC_SESSION);
 }
 
 /* No PIN exists. A login with any PIN succeeds and proves nothing, for the tools that log in

@@ -32,8 +32,8 @@ CK_RV sessions_close_slot(CK_SLOT_ID slot);
 void sessions_free(void);
 /* In a forked child: the inherited lock may be held by a thread that does not exist there. */
 void sessions_reset_lock(void);
-/* CKS_* of the session: public or user functions, read-only or read-write. */
-CK_STATE session_state(const session_t *s);
+/* C_GetSessionInfo's answer: the slot, the flags, the state (public or user functions). */
+void session_info(const session_t *s, CK_SESSION_INFO *info);
 /* C_Login and C_Logout on behalf of any session. */
 CK_RV session_login(CK_USER_TYPE user);
 CK_RV session_logout(void);

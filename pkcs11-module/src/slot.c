@@ -47,6 +47,16 @@ void slots_reset_locks(void) {
 
 unsigned slot_count(void) { return nslots; }
 
+CK_RV slots_list(CK_SLOT_ID *list, CK_ULONG *count) {
+  CK_RV rv = CKR_OK;
+  if (list != NULL && *count < nslots)
+    rv = CKR_BUFFER_TOO_SMALL;
+  else if (list != NULL)
+    for (unsigned i = 0; i < nslots; i++) list[i] = i;
+  *count = nslots;
+  return rv;
+}
+
 slot_t *slot_by_id(CK_SLOT_ID id) { return id < nslots ? &slots[id] : NULL; }
 
 static int append_key(remote_key ***arr, size_t *n, remote_key *k) {
@@ -146,12 +156,14 @@ void slot_token_info(slot_t *s, CK_TOKEN_INFO *info) {
   memset(info->utcTime, ' ', sizeof info->utcTime);
 }
 
-CK_ULONG slot_mechanisms(slot_t *s, CK_MECHANISM_TYPE *list, CK_ULONG cap) {
+CK_RV slot_mechanisms(slot_t *s, CK_MECHANISM_TYPE *list, CK_ULONG *count) {
   pthread_mutex_lock(&s->lock);
   token_listing view = slot_view(s);
-  size_t n = mech_list(&view, list, list != NULL ? cap : 0);
+  size_t n = mech_list(&view, list, list != NULL ? *count : 0);
   pthread_mutex_unlock(&s->lock);
-  return n;
+  CK_RV rv = list != NULL && n > *count ? CKR_BUFFER_TOO_SMALL : CKR_OK;
+  *count = n;
+  return rv;
 }
 
 CK_RV slot_mechanism_info(slot_t *s, CK_MECHANISM_TYPE type, CK_MECHANISM_INFO *info) {

@@ -40,6 +40,8 @@ void slots_free(int abandon);
 /* In a forked child: the inherited slot locks may be held by threads that do not exist there. */
 void slots_reset_locks(void);
 unsigned slot_count(void);
+/* C_GetSlotList's answer: every slot id (each slot has its token, the remote one). */
+CK_RV slots_list(CK_SLOT_ID *list, CK_ULONG *count);
 /* The slot, or NULL for an id no slot has. */
 slot_t *slot_by_id(CK_SLOT_ID id);
 /* GET /token, when never fetched or older than `max_age_ms` (-1: only when never fetched). A failed
@@ -50,8 +52,8 @@ token_listing slot_view(slot_t *s);
 void slot_info(const slot_t *s, CK_SLOT_INFO *info);
 /* The token's description; the caller has refreshed the slot. */
 void slot_token_info(slot_t *s, CK_TOKEN_INFO *info);
-/* C_GetMechanismList's count (and list, when `list` is not NULL) over the slot's keys. */
-CK_ULONG slot_mechanisms(slot_t *s, CK_MECHANISM_TYPE *list, CK_ULONG cap);
+/* C_GetMechanismList's answer over the slot's keys (the two-call convention on `list`). */
+CK_RV slot_mechanisms(slot_t *s, CK_MECHANISM_TYPE *list, CK_ULONG *count);
 CK_RV slot_mechanism_info(slot_t *s, CK_MECHANISM_TYPE type, CK_MECHANISM_INFO *info);
 /* The most message bytes one request may carry: the daemon's --max-body as /token states it
  * (lowered by a configured max_body, e.g. a proxy's smaller limit), else the configured one. */
