@@ -20,10 +20,10 @@ setup:
 	@$(MAKE) --no-print-directory module
 	@echo "setup: done ($$($(DENO) --version | head -1))"
 
-# The test module (tests/module) and the client module (client/pkcs11, libsvcd-pkcs11.so).
+# The test module (tests/module) and the client module (pkcs11-module, libsvcd-pkcs11.so).
 module:
 	@if [ -f tests/module/Makefile ]; then $(MAKE) --no-print-directory -C tests/module; fi
-	@$(MAKE) --no-print-directory -C client/pkcs11
+	@$(MAKE) --no-print-directory -C pkcs11-module
 
 check:
 	$(DENO) fmt --check
@@ -68,4 +68,4 @@ man:
 clean:
 	rm -rf build .demo
 	@if [ -f tests/module/Makefile ]; then $(MAKE) -C tests/module clean; fi
-	$(MAKE) -C client/pkcs11 clean
+	$(MAKE) -C pkcs11-module clean

@@ -1,5 +1,5 @@
 /**
- * The PKCS#11 client module (client/pkcs11, libsvcd-pkcs11.so) against p11-kit remote, on one
+ * The PKCS#11 client module (pkcs11-module, libsvcd-pkcs11.so) against p11-kit remote, on one
  * ECDSA P-256 key of one SoftHSM2 token, in the same run:
  *
  * - svcd: bench/p11load.c (16 threads, one session each, CKM_ECDSA over a 32-byte digest) →

@@ -16,10 +16,10 @@ mkdir -p "$ROOT"/{DEBIAN,usr/bin,usr/lib/svcd,usr/lib/systemd/system,usr/lib/sys
   "$ROOT"/{usr/lib/tmpfiles.d,etc/svcd,etc/default,usr/share/doc/svcd,usr/lib/x86_64-linux-gnu/svcd,usr/share/man/man8}
 
 echo "deb: building the PKCS#11 client module"
-make --no-print-directory -C client/pkcs11 build/libsvcd-pkcs11.so >/dev/null
-install -m 0644 client/pkcs11/build/libsvcd-pkcs11.so "$ROOT/usr/lib/x86_64-linux-gnu/svcd/"
+make --no-print-directory -C pkcs11-module build/libsvcd-pkcs11.so >/dev/null
+install -m 0644 pkcs11-module/build/libsvcd-pkcs11.so "$ROOT/usr/lib/x86_64-linux-gnu/svcd/"
 strip --strip-unneeded "$ROOT/usr/lib/x86_64-linux-gnu/svcd/libsvcd-pkcs11.so"
-install -m 0644 client/pkcs11/README.md "$ROOT/usr/share/doc/svcd/libsvcd-pkcs11.md"
+install -m 0644 pkcs11-module/README.md "$ROOT/usr/share/doc/svcd/libsvcd-pkcs11.md"
 
 echo "deb: bundling main.ts"
 bundle_svcd "$ROOT/usr/lib/svcd"

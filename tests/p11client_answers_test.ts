@@ -1,5 +1,5 @@
 /**
- * The daemon's refusals through the client module, each the CK_RV client/pkcs11/README.md gives
+ * The daemon's refusals through the client module, each the CK_RV pkcs11-module/README.md gives
  * it: 413 (a message past the daemon's --max-body), 403 on /sign (a grant removed by a policy
  * reload), 429 (the refusal budget: waited Retry-After and retried when that fits in the call's
  * timeout, at once CKR_FUNCTION_FAILED when it does not). First, C_Verify of the EC and Ed25519

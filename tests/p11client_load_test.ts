@@ -1,9 +1,9 @@
 /**
- * The client module under load and under faults, driven by client/pkcs11/build/p11drive (a C
+ * The client module under load and under faults, driven by pkcs11-module/build/p11drive (a C
  * program of 16 threads, each with its own session; every signature checked by libcrypto with
  * the key's public key from /token). Faults: a daemon that never answers (its request arrived, the
  * call ends at the module's timeout), a stopped daemon, a stopped proxy — each a documented CK_RV
- * (client/pkcs11/README.md), met by a fresh process (the CK_RV of its C_OpenSession's GET /token)
+ * (pkcs11-module/README.md), met by a fresh process (the CK_RV of its C_OpenSession's GET /token)
  * and by a process that signed before the fault (the CK_RV of C_Sign). How long each call took is
  * printed, not asserted: the CK_RV tells a timeout (CKR_FUNCTION_CANCELED) from a fault met at once.
  */

@@ -1,5 +1,5 @@
 /**
- * The client module (client/pkcs11, libsvcd-pkcs11.so) under the tools people already run:
+ * The client module (pkcs11-module, libsvcd-pkcs11.so) under the tools people already run:
  * pkcs11-tool (OpenSC), OpenSSL through libp11's engine, GnuTLS's p11tool, and OpenSSH. The module
  * talks to svcd through nginx (TLS, a client certificate); every signature is checked by openssl
  * with the key's public key from /token, never by the module.
