@@ -70,7 +70,7 @@ Priority: optional
 Description: remote signing service in front of a PKCS#11 v3.2 module
  Signs and verifies (ML-DSA, composite ML-DSA-65+Ed25519, ECDSA, Ed25519, RSA-PSS) for clients
  authenticated by a TLS proxy, over a UNIX socket, with a tamper-evident audit log.
- Clients sign with `svcd client`, or from any PKCS#11 application through the client module
+ Clients sign with svcd client, or from any PKCS#11 application through the client module
  /usr/lib/x86_64-linux-gnu/svcd/libsvcd-pkcs11.so.
 CTL
 printf '/etc/svcd/policy\n/etc/default/svcd\n' >"$ROOT/DEBIAN/conffiles"

@@ -139,6 +139,9 @@ Deno.test({
           assert.match(info.stdout, /adduser/);
           assert.match(info.stdout, /systemd \(>= 250\)/);
           assert.match(info.stdout, /libcurl4/, "the client module's libraries are declared");
+          // The description is written as it reads: nothing in it was run by the build's shell.
+          const about = await host("dpkg-deb", ["-f", deb, "Description"]);
+          assert.match(about.stdout, /Clients sign with svcd client, or from any PKCS#11/);
           const install = await host("dpkg", ["-i", deb]);
           assert.equal(install.code, 0, install.text);
           assert.ok(await getent("passwd", "svcd"));
