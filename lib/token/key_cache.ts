@@ -7,10 +7,16 @@
  * used when the daemon asks: refresh() (SIGHUP) drops every copy, dropRemoved() (/health) drops
  * those whose token object is gone. A dropped copy still in use is destroyed after its last use.
  *
+ * Every thread of the process has its own Token and KeyCache, and their copies are session objects
+ * of the one process: a lookup that counts objects by label, and every copy, hold the process's
+ * copy lock (copy_lock.ts says why), so that a copy still being made is never counted as a
+ * second key.
+ *
  * The Token owns one KeyCache; nothing else does.
  */
 import { type DigestName, offeredDigestNames } from "./digest_mode.ts";
 import {
+  type AttributeIn,
   boolBytes,
   CKA,
   ckmName,
@@ -20,6 +26,7 @@ import {
   type Pkcs11Module,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
+import type { CopyLock } from "./copy_lock.ts";
 import { isStaleHandle, isTokenDead, KeyUnusableError } from "./errors.ts";
 import type { KeyTypeName, KeyTypeSpec, SigningMechanism } from "./key_types.ts";
 import type { MechanismCatalogue } from "./mechanisms.ts";
@@ -81,6 +88,7 @@ export class KeyCache {
   readonly #offered: MechanismCatalogue;
   readonly #pool: SessionPool;
   readonly #inlineSignLimitUs: number;
+  readonly #copyLock: CopyLock;
   readonly #lookups = new Map<string, Promise<SigningKey | undefined>>();
   readonly #internals = new WeakMap<SigningKey, KeyInternals>();
   readonly #secrets = new Map<string, Secret>();
@@ -95,12 +103,14 @@ export class KeyCache {
     offered: MechanismCatalogue,
     pool: SessionPool,
     inlineSignLimitUs: number,
+    copyLock: CopyLock,
   ) {
     this.#mod = mod;
     this.#slot = slot;
     this.#offered = offered;
     this.#pool = pool;
     this.#inlineSignLimitUs = inlineSignLimitUs;
+    this.#copyLock = copyLock;
   }
 
   /** The private key with this label (cached), or undefined. Throws if its mechanism is not offered. */
@@ -149,7 +159,7 @@ export class KeyCache {
   secretHandle(session: Handle, label: string): Handle {
     const cached = this.#secrets.get(label);
     if (cached !== undefined) return cached.handle;
-    const found = findObjects(this.#mod, session, [
+    const found = this.#countable(session, [
       { type: CKA.CLASS, value: ulongBytes(CKO.SECRET_KEY) },
       { type: CKA.LABEL, value: utf8(label) },
       ON_TOKEN,
@@ -197,7 +207,7 @@ export class KeyCache {
 
   /** The labels of the private keys on the token (duplicates included). */
   privateKeyLabels(session: Handle): string[] {
-    const handles = findObjects(this.#mod, session, [
+    const handles = this.#countable(session, [
       { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },
       ON_TOKEN,
     ]);
@@ -283,18 +293,27 @@ export class KeyCache {
    */
   #workingCopy(object: Handle): Handle {
     try {
-      this.#copySession ??= openSession(this.#mod, this.#slot);
-      return copyObject(this.#mod, this.#copySession, object, [
-        { type: CKA.TOKEN, value: boolBytes(false) },
-      ]);
+      const session = this.#copySession ??= openSession(this.#mod, this.#slot);
+      return this.#copyLock.hold(() =>
+        copyObject(this.#mod, session, object, [{ type: CKA.TOKEN, value: boolBytes(false) }])
+      );
     } catch (err) {
       if (isTokenDead(err)) throw err;
       return object;
     }
   }
 
+  /**
+   * The token objects matching `template`, found while no copy is being made in this process (the
+   * copy lock): the count is what is on the token. Private keys and secrets only: they are what
+   * gets copied (public keys never are).
+   */
+  #countable(session: Handle, template: AttributeIn[]): Handle[] {
+    return this.#copyLock.hold(() => findObjects(this.#mod, session, template));
+  }
+
   #resolveKey(session: Handle, label: string): SigningKey | undefined {
-    const privs = findObjects(this.#mod, session, [
+    const privs = this.#countable(session, [
       { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },
       { type: CKA.LABEL, value: utf8(label) },
       ON_TOKEN,

@@ -31,6 +31,7 @@ import {
 import { readPinCredential } from "./credential.ts";
 import type { DigestName } from "./digest_mode.ts";
 import { isKeyProblem, isTokenDead, loginHint } from "./errors.ts";
+import { CopyLock } from "./copy_lock.ts";
 import { KeyCache, type KeyInternals, type SigningKey } from "./key_cache.ts";
 import type { KeyTypeName, SigningMechanism } from "./key_types.ts";
 import { MechanismCatalogue } from "./mechanisms.ts";
@@ -68,6 +69,12 @@ export interface TokenOptions {
   inlineSignLimitUs?: number;
   /** Told when a key's signatures move to the thread pool because they were slow (for the log). */
   onPooled?: (label: string) => void;
+  /**
+   * The process's copy lock (./copy_lock.ts) as an already opened Token of this process gives it
+   * ({@link Token.copyLock}). Every Token a thread of the process opens must be given it; one
+   * opened without it makes a new lock, which is right only for the first Token of a process.
+   */
+  copyLock?: SharedArrayBuffer;
 }
 
 /**
@@ -100,6 +107,7 @@ export class Token {
   readonly #pool: SessionPool;
   readonly #keys: KeyCache;
   readonly #offered: MechanismCatalogue;
+  readonly #copyLock: CopyLock;
   #deadListeners: ((err: Pkcs11Error) => void)[] = [];
   #deadError: Pkcs11Error | undefined;
   #loginAttempted = false;
@@ -136,7 +144,15 @@ export class Token {
       },
       isDead: (err) => this.#noteDead(err),
     });
-    this.#keys = new KeyCache(mod, slot, this.#offered, this.#pool, opts.inlineSignLimitUs ?? 0);
+    this.#copyLock = new CopyLock(opts.copyLock);
+    this.#keys = new KeyCache(
+      mod,
+      slot,
+      this.#offered,
+      this.#pool,
+      opts.inlineSignLimitUs ?? 0,
+      this.#copyLock,
+    );
     partsOfToken.set(this, {
       mod,
       slot,
@@ -198,6 +214,14 @@ export class Token {
   /** The PIN from $CREDENTIALS_DIRECTORY/svc-pin (or `dir`), as bytes. Throws CredentialError. */
   static readPinCredential(dir?: string): Uint8Array {
     return readPinCredential(dir);
+  }
+
+  /**
+   * The copy lock this Token holds around its copies and counted lookups (./copy_lock.ts), to give
+   * to every other Token of the process (TokenOptions.copyLock), e.g. a Worker's.
+   */
+  get copyLock(): SharedArrayBuffer {
+    return this.#copyLock.buffer;
   }
 
   /** The slot id the token was found in (slot ids change after C_InitToken; informational). */

@@ -310,6 +310,7 @@ async function serve(
       publicListener = await startPublicListener(
         config,
         config.public,
+        running.token,
         stop,
         share && { buffer: share, firstRegion: 1 + config.threads },
         running.revocationMemory,
@@ -425,7 +426,7 @@ async function serveInThreads(
         queueDepth: config.listener.queueDepth,
         maxBodyBytes: config.listener.maxBodyBytes,
         workers: config.listener.workers,
-        token: threadTokenOptions(config),
+        token: threadTokenOptions(config, running.token),
         policy: policy.toData(),
         audit: { healthy: running.audit.healthy, lastError: running.audit.lastError },
         publicUrl: config.publicUrl,
@@ -469,12 +470,13 @@ const IDLE_STATS = { waiting: 0, reading: 0, queued: 0 };
 async function startPublicListener(
   config: ServeConfig,
   pub: PublicConfig,
+  token: Token,
   stop: StopRequest,
   share: MetricsShare | undefined,
   revocationMemory: IndexMemory | undefined,
 ): Promise<PublicThreads> {
   try {
-    const setup = { ...publicSetup(config, pub), metrics: share, revocationMemory };
+    const setup = { ...publicSetup(config, pub, token), metrics: share, revocationMemory };
     const started = await PublicThreads.start(setup, pub.threads, {
       log: (message) => log(message, "public"),
       onListenerEvent: (event) => {
@@ -492,16 +494,20 @@ async function startPublicListener(
   }
 }
 
-/** How a thread's isolate opens the module the main isolate logged in to (its own sessions). */
-function threadTokenOptions(config: ServeConfig): ThreadTokenOptions {
+/**
+ * How a thread's isolate opens the module the main isolate logged in to (its own sessions), with
+ * the copy lock of `token` (this isolate's): one lock for every Token of the process.
+ */
+function threadTokenOptions(config: ServeConfig, token: Token): ThreadTokenOptions {
   const { modulePath, tokenLabel, maxSessions, inlineSignLimitUs } = config.token;
-  return { modulePath, tokenLabel, maxSessions, inlineSignLimitUs };
+  return { modulePath, tokenLabel, maxSessions, inlineSignLimitUs, copyLock: token.copyLock };
 }
 
 /** What each public thread is given: its own copy of the listener and token settings. */
 function publicSetup(
   config: ServeConfig,
   pub: PublicConfig,
+  token: Token,
 ): Omit<PublicThreadSetup, "shared" | "revocationMemory"> {
   return {
     socket: pub.socket,
@@ -510,7 +516,7 @@ function publicSetup(
     // answered malformedRequest; past --max-body it is 413, never read.
     maxBodyBytes: config.listener.maxBodyBytes,
     workers: config.listener.workers,
-    token: threadTokenOptions(config),
+    token: threadTokenOptions(config, token),
     caCertificates: pub.caCertificates,
     responderCertificate: pub.responderCertificate,
     revocationDb: pub.revocationDb,

@@ -28,10 +28,14 @@ import type { AdmissionAnswer } from "../authenticated/admission.ts";
 
 /**
  * What a thread needs to open the module the main isolate logged in to (its own sessions): the
- * token part of its setup.
+ * token part of its setup, with the main isolate's copy lock (every Token of the process shares
+ * it: lib/token/copy_lock.ts).
  */
 export type ThreadTokenOptions = Required<
-  Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions" | "inlineSignLimitUs">
+  Pick<
+    TokenOptions,
+    "modulePath" | "tokenLabel" | "maxSessions" | "inlineSignLimitUs" | "copyLock"
+  >
 >;
 
 /** The audit log's health as the routes read it. */

@@ -24,6 +24,7 @@ function setup(mode: string) {
       tokenLabel: mode,
       maxSessions: 1,
       inlineSignLimitUs: 0,
+      copyLock: new SharedArrayBuffer(4),
     },
     policy: Policy.parse(new Uint8Array()).toData(),
     audit: { healthy: true, lastError: undefined },
