@@ -11,24 +11,19 @@
  * deno run -A bench/hold-timer.ts --calls 5000
  * ```
  */
-import { parseArgs } from "node:util";
+import { benchArgs, count } from "./_args.ts";
 
-const USAGE = `usage: deno run -A bench/hold-timer.ts [--calls N]
-  Runs N (default 1000) ~0.1 ms computations on a core shared with a spinning process and prints
-  the longest wall-clock time and the longest time the hold timer counted.`;
-
-const { values } = parseArgs({
-  options: { calls: { type: "string", default: "1000" }, help: { type: "boolean" } },
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "The hold timer under preemption: N ~0.1 ms computations on a core shared with a " +
+    "spinning process; prints the longest wall-clock time and the longest time the hold timer " +
+    "counted.",
+  options: {
+    calls: { type: "string", default: "1000", check: count, help: "computations to time" },
+  },
+  examples: ["deno run -A bench/hold-timer.ts --calls 5000"],
 });
-if (values.help) {
-  console.log(USAGE);
-  Deno.exit(0);
-}
 const calls = Number(values.calls);
-if (!Number.isInteger(calls) || calls < 1) {
-  console.error(`--calls must be a whole number ≥ 1, not '${values.calls}'\n${USAGE}`);
-  Deno.exit(2);
-}
 
 /** The first CPU this process may run on (Cpus_allowed_list, e.g. "0-1" or "2,4-7"). */
 function firstAllowedCpu(): string {

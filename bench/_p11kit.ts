@@ -5,7 +5,7 @@
  *
  * @example
  * ```ts
- * import { buildCLoad, startP11KitServer } from "./p11kit.ts";
+ * import { buildCLoad, startP11KitServer } from "./_p11kit.ts";
  * import type { TestToken } from "../tests/support/token.ts";
  * declare const token: TestToken, dir: string;
  * const load = await buildCLoad(dir);

@@ -3,7 +3,7 @@
  *
  * @example
  * ```ts
- * new Worker(new URL("./thread-call-worker.ts", import.meta.url), { type: "module" });
+ * new Worker(new URL("./_thread-call-worker.ts", import.meta.url), { type: "module" });
  * ```
  */
 import { MainCaller } from "../lib/server/threads/protocol.ts";
