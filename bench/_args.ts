@@ -253,11 +253,11 @@ function ownAndRest(args: string[], options: ReturnType<typeof parseArgsOptions>
   const taken = new Set<number>();
   for (const t of tokens) {
     if (t.kind !== "option" || !(t.name in options)) continue;
-    const spans = options[t.name].type === "string" && !t.inlineValue && t.value !== undefined;
-    if (options[t.name].type === "string" && t.value === undefined) {
+    const takesValue = options[t.name].type === "string";
+    if (takesValue && t.value === undefined) {
       throw new BenchUsageError(`option '--${t.name} <value>' needs a value`);
     }
-    for (const i of spans ? [t.index, t.index + 1] : [t.index]) {
+    for (const i of takesValue && !t.inlineValue ? [t.index, t.index + 1] : [t.index]) {
       taken.add(i);
       own.push(args[i]);
     }

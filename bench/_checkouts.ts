@@ -23,13 +23,18 @@ export function checkouts(args: string[], fail: (problem: string) => never): Che
   return args.map((arg) => {
     const at = arg.indexOf("=");
     if (at < 1) fail(`'${arg}': name each checkout, e.g. before=/tmp/before`);
-    const name = arg.slice(0, at);
     const dir = arg.slice(at + 1);
-    try {
-      if (!Deno.statSync(`${dir}/tests/support`).isDirectory) throw new Error();
-    } catch {
-      fail(`'${arg}': ${dir} is not a checkout of this repository (no tests/support in it)`);
+    if (!isCheckout(dir)) {
+      fail(`'${arg}': ${dir} is not a checkout of this repository (no main.ts)`);
     }
-    return { name, dir: Deno.realPathSync(dir) };
+    return { name: arg.slice(0, at), dir: Deno.realPathSync(dir) };
   });
+}
+
+function isCheckout(dir: string): boolean {
+  try {
+    return Deno.statSync(`${dir}/main.ts`).isFile;
+  } catch {
+    return false;
+  }
 }

@@ -33,6 +33,7 @@ const { values } = benchArgs({
       type: "string",
       default: "1",
       check: positiveNumber,
+      value: "GIB",
       help: "the big file's size in GiB",
     },
   },
