@@ -185,7 +185,10 @@ export class CrlKeeper {
     const scopes = set.scopes().filter((scope) =>
       changed.has(scope) || now >= (this.#signedAt.get(scope) ?? -Infinity) + halfLife
     );
-    if (scopes.length === 0) return [];
+    if (scopes.length === 0) {
+      this.#recovered("the CRLs published are current");
+      return [];
+    }
     let times: CrlTimes;
     try {
       times = crlTimes(
@@ -210,11 +213,15 @@ export class CrlKeeper {
     this.#published = set;
     for (const crl of crls) this.#signedAt.set(crl.scope, times.thisUpdate);
     o.onSigned?.(crls.length);
-    if (this.#reported !== null) {
-      o.log(`crl: published again (${crls.length} CRL(s), cRLNumber ${times.number})`);
-      this.#reported = null;
-    }
+    this.#recovered(`published ${crls.length} CRL(s), cRLNumber ${times.number}`);
     return crls;
+  }
+
+  /** After a failure was logged: one line saying the CRLs are kept again. */
+  #recovered(what: string): void {
+    if (this.#reported === null) return;
+    this.options.log(`crl: working again: ${what}`);
+    this.#reported = null;
   }
 
   #fail(stage: CrlFailure, why: string): SignedCrl[] {
