@@ -36,6 +36,7 @@ import { crlTimes, signCrls, writeCrlFiles } from "./crl_publish.ts";
 import { writeFileAtomic } from "./atomic.ts";
 import { type CaUrls, checkUrl, MAX_CRL_PARTITIONS, missingUrls, UrlError } from "./urls.ts";
 import { IndexFileSource } from "../ocsp/index_source.ts";
+import { getpwnam } from "../../ffi/libc.ts";
 import { parseCertificate } from "../ocsp/certificate.ts";
 import { revocationPointers } from "./certificate.ts";
 import { pem } from "../der/mod.ts";
@@ -502,6 +503,8 @@ async function init(ctx: Context): Promise<number> {
   });
   const folder = await CaFolder.create(ctx.dir, { keyLabel: label }, der, randomSerial());
   if (urls) await folder.locked(() => folder.recordUrls(urls));
+  const daemonUser = ctx.common.user ? getpwnam(ctx.common.user) : null;
+  if (daemonUser) await folder.shareCrlCounter(daemonUser.gid);
   ctx.say(`CA '${nginxSubject(subject)}' valid until ${notAfter.toISOString()}`);
   ctx.say(`wrote ${caPath} and the CA folder ${ctx.dir}`);
   console.log(`nginx: ssl_client_certificate ${caPath};`);

@@ -142,15 +142,18 @@ export class CrlKeeper {
 
   constructor(private readonly options: CrlKeeperOptions) {}
 
-  /** Starts checking: a first round now (every CRL is signed), then every `pollMs`. */
-  start(): void {
+  /**
+   * Starts checking: a first round now (every CRL is signed), then every `pollMs`. Resolves once
+   * the first round is done, so a daemon says it is ready with its CRLs written.
+   */
+  async start(): Promise<void> {
     const loop = async () => {
       if (this.#stopped) return;
       this.#running = this.round();
       await this.#running;
       if (!this.#stopped) this.#timer = setTimeout(loop, this.options.pollMs ?? 500);
     };
-    void loop();
+    await loop();
   }
 
   /** Stops checking; resolves once a round in progress ended. */

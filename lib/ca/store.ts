@@ -268,6 +268,29 @@ export class CaFolder {
   }
 
   /**
+   * Lets group `gid` (the daemon's) advance the cRLNumber counter: `crlnumber` and its lock file
+   * become 0664 with that group, so a daemon that may not write the CA folder still takes its
+   * numbers from the one counter every node and `svcd ca` share (lib/ca/crl_number.ts).
+   *
+   * @example
+   * ```ts
+   * declare const folder: CaFolder;
+   * await folder.shareCrlCounter(998);
+   * ```
+   */
+  async shareCrlCounter(gid: number): Promise<void> {
+    const p = CaFolder.paths(this.dir);
+    if (!(await Deno.stat(p.crlNumber).then(() => true, () => false))) {
+      await writeFileAtomic(p.crlNumber, encoder.encode("01\n"));
+    }
+    (await Deno.open(p.crlNumberLock, { write: true, create: true })).close();
+    for (const path of [p.crlNumber, p.crlNumberLock]) {
+      await Deno.chown(path, null, gid);
+      await Deno.chmod(path, 0o664);
+    }
+  }
+
+  /**
    * Appends one line to index.txt (call under `locked`); the rest of the file is kept byte for
    * byte. A serial already in the file is refused.
    *

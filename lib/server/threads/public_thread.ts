@@ -153,7 +153,7 @@ async function startCrls(
     onFailure: crlMetrics.failed,
     onSigned: crlMetrics.signed,
   });
-  keeper.start();
+  await keeper.start();
   return files;
 }
 
