@@ -44,6 +44,7 @@ exec /usr/lib/svcd/deno run --no-config --no-remote --no-npm \\
 SH
 chmod 0755 "$ROOT/usr/bin/svcd"
 install -m 0644 packaging/svcd.service "$ROOT/usr/lib/systemd/system/svcd.service"
+install -m 0644 packaging/svcd-crl.path packaging/svcd-crl-reload.service "$ROOT/usr/lib/systemd/system/"
 install -m 0644 packaging/svcd.sysusers "$ROOT/usr/lib/sysusers.d/svcd.conf"
 install -m 0644 packaging/svcd.tmpfiles "$ROOT/usr/lib/tmpfiles.d/svcd.conf"
 install -m 0644 packaging/svcd.default "$ROOT/etc/default/svcd"

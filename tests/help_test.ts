@@ -79,7 +79,7 @@ Deno.test("help: serve's defaults are the values the parser uses, never a pointe
     "token",
     "policy and audit",
     "limits",
-    "public listener (certificates and OCSP)",
+    "public listener (certificates, OCSP and CRLs)",
     "threads",
     "metrics",
     "checkpoints",

@@ -31,8 +31,14 @@ import { derFromPem, readPublicKey, readRequest } from "./csr.ts";
 import { nameFromRfc4514, nginxSubject, slashSubject } from "./name.ts";
 import { CaFolder, DEFAULT_CA_DIR, serialHex } from "./store.ts";
 import { caStatus } from "./status.ts";
-import { buildCrl, revokedFromIndex } from "./crl.ts";
+import { type CrlIssuer, RevokedSet } from "./crl.ts";
+import { crlTimes, signCrls, writeCrlFiles } from "./crl_publish.ts";
 import { writeFileAtomic } from "./atomic.ts";
+import { type CaUrls, checkUrl, MAX_CRL_PARTITIONS, missingUrls, UrlError } from "./urls.ts";
+import { IndexFileSource } from "../ocsp/index_source.ts";
+import { getpwnam } from "../../ffi/libc.ts";
+import { parseCertificate } from "../ocsp/certificate.ts";
+import { revocationPointers } from "./certificate.ts";
 import { pem } from "../der/mod.ts";
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
@@ -42,7 +48,7 @@ const DAY_MS = 86_400_000;
 /** Default lifetimes in days. */
 export const DEFAULT_DAYS = { ca: 3650, client: 365, responder: 365, crl: 7 } as const;
 
-const SIGNING_COMMANDS = ["init", "issue", "responder", "crl", "status"] as const;
+const SIGNING_COMMANDS = ["init", "issue", "responder", "crl", "publish", "status"] as const;
 
 /** `svcd ca`: its commands and the one table of their options. */
 export const CA_COMMAND: CommandGroup = {
@@ -54,11 +60,24 @@ export const CA_COMMAND: CommandGroup = {
   commands: [
     {
       name: "init",
-      synopsis: "--key-label LABEL [--key-type TYPE] [--subject DN] [--days N]",
+      synopsis: "--key-label LABEL [--key-type TYPE] [--subject DN] [--days N] [--ocsp-url URL] " +
+        "[--crl-url URL [--crl-partitions N]] [--ca-issuers-url URL]",
       summary: "self-signed CA certificate over a token key; makes the CA folder",
       description: "Makes a self-signed CA certificate over the token key LABEL and the CA " +
         "folder around it (ca.pem, ca.json, index.txt, index.txt.attr, serial, certs/). With " +
-        "--key-type the key is generated first; without it, LABEL must exist.",
+        "--key-type the key is generated first; without it, LABEL must exist. The URLs, as " +
+        "'svcd ca urls' records them, are checked before anything is made.",
+    },
+    {
+      name: "urls",
+      synopsis: "[--ocsp-url URL] [--crl-url URL [--crl-partitions N]] [--ca-issuers-url URL]",
+      summary: "record where relying parties find revocation data; without options, print it",
+      description: "Records in ca.json the public URLs every certificate issued from then on " +
+        "carries: Authority Information Access (the OCSP URL: the public listener's POST /ocsp; " +
+        "the CA issuers URL: its GET /certificates) and CRL Distribution Points (the CRL URL is a " +
+        "folder: full.crl, and K.crl for partition K = serial mod N). The CRL URL and partitions " +
+        "cannot change once recorded (issued certificates name them). Prints what is recorded " +
+        "and what is missing.",
     },
     {
       name: "issue",
@@ -97,6 +116,16 @@ export const CA_COMMAND: CommandGroup = {
         "(atomically) and FILE if given; this is nginx's ssl_crl. Run it after every " +
         "'svcd ca revoke' and before nextUpdate (cron), then reload nginx: an expired CRL makes " +
         "nginx refuse every client of this CA.",
+    },
+    {
+      name: "publish",
+      synopsis: "DIR [--days N]",
+      summary: "sign every CRL (full and partitions) into a folder a web server or CDN serves",
+      description: "Signs the full CRL and, with partitions, each partition's CRL (critical " +
+        "issuingDistributionPoint naming its URL) with the CA key, and writes them into DIR " +
+        "atomically: full.crl, full.pem (PEM, for nginx's ssl_crl) and K.crl, the names under " +
+        "the recorded CRL URL. Mirror DIR one-to-one at that URL. The daemon (svcd serve " +
+        "--ca-dir) keeps the same files current by itself.",
     },
     {
       name: "status",
@@ -141,11 +170,42 @@ export const CA_COMMAND: CommandGroup = {
     {
       flag: "days",
       value: "N",
-      commands: ["init", "issue", "responder", "crl"],
+      commands: ["init", "issue", "responder", "crl", "publish"],
       group: "command",
       help: `validity in days (default: ${DEFAULT_DAYS.ca} for init, ${DEFAULT_DAYS.client} for ` +
         `a client, ${DEFAULT_DAYS.responder} for a responder, never past the CA's own expiry; ` +
-        `crl: nextUpdate is now + ${DEFAULT_DAYS.crl} days)`,
+        `crl and publish: nextUpdate is now + ${DEFAULT_DAYS.crl} days)`,
+    },
+    {
+      flag: "ocsp-url",
+      value: "URL",
+      commands: ["init", "urls"],
+      group: "command",
+      help: "the OCSP responder's URL (POST), e.g. http://pki.example.org/ocsp: AIA id-ad-ocsp",
+    },
+    {
+      flag: "crl-url",
+      value: "URL",
+      commands: ["init", "urls"],
+      group: "command",
+      help: "the folder URL of the CRLs, e.g. http://pki.example.org/crl: CRL Distribution " +
+        "Points name URL/full.crl, or URL/K.crl with partitions",
+    },
+    {
+      flag: "crl-partitions",
+      value: "N",
+      commands: ["init", "urls"],
+      group: "command",
+      help: `CRL partitions, 1–${MAX_CRL_PARTITIONS} (default 1: one CRL); a certificate's is ` +
+        "its serial mod N, fixed with the CRL URL",
+    },
+    {
+      flag: "ca-issuers-url",
+      value: "URL",
+      commands: ["init", "urls"],
+      group: "command",
+      help: "where the CA certificate is published, e.g. http://pki.example.org/certificates: " +
+        "AIA id-ad-caIssuers",
     },
     {
       flag: "csr",
@@ -269,7 +329,7 @@ export async function runCaCommand(args: string[]): Promise<number> {
     say: (line) => console.error(`svcd ca ${command}: ${line}`),
   };
   try {
-    if (command !== "revoke" && command !== "status" && positionals.length > 0) {
+    if (!["revoke", "status", "publish"].includes(command) && positionals.length > 0) {
       throw new UsageError(`unexpected argument '${positionals[0]}'`);
     }
     switch (command) {
@@ -285,6 +345,10 @@ export async function runCaCommand(args: string[]): Promise<number> {
         return await status(ctx);
       case "crl":
         return await crl(ctx);
+      case "urls":
+        return await urls(ctx);
+      case "publish":
+        return await publish(ctx);
       default:
         return await list(ctx);
     }
@@ -414,6 +478,7 @@ async function init(ctx: Context): Promise<number> {
   }
   const subject = nameFromRfc4514(str(ctx.values.subject) ?? "CN=svcd CA");
   const { notBefore, notAfter } = validity(days(ctx, DEFAULT_DAYS.ca));
+  const urls = urlOptions(ctx);
   const caPath = CaFolder.paths(ctx.dir).caCert;
   if (await Deno.stat(caPath).then(() => true, () => false)) {
     throw new Error(`${ctx.dir} already holds a CA (${caPath}); choose another --ca-dir`);
@@ -436,7 +501,10 @@ async function init(ctx: Context): Promise<number> {
       extensions: caExtensions(spki),
     }, signerOf(token, key));
   });
-  await CaFolder.create(ctx.dir, { keyLabel: label }, der, randomSerial());
+  const folder = await CaFolder.create(ctx.dir, { keyLabel: label }, der, randomSerial());
+  if (urls) await folder.locked(() => folder.recordUrls(urls));
+  const daemonUser = ctx.common.user ? getpwnam(ctx.common.user) : null;
+  if (daemonUser) await folder.shareCrlCounter(daemonUser.gid);
   ctx.say(`CA '${nginxSubject(subject)}' valid until ${notAfter.toISOString()}`);
   ctx.say(`wrote ${caPath} and the CA folder ${ctx.dir}`);
   console.log(`nginx: ssl_client_certificate ${caPath};`);
@@ -477,7 +545,11 @@ async function issueEndEntity(
   subject: pkijs.RelativeDistinguishedNames,
   subjectKey: (token: Token) => Promise<Uint8Array>,
   lifetime: number,
-  extensions: (spki: Uint8Array, caSpki: Uint8Array) => pkijs.Extension[],
+  extensions: (
+    spki: Uint8Array,
+    caSpki: Uint8Array,
+    pointers: pkijs.Extension[],
+  ) => pkijs.Extension[],
   copies: string[],
 ): Promise<{ der: Uint8Array; serial: string; path: string; notAfter: Date }> {
   return await withToken(ctx, async (token) => {
@@ -495,7 +567,11 @@ async function issueEndEntity(
         spki,
         notBefore,
         notAfter,
-        extensions: extensions(spki, ca.spki),
+        extensions: extensions(
+          spki,
+          ca.spki,
+          revocationPointers(folder.config.urls, serialNumber),
+        ),
       }, signerOf(token, ca.key));
       // The index line first: a certificate the index does not know would be "unknown" to OCSP.
       await folder.appendIndex({
@@ -614,50 +690,136 @@ async function revoke(ctx: Context): Promise<number> {
       `reason ${REASON_NAME[reason]}; ${CaFolder.paths(ctx.dir).index} rewritten`,
   );
   // A CRL is not made here: signing needs the token and its PIN, which revoke does not (so an
-  // operator can revoke at once, with whatever access is at hand).
+  // operator can revoke at once, with whatever access is at hand). The daemon re-signs it.
   ctx.say(
-    `the daemon's OCSP answers say revoked now; for nginx publish a new CRL and reload it: ` +
-      `svcd ca crl${ctx.dir === DEFAULT_CA_DIR ? "" : ` --ca-dir ${ctx.dir}`} ` +
+    `the daemon's OCSP answers say revoked now, and a daemon serving this CA's CRLs ` +
+      `(svcd serve --ca-dir) publishes them within seconds (nginx reloads through svcd-crl.path); ` +
+      `without one: svcd ca crl${ctx.dir === DEFAULT_CA_DIR ? "" : ` --ca-dir ${ctx.dir}`} ` +
       `--out /etc/svcd/tls/client-ca.crl && systemctl reload nginx` +
       ` (on a packaged host as root, add --credential /etc/svcd/svc-pin.cred --user svcd)`,
   );
   return EXIT.ok;
 }
 
-async function crl(ctx: Context): Promise<number> {
+/** The CA as CRLs name it: its subject, its key, and the recorded CRL URL. */
+function crlIssuer(folder: CaFolder): CrlIssuer {
+  const ca = parseCertificate(folder.caDer);
+  return { name: ca.subject, spki: ca.spki, crlUrl: folder.config.urls?.crl };
+}
+
+/** The revoked certificates of the folder's index.txt, read as the daemon reads it. */
+async function readRevoked(folder: CaFolder, partitions: number): Promise<RevokedSet> {
+  const path = CaFolder.paths(folder.dir).index;
+  const size = (await Deno.stat(path)).size;
+  // A line is at least 30 bytes: memory for every line the file can hold, and no more.
+  const source = new IndexFileSource(path, { maxEntries: Math.max(1, Math.ceil(size / 30)) });
+  const set = new RevokedSet(partitions);
+  if (await source.forEachRevoked(set.add) === null) {
+    throw new Error(`${source.lastError}; fix the index (nothing was signed)`);
+  }
+  return set;
+}
+
+/** Signs the CRLs of `scopes` (all when absent) under the folder's lock, with a new cRLNumber. */
+async function signFolderCrls(ctx: Context, folder: CaFolder, partitions: number, all: boolean) {
   const lifetime = days(ctx, DEFAULT_DAYS.crl);
-  const folder = await CaFolder.open(ctx.dir);
-  const paths = CaFolder.paths(ctx.dir);
-  const done = await withToken(ctx, async (token) => {
+  return await withToken(ctx, async (token) => {
     const ca = await caKey(token, folder, ctx);
     return await folder.locked(async () => {
-      const { entries } = await folder.readIndex();
-      const revoked = revokedFromIndex(entries);
-      const number = await folder.takeCrlNumber();
-      const thisUpdate = new Date(Math.floor(Date.now() / 1000) * 1000);
-      const nextUpdate = new Date(thisUpdate.getTime() + lifetime * DAY_MS);
+      const set = await readRevoked(folder, partitions);
+      const now = Date.now();
+      const number = await folder.takeCrlNumber(BigInt(Math.floor(now / 1000) * 1000));
+      const times = crlTimes(now, lifetime * 86_400, number);
+      const scopes = all ? set.scopes() : ["full" as const];
       ctx.say(
-        `signing CRL ${number} (${revoked.length} revoked) with the CA key ` +
-          `'${folder.config.keyLabel}'`,
+        `signing ${scopes.length} CRL(s), cRLNumber ${number} (${set.count} revoked), with the ` +
+          `CA key '${folder.config.keyLabel}'`,
       );
-      const der = await buildCrl({
-        issuer: ca.cert.subject,
-        issuerSpki: ca.spki,
-        number,
-        thisUpdate,
-        nextUpdate,
-        revoked,
-      }, signerOf(token, ca.key));
-      const text = new TextEncoder().encode(pem("X509 CRL", der));
-      for (const target of [paths.crl, ...outCopies(ctx)]) await writeFileAtomic(target, text);
-      return { number, count: revoked.length, nextUpdate };
+      const crls = await signCrls(crlIssuer(folder), set, scopes, times, signerOf(token, ca.key));
+      return { crls, times };
     });
   });
+}
+
+async function crl(ctx: Context): Promise<number> {
+  const folder = await CaFolder.open(ctx.dir);
+  const paths = CaFolder.paths(ctx.dir);
+  const { crls, times } = await signFolderCrls(ctx, folder, 1, false);
+  const text = new TextEncoder().encode(pem("X509 CRL", crls[0].der));
+  for (const target of [paths.crl, ...outCopies(ctx)]) await writeFileAtomic(target, text);
   ctx.say(`wrote ${[paths.crl, ...outCopies(ctx)].join(" and ")}`);
   console.log(
-    `CRL ${done.number}: ${done.count} revoked, next update ${done.nextUpdate.toISOString()}`,
+    `CRL ${times.number}: ${crls[0].count} revoked, next update ` +
+      new Date(times.nextUpdate).toISOString(),
   );
   console.log(`reload nginx to use it: systemctl reload nginx`);
+  return EXIT.ok;
+}
+
+async function publish(ctx: Context): Promise<number> {
+  if (ctx.positionals.length !== 1) throw new UsageError("give exactly one DIR");
+  const dir = ctx.positionals[0];
+  const folder = await CaFolder.open(ctx.dir);
+  const partitions = folder.config.urls?.crlPartitions ?? 1;
+  if (!(await Deno.stat(dir).then((s) => s.isDirectory, () => false))) {
+    throw new Error(`${dir} is not a folder; create it first`);
+  }
+  const { crls, times } = await signFolderCrls(ctx, folder, partitions, true);
+  await writeCrlFiles(dir, crls);
+  for (const c of crls) console.log(`${dir}/${c.name}\t${c.count} revoked`);
+  console.log(
+    `cRLNumber ${times.number}, next update ${new Date(times.nextUpdate).toISOString()}`,
+  );
+  if (!folder.config.urls?.crl) {
+    ctx.say("no CRL URL is recorded: certificates name none of these files ('svcd ca urls')");
+  }
+  return EXIT.ok;
+}
+
+/** --ocsp-url, --crl-url, --crl-partitions, --ca-issuers-url, checked; undefined when none. */
+function urlOptions(ctx: Context): CaUrls | undefined {
+  const urls: CaUrls = {};
+  try {
+    const url = (flag: string) => {
+      const v = str(ctx.values[flag]);
+      return v === undefined ? undefined : checkUrl(v, `--${flag}`);
+    };
+    urls.ocsp = url("ocsp-url");
+    urls.crl = url("crl-url");
+    urls.caIssuers = url("ca-issuers-url");
+  } catch (err) {
+    if (err instanceof UrlError) throw new UsageError(err.message);
+    throw err;
+  }
+  const n = str(ctx.values["crl-partitions"]);
+  if (n !== undefined) {
+    const value = /^[0-9]{1,4}$/.test(n) ? Number(n) : NaN;
+    if (!(value >= 1 && value <= MAX_CRL_PARTITIONS)) {
+      throw new UsageError(`--crl-partitions must be 1–${MAX_CRL_PARTITIONS}, not '${n}'`);
+    }
+    urls.crlPartitions = value;
+  }
+  const given = Object.values(urls).some((v) => v !== undefined);
+  return given ? urls : undefined;
+}
+
+async function urls(ctx: Context): Promise<number> {
+  let folder = await CaFolder.open(ctx.dir);
+  const given = urlOptions(ctx);
+  if (given) {
+    folder = await folder.locked(() => folder.recordUrls(given));
+    ctx.say(
+      `recorded in ${CaFolder.paths(ctx.dir).config}; certificates issued from now on carry them`,
+    );
+  }
+  const u = folder.config.urls ?? {};
+  console.log(`ocsp\t${u.ocsp ?? "-"}`);
+  console.log(`crl\t${u.crl ?? "-"}`);
+  console.log(`crl partitions\t${u.crlPartitions ?? 1}`);
+  console.log(`ca issuers\t${u.caIssuers ?? "-"}`);
+  for (const what of missingUrls(u)) {
+    ctx.say(`missing: ${what}; certificates issued without it do not point to it`);
+  }
   return EXIT.ok;
 }
 

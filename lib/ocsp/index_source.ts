@@ -44,6 +44,7 @@ import {
   createIndexMemory,
   errorOf,
   F,
+  forEachRevoked,
   H,
   hashSlot,
   IndexLimitError,
@@ -52,11 +53,18 @@ import {
   loadIndexBytes,
   loadIndexFile,
   MAX_INDEX_ENTRIES,
+  type RevokedVisitor,
   setError,
   viewsOf,
 } from "./index_compact.ts";
 
-export { createIndexMemory, IndexLimitError, type IndexMemory, MAX_INDEX_ENTRIES };
+export {
+  createIndexMemory,
+  IndexLimitError,
+  type IndexMemory,
+  MAX_INDEX_ENTRIES,
+  type RevokedVisitor,
+};
 
 /** With times in whole seconds or milliseconds: a file changed this recently is compared by content. */
 export const RACY_MS = 2000;
@@ -318,6 +326,32 @@ export class IndexFileSource implements RevocationSource {
       setError(this.memory, why);
       this.#report(why);
       this.options.onLoad?.(false);
+    }
+  }
+
+  /**
+   * Every revoked certificate of the database as it is now (checked as `current()` checks it), in
+   * file order, under the read lock so no re-read changes it meanwhile; the version told of, or
+   * null when the database cannot be loaded. Example: `await source.forEachRevoked((…) => …)`.
+   */
+  async forEachRevoked(fn: RevokedVisitor): Promise<number | null> {
+    for (;;) {
+      const snapshot = await this.current();
+      if (snapshot === null) return null;
+      const i32 = this.#i32;
+      Atomics.add(i32, H.readers, 1);
+      try {
+        if (
+          Atomics.load(i32, H.state) !== IDLE ||
+          Atomics.load(i32, H.version) !== snapshot.version || Atomics.load(i32, H.loaded) !== 1
+        ) {
+          continue; // re-read meanwhile: ask again
+        }
+        forEachRevoked(this.memory, fn);
+        return snapshot.version;
+      } finally {
+        if (Atomics.sub(i32, H.readers, 1) === 1) Atomics.notify(i32, H.readers);
+      }
     }
   }
 

@@ -62,7 +62,7 @@ async function crlIndependentlySigned(ca: TestCa, serial: string) {
   assert.equal((await ca.run("revoke", [serial, "--reason", "keyCompromise"])).code, 0);
   const r = await ca.run("crl");
   assert.equal(r.code, 0, r.text);
-  assert.match(r.stdout, /^CRL 1: 1 revoked/);
+  assert.match(r.stdout, /^CRL \d+: 1 revoked/);
   const crl = pkijs.CertificateRevocationList.fromBER(
     derFromPem(await Deno.readFile(`${ca.dir}/crl.pem`), "X509 CRL").slice().buffer,
   );

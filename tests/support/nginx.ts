@@ -70,7 +70,7 @@ export async function nginxConfig(
       ["/etc/svcd/tls/server.pem", pki.serverCert],
       ["/etc/svcd/tls/server.key", pki.serverKey],
       ["/etc/svcd/tls/client-ca.pem", pki.caCert],
-      ["/etc/svcd/tls/client-ca.crl", pki.crl],
+      ["/var/lib/svcd/crl/full.pem", pki.crl],
     );
   }
   const site = replaceAll(text, [

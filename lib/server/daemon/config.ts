@@ -11,6 +11,7 @@
  * ```
  */
 import { parseArgs } from "node:util";
+import { join, resolve } from "node:path";
 import type { ListenerOptions } from "../../http/listener.ts";
 import type { AuditOptions } from "../../audit/log.ts";
 import type { TokenOptions } from "../../token/token.ts";
@@ -26,6 +27,7 @@ import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../../token/defaults.ts";
 import { SLOW_TO_MOVE, WINDOW } from "../../token/sign_placement.ts";
 import { MAX_INDEX_ENTRIES } from "../../ocsp/index_compact.ts";
 import { MAX_POLICY_GRANTS } from "../../policy/parse.ts";
+import type { CrlConfig } from "../threads/protocol.ts";
 
 /** The authenticated listener: what `Listener.open` takes besides its handler and log. */
 export type ListenerConfig =
@@ -80,6 +82,8 @@ export interface PublicConfig {
   threads: number;
   /** Nice value of those threads: above the authenticated side's, so they yield to it. */
   nice: number;
+  /** The CA's CRLs, kept fresh and served (--ca-dir); undefined without it. */
+  crl: CrlConfig | undefined;
 }
 
 /** Everything `svcd serve` needs, with defaults applied and every value checked. */
@@ -146,7 +150,7 @@ export const SERVE_GROUPS = [
   { id: "token", title: "token" },
   { id: "policy", title: "policy and audit" },
   { id: "limits", title: "limits" },
-  { id: "public", title: "public listener (certificates and OCSP)" },
+  { id: "public", title: "public listener (certificates, OCSP and CRLs)" },
   { id: "threads", title: "threads" },
   { id: "metrics", title: "metrics" },
   { id: "checkpoints", title: "checkpoints" },
@@ -411,14 +415,16 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     group: "public",
     value: "PATH",
     kind: "path",
-    help: "public UNIX socket (GET /certificates, POST /ocsp); enables the public listener",
+    help: "public UNIX socket (GET /certificates, POST /ocsp, GET /crl/NAME with --ca-dir); " +
+      "enables the public listener",
   },
   {
     flag: "revocation-db",
     group: "public",
     value: "FILE",
     kind: "path",
-    help: "revocation database for /ocsp (openssl ca index.txt); needed with --public-socket",
+    help: "revocation database for /ocsp (openssl ca index.txt); needed with --public-socket " +
+      "unless --ca-dir gives it",
   },
   {
     flag: "ocsp-label",
@@ -483,6 +489,33 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
     help: "seconds from thisUpdate to nextUpdate in OCSP answers",
   },
   {
+    flag: "ca-dir",
+    group: "public",
+    value: "DIR",
+    kind: "path",
+    help: "CA folder of 'svcd ca': its CRLs (full and partitions) are signed by the CA key, kept " +
+      "fresh from --revocation-db (default DIR/index.txt) and served at GET /crl/NAME",
+  },
+  {
+    flag: "crl-dir",
+    group: "public",
+    value: "DIR",
+    kind: "path",
+    fallback: "/var/lib/svcd/crl",
+    help: "folder the CRLs are written to atomically and served from (full.crl, full.pem for " +
+      "nginx's ssl_crl, K.crl); mirror it at the CA's CRL URL",
+  },
+  {
+    flag: "crl-validity",
+    group: "public",
+    value: "SECONDS",
+    kind: "count",
+    fallback: 7 * 86400,
+    min: 4,
+    max: 30 * 86400,
+    help: "seconds from thisUpdate to nextUpdate in CRLs; each is re-signed when half have passed",
+  },
+  {
     flag: "ocsp-max-entries",
     group: "public",
     value: "N",
@@ -496,7 +529,7 @@ export const SERVE_OPTIONS: readonly OptionSpec[] = [
 ];
 
 /** Options that only mean something with --public-socket. */
-const PUBLIC_ONLY_FLAGS = ["revocation-db", "ocsp-label", "ocsp-cert"] as const;
+const PUBLIC_ONLY_FLAGS = ["revocation-db", "ocsp-label", "ocsp-cert", "ca-dir"] as const;
 
 /** The option that sets each refusal-budget field (maxEntries has none). */
 const BUDGET_FLAGS: Readonly<Record<keyof BudgetTuning, string | undefined>> = {
@@ -629,8 +662,21 @@ function publicConfig(given: OptionValues): PublicConfig | undefined {
     }
     return undefined;
   }
+  const caDir = given.maybeText("ca-dir");
   const required = (flag: "revocation-db" | "ocsp-label") => {
     const value = given.maybeText(flag);
+    if (flag === "revocation-db" && caDir !== undefined) {
+      // The CRLs are made from the database the OCSP answers read: one file, so they agree.
+      const index = join(caDir, "index.txt");
+      if (value !== undefined && resolve(value) !== resolve(index)) {
+        throw new ConfigError(
+          flag,
+          `--revocation-db ${value} is not --ca-dir's index.txt (${index}); the CRLs and the ` +
+            "OCSP answers come from one database: give that file, or leave --revocation-db out",
+        );
+      }
+      return index;
+    }
     if (value === undefined || value === "") {
       throw new ConfigError(flag, `--public-socket needs --${flag} (POST /ocsp answers from it)`);
     }
@@ -638,6 +684,11 @@ function publicConfig(given: OptionValues): PublicConfig | undefined {
   };
   return {
     socket,
+    crl: caDir === undefined ? undefined : {
+      caDir,
+      dir: given.text("crl-dir"),
+      validitySeconds: given.count("crl-validity"),
+    },
     revocationDb: required("revocation-db"),
     ocspLabel: required("ocsp-label"),
     caCertificates: given.text("ca-cert"),

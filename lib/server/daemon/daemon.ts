@@ -486,7 +486,8 @@ async function startPublicListener(
       onTokenDead: (err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`),
       onFailure: (err) => stop.request(EXIT_LISTENER_FAILED, err.message),
     });
-    log(`public listener on ${pub.socket} (certificates, OCSP; ${pub.threads} threads)`);
+    const crls = pub.crl ? `, CRLs of ${pub.crl.caDir} in ${pub.crl.dir}` : "";
+    log(`public listener on ${pub.socket} (certificates, OCSP${crls}; ${pub.threads} threads)`);
     return started;
   } catch (err) {
     if (err instanceof PublicThreadsError) throw new StartupError(err.message);
@@ -524,6 +525,7 @@ function publicSetup(
     ocspLabel: pub.ocspLabel,
     validitySeconds: pub.validitySeconds,
     nice: pub.nice,
+    crl: pub.crl,
   };
 }
 

@@ -86,6 +86,21 @@ export interface PublicThreadSetup {
   validitySeconds: number;
   /** Nice value the thread gives itself when it is above the thread's own (never lowered). */
   nice: number;
+  /**
+   * The CRLs: every thread serves them from `dir`; the thread of socket slot 0 keeps them fresh
+   * (signs with the CA key and writes them).
+   */
+  crl?: CrlConfig;
+}
+
+/** The CRLs the public listener keeps fresh and serves at /crl/NAME (`--ca-dir`). */
+export interface CrlConfig {
+  /** The CA folder of `svcd ca` (ca.json: the CA key, the URLs, the partitions). */
+  caDir: string;
+  /** Where the signed CRLs are written, and served from. */
+  dir: string;
+  /** nextUpdate − thisUpdate, seconds; each CRL is re-signed when half of it has passed. */
+  validitySeconds: number;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,199 @@
+/**
+ * CRLs at scale: an index.txt of --certs certificates (default 1 000 000) with --revoked of them
+ * revoked (default 100 000), made in a temporary folder. In the same run, on the same file:
+ *
+ * 1. svcd's path, whole: the compact reader loads the file, one pass encodes the revoked entries,
+ *    the full CRL is written and signed (ECDSA P-256; node:crypto in software, so the figure is the
+ *    daemon's work and not the token's);
+ * 2. the same with --partitions (default 16): the full CRL and every partition's;
+ * 3. `openssl ca -gencrl` on the same index with a P-256 key file;
+ * 4. one revocation more, then the daemon's CrlKeeper round: the file re-read, the changed
+ *    partition and the full CRL re-signed and written.
+ *
+ * Prints ms per step (median of --runs), the ratio to openssl, and the resident memory.
+ *
+ * Usage: deno run -A bench/crl.ts [--certs N] [--revoked N] [--partitions N] [--runs N]
+ */
+import { parseArgs } from "node:util";
+import { createPrivateKey, sign } from "node:crypto";
+import { IndexFileSource } from "../lib/ocsp/index_source.ts";
+import { RevokedSet } from "../lib/ca/crl.ts";
+import { CrlKeeper, crlTimes, signCrls } from "../lib/ca/crl_publish.ts";
+import type { Signer } from "../lib/ocsp/algorithms.ts";
+import { readCertificates } from "../lib/ocsp/certificate.ts";
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    certs: { type: "string", default: "1000000" },
+    revoked: { type: "string", default: "100000" },
+    partitions: { type: "string", default: "16" },
+    runs: { type: "string", default: "3" },
+    help: { type: "boolean", short: "h" },
+  },
+});
+if (values.help) {
+  console.log(
+    "usage: deno run -A bench/crl.ts [--certs N] [--revoked N] [--partitions N] [--runs N]\n" +
+      "CRL of N certificates (some revoked): svcd's build+sign, whole and partitioned, against\n" +
+      "openssl ca -gencrl on the same index.txt; one partition after a revocation; memory.",
+  );
+  Deno.exit(0);
+}
+const certs = Number(values.certs), revoked = Number(values.revoked);
+const partitions = Number(values.partitions), runs = Number(values.runs);
+const dir = await Deno.makeTempDir({ prefix: "svcd-bench-crl-" });
+
+async function run(cmd: string, args: string[]): Promise<void> {
+  const out = await new Deno.Command(cmd, { args, stdout: "null", stderr: "piped" }).output();
+  if (!out.success) {
+    throw new Error(`${cmd} ${args.join(" ")}: ${new TextDecoder().decode(out.stderr)}`);
+  }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const times = [];
+  for (let i = 0; i < runs; i++) {
+    const t = performance.now();
+    await fn();
+    times.push(performance.now() - t);
+  }
+  return median(times);
+}
+
+try {
+  // The CA: a P-256 key file for openssl, the same key signing svcd's CRLs in software.
+  await run("openssl", [
+    "ecparam",
+    "-name",
+    "prime256v1",
+    "-genkey",
+    "-noout",
+    "-out",
+    `${dir}/ca.key`,
+  ]);
+  await run("openssl", [
+    "req",
+    "-new",
+    "-x509",
+    "-key",
+    `${dir}/ca.key`,
+    "-out",
+    `${dir}/ca.pem`,
+    "-days",
+    "30",
+    "-subj",
+    "/CN=bench CA",
+    "-addext",
+    "keyUsage=critical,keyCertSign,cRLSign",
+  ]);
+  const key = createPrivateKey(await Deno.readTextFile(`${dir}/ca.key`));
+  const signer: Signer = {
+    keyType: "ec-p256",
+    sign: (tbs) => new Uint8Array(sign("sha256", tbs, { key, dsaEncoding: "ieee-p1363" })),
+  };
+  const ca = readCertificates(await Deno.readFile(`${dir}/ca.pem`))[0];
+  const issuer = { name: ca.subject, spki: ca.spki, crlUrl: "http://pki.example.org/crl" };
+
+  // index.txt: 16-byte serials counted up from a random start, as svcd ca issues them.
+  const index = `${dir}/index.txt`;
+  const start = 0x4000_0000_0000_0000_0000_0000_0000_0000n +
+    BigInt(Math.floor(Math.random() * 1e12));
+  const every = Math.max(1, Math.floor(certs / revoked));
+  const lines: string[] = [];
+  let made = 0;
+  for (let i = 0; i < certs; i++) {
+    const serial = (start + BigInt(i)).toString(16).toUpperCase();
+    const r = i % every === 0 && made < revoked;
+    if (r) made++;
+    lines.push(
+      r
+        ? `R\t301231235959Z\t250101000000Z,keyCompromise\t${serial}\tunknown\t/CN=c${i}`
+        : `V\t301231235959Z\t\t${serial}\tunknown\t/CN=c${i}`,
+    );
+  }
+  await Deno.writeTextFile(index, lines.join("\n") + "\n");
+  lines.length = 0;
+  console.log(
+    `index.txt: ${certs} certificates, ${made} revoked, ${
+      (Deno.statSync(index).size / 1e6).toFixed(0)
+    } MB`,
+  );
+
+  const now = Date.now();
+  const times = crlTimes(now, 7 * 86400, BigInt(now));
+  // Each run reads the file afresh, as after a change (a new source: nothing loaded yet).
+  const svcd = async (n: number) => {
+    const source = new IndexFileSource(index, { maxEntries: certs + 10 });
+    const set = new RevokedSet(n);
+    if (await source.forEachRevoked(set.add) === null) throw new Error(source.lastError!);
+    return await signCrls(issuer, set, set.scopes(), times, signer);
+  };
+  const rssBefore = Deno.memoryUsage().rss;
+  const whole = await timed(() => svcd(1));
+  const parted = await timed(() => svcd(partitions));
+  const rss = Deno.memoryUsage().rss;
+
+  await Deno.writeTextFile(`${dir}/crlnumber`, "01\n");
+  await Deno.writeTextFile(
+    `${dir}/ca.cnf`,
+    `[ca]\ndefault_ca = b\n[b]\ndatabase = ${index}\ncertificate = ${dir}/ca.pem\n` +
+      `private_key = ${dir}/ca.key\ncrlnumber = ${dir}/crlnumber\ndefault_md = sha256\n` +
+      `default_crl_days = 7\nnew_certs_dir = ${dir}\n`,
+  );
+  await Deno.writeTextFile(`${dir}/index.txt.attr`, "unique_subject = no\n");
+  const openssl = await timed(() =>
+    run("openssl", ["ca", "-config", `${dir}/ca.cnf`, "-gencrl", "-out", `${dir}/openssl.crl`])
+  );
+
+  // The daemon's round after one revocation: the file re-read, the changed CRLs re-signed.
+  const out = await Deno.makeTempDir({ dir });
+  const source = new IndexFileSource(index, { maxEntries: certs + 10 });
+  let number = BigInt(now);
+  const keeper = new CrlKeeper({
+    source,
+    issuer,
+    partitions,
+    signer,
+    validitySeconds: 7 * 86400,
+    dir: out,
+    takeNumber: (atLeast) => Promise.resolve(number = atLeast > number ? atLeast : number + 1n),
+    log: console.error,
+  });
+  await keeper.round();
+  const afterRevoke: number[] = [];
+  let text = await Deno.readTextFile(index);
+  for (let i = 0; i < runs; i++) {
+    const at = text.indexOf("\nV\t") + 1;
+    const valid = "V\t301231235959Z\t\t";
+    text = text.slice(0, at) + "R\t301231235959Z\t250601000000Z,superseded\t" +
+      text.slice(at + valid.length);
+    await Deno.writeTextFile(index, text);
+    const t = performance.now();
+    const signed = await keeper.round();
+    afterRevoke.push(performance.now() - t);
+    if (signed.length !== 2) throw new Error(`expected 2 CRLs re-signed, got ${signed.length}`);
+  }
+  console.log(`svcd whole (load + build + sign):       ${whole.toFixed(0)} ms`);
+  console.log(`svcd ${partitions} partitions + full:          ${parted.toFixed(0)} ms`);
+  console.log(`openssl ca -gencrl:                     ${openssl.toFixed(0)} ms`);
+  console.log(`ratio whole / openssl:                  ${(whole / openssl).toFixed(2)}`);
+  console.log(`ratio partitioned / openssl:            ${(parted / openssl).toFixed(2)}`);
+  console.log(
+    `one revocation, keeper round (re-read + partition + full + write): ${
+      median(afterRevoke).toFixed(0)
+    } ms`,
+  );
+  console.log(
+    `resident memory: ${(rssBefore / 1e6).toFixed(0)} MB before the CRLs, ${
+      (rss / 1e6).toFixed(0)
+    } MB after`,
+  );
+} finally {
+  await Deno.remove(dir, { recursive: true });
+}
