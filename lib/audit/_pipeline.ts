@@ -1,17 +1,10 @@
 /**
- * The pipeline behind `AuditLog` (./log.ts): the chain stage, the disk stage (group commit) and
- * the recovery after a failure. The log validates what it is given, decides when to checkpoint and
- * owns its lifetime; every line it appends goes through here.
- *
- * 1. The chain stage, synchronous in `push()`: the line gets its seq and `prev` (the hash of the
- *    line before) and its own SHA-256 `hash`, in push order, with no token call.
- * 2. The disk stage takes every chained line not yet written (a group), has the token seal the
- *    group's last line, writes the group in one write and covers it with one fdatasync. A push
- *    resolves once its line is durable.
- *
- * A failed seal, write or sync, or a removed file, refuses every line not yet durable, rolls the
- * chain back to the last durable line and begins an outage, which a durable resume line (or, after
- * a removal, the opening line of the next file) ends.
+ * The pipeline behind `AuditLog` (./log.ts, whose module comment tells the whole course of a line):
+ * the chain stage (seq, `prev` and hash, at once and in push order), the disk stage (a group sealed
+ * by the token, written in one write, covered by one fdatasync) and the recovery after a failed
+ * group (every line not yet durable refused, the chain rolled back, an outage until a resume line
+ * is durable). The log validates what it is given, decides when to checkpoint and owns its
+ * lifetime; every line it appends goes through here.
  *
  * @example
  * ```ts
