@@ -26,7 +26,7 @@ import {
   judgeCheckpoints,
   parseCollectedCheckpoints,
   wantedSeqs,
-} from "./witness.ts";
+} from "./checkpoints.ts";
 
 /** Where the daemon writes its audit files unless told otherwise (--audit-dir). */
 export const DEFAULT_AUDIT_DIR = "/var/log/svcd";

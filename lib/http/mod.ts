@@ -11,15 +11,15 @@
  * await l.serve();
  * ```
  */
-import { rlimitNofile } from "../../ffi/libc.ts";
-
 export { Listener, type ListenerOptions, type ListenerStats } from "./listener.ts";
-export { type SharedSocket, shareSocket } from "./shared_socket.ts";
 export {
   closeUnixListener,
   LISTEN_BACKLOG,
+  nofileLimit,
   openUnixListener,
   removeUnixListenerPath,
+  type SharedSocket,
+  shareSocket,
   type UnixListenerSocket,
 } from "./socket.ts";
 export { problem, PROBLEM_TYPE, PROBLEM_URN, typedProblem } from "./problem.ts";
@@ -33,10 +33,3 @@ export type {
   ListenerEvent,
   RequestHead,
 } from "./types.ts";
-
-/**
- * The process's open-file limits (getrlimit RLIMIT_NOFILE), for the start-up check.
- */
-export function nofileLimit(): { soft: number; hard: number } {
-  return rlimitNofile();
-}

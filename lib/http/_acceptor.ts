@@ -5,7 +5,7 @@
  *
  * @example
  * ```ts
- * import { acceptVerdict } from "./acceptor.ts";
+ * import { acceptVerdict } from "./_acceptor.ts";
  * const verdict = acceptVerdict({ pid: 1, uid: 33, gid: 33 }, 33, 300, 256);
  * console.log(verdict.kind); // "queue_full": answer QUEUE_FULL_BYTES and close
  * ```

@@ -10,7 +10,7 @@ import {
   type SoftwareAuditKeys,
   softwareAuditKeys,
 } from "../../tests/support/audit_software_keys.ts";
-import { judgeCheckpoints, parseCollectedCheckpoints, wantedSeqs } from "./witness.ts";
+import { judgeCheckpoints, parseCollectedCheckpoints, wantedSeqs } from "./checkpoints.ts";
 import { syslogMessage } from "./syslog.ts";
 
 /** Two module openings of 12 sign lines, a checkpoint every 5; the checkpoint lines as handed out. */
