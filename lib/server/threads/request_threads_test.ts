@@ -1,12 +1,8 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../../tests/support/temp_dir.ts";
 import { ConcurrencyCap } from "../../throttle/mod.ts";
-import {
-  type MainServices,
-  RequestThreads,
-  RequestThreadsError,
-  splitWorkers,
-} from "./request_threads.ts";
+import { RequestThreads, RequestThreadsError, splitWorkers } from "./request_threads.ts";
+import { servicesInMemory } from "../../../tests/support/services_in_memory.ts";
 import { Policy } from "../../policy/mod.ts";
 import type { ThreadHooks } from "./thread_group.ts";
 
@@ -33,16 +29,8 @@ function setup(mode: string) {
   };
 }
 
-function services(cap = new ConcurrencyCap(2)): MainServices {
-  return {
-    budget: {
-      check: () => ({ limited: false }),
-      recordRefusal: () => ({ count: 1, crossed: false, delaySeconds: 0 }),
-      limitedCount: () => 0,
-    },
-    cap,
-    audit: { append: () => Promise.resolve(1), healthy: true, lastError: undefined },
-  };
+function services(cap = new ConcurrencyCap(2)) {
+  return servicesInMemory({ cap });
 }
 
 function hooks() {
