@@ -12,7 +12,7 @@ import type {
   RequestThreadReport,
   RequestThreadSetup,
 } from "../../lib/server/threads/protocol.ts";
-import { MainCaller } from "../../lib/server/threads/protocol.ts";
+import { isServiceAnswer, MainCaller } from "../../lib/server/threads/protocol.ts";
 import {
   type ServicesAcrossThreads,
   servicesAcrossThreads,
@@ -42,16 +42,12 @@ async function run(setup: RequestThreadSetup): Promise<void> {
 }
 
 function dispatch(message: RequestThreadMessage): void {
+  if (isServiceAnswer(message)) return services?.receive(message);
   switch (message.kind) {
     case "start":
       report({ kind: "listening" });
       void run(message.setup);
       return;
-    case "audited":
-    case "admitted":
-    case "keys_dropped":
-    case "audit_health":
-      return services?.receive(message);
     case "close":
       return report({ kind: "closed" });
   }

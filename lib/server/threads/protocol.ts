@@ -160,6 +160,18 @@ export type ServiceAnswer =
   /** The answer to an "admit" report. */
   | { kind: "admitted"; id: number; answer: AdmissionAnswer };
 
+const SERVICE_ANSWERS: ReadonlySet<string> = new Set<ServiceAnswer["kind"]>([
+  "keys_dropped",
+  "audit_health",
+  "audited",
+  "admitted",
+]);
+
+/** Whether `message` is for the thread's view of the main isolate's services. */
+export function isServiceAnswer(message: RequestThreadMessage): message is ServiceAnswer {
+  return SERVICE_ANSWERS.has(message.kind);
+}
+
 /** Request thread → main isolate, one at a time. */
 export type RequestThreadReport =
   | LifeReport

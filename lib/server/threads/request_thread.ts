@@ -18,6 +18,7 @@ import { authenticatedDeps } from "../authenticated/deps.ts";
 import { authenticatedContinueCheck, authenticatedHandler } from "../authenticated/routes.ts";
 import {
   type CallMessage,
+  isServiceAnswer,
   MainCaller,
   type MessageBatch,
   type RequestThreadMessage,
@@ -67,6 +68,7 @@ scope.onmessage = async (e: MessageEvent<RequestThreadMessage | MessageBatch>) =
 
 /** Acts on one message from the main isolate. */
 async function dispatch(message: RequestThreadMessage): Promise<void> {
+  if (isServiceAnswer(message)) return services?.receive(message);
   switch (message.kind) {
     case "start":
       try {
@@ -77,11 +79,6 @@ async function dispatch(message: RequestThreadMessage): Promise<void> {
         report({ kind: "failed", message: (err as Error).message });
       }
       return;
-    case "audited":
-    case "admitted":
-    case "keys_dropped":
-    case "audit_health":
-      return services?.receive(message);
     case "policy":
       policy = Policy.fromData(message.policy);
       return report({ kind: "ack", ack: message.ack });

@@ -3,8 +3,9 @@
  * threads (./request_thread.ts): opens the socket (every thread accepts from it), splits
  * `--workers` over the threads, and keeps what must stay exact across threads in this isolate
  * alone — the refusal budget (one sqlite file), the concurrency cap and the audit log (one chain,
- * one group commit). It answers the threads' admissions and synchronous calls (./protocol.ts),
- * appends their audit lines and answers once each line is durable, relays policy reloads, key
+ * one group commit). With these services of its own it answers what the threads' view of them
+ * asks (./services_across_threads.ts, in the messages of ./protocol.ts): admissions, synchronous
+ * calls, and audit lines, each answered with its seq once durable. It relays policy reloads, key
  * refreshes and the audit log's health to them, and stops them before the token is finalised.
  */
 import type { Policy } from "../../policy/mod.ts";

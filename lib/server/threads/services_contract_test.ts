@@ -18,9 +18,9 @@ import {
   runContract,
 } from "../../../tests/support/services_contract.ts";
 import { servicesInMemory } from "../../../tests/support/services_in_memory.ts";
+import { recordingHooks, standInSetup } from "../../../tests/support/request_threads.ts";
 import { AuditLog } from "../../audit/mod.ts";
 import { ConcurrencyCap, RefusalBudget } from "../../throttle/mod.ts";
-import { Policy } from "../../policy/mod.ts";
 import { servicesInThisThread } from "../authenticated/services_in_this_thread.ts";
 import { RequestThreads } from "./request_threads.ts";
 
@@ -69,48 +69,19 @@ Deno.test("services contract: the main isolate's own services (--threads 0)", as
 
 Deno.test("services contract: a request thread's view of the main isolate's services (--threads N)", async () => {
   const main = await mainParts();
-  const logs: string[] = [];
-  const failures: Error[] = [];
-  let changed = () => {};
+  const { hooks, logs, failures, until } = recordingHooks();
   const threads = await RequestThreads.start(
     {
-      path: `${moduleTempDir("svcd-services-")}/auth.sock`,
-      proxyUid: Deno.uid() ?? 0,
-      queueDepth: 1,
-      maxBodyBytes: 1,
-      workers: 1,
-      token: {
-        modulePath: "/nonexistent.so",
-        tokenLabel: `contract:${main.auditDir}`,
-        maxSessions: 1,
-        inlineSignLimitUs: 0,
-        copyLock: new SharedArrayBuffer(4),
-      },
-      policy: Policy.parse(new Uint8Array()).toData(),
+      ...standInSetup(`contract:${main.auditDir}`, 1),
       audit: { healthy: main.parts.audit.healthy, lastError: main.parts.audit.lastError },
-      publicUrl: undefined,
-      startedAt: 0,
     },
     1,
     servicesInThisThread({ ...main.parts, token: { dropRemovedKeys: () => ["k-main-only"] } }),
-    {
-      log: (message) => {
-        logs.push(message);
-        changed();
-      },
-      onListenerEvent: () => {},
-      onTokenDead: () => {},
-      onFailure: (err) => {
-        failures.push(err);
-        changed();
-      },
-    },
+    hooks,
     CONTRACT_THREAD,
   );
   try {
-    while (!logs.includes(CONTRACT_DONE) && failures.length === 0) {
-      await new Promise<void>((resolve) => changed = resolve);
-    }
+    await until(() => logs.includes(CONTRACT_DONE) || failures.length > 0);
     assert.deepEqual(failures, []);
     assertAllPassed(logs.filter((l) => l !== CONTRACT_DONE).map((l) => JSON.parse(l)));
     // The releases came before the last report: every slot is back while the thread still runs.
