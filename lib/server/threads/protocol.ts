@@ -160,16 +160,17 @@ export type ServiceAnswer =
   /** The answer to an "admit" report. */
   | { kind: "admitted"; id: number; answer: AdmissionAnswer };
 
-const SERVICE_ANSWERS: ReadonlySet<string> = new Set<ServiceAnswer["kind"]>([
-  "keys_dropped",
-  "audit_health",
-  "audited",
-  "admitted",
-]);
+/** Every kind of {@link ServiceAnswer} (a kind added to the type must be added here). */
+const SERVICE_ANSWERS: Readonly<Record<ServiceAnswer["kind"], true>> = {
+  keys_dropped: true,
+  audit_health: true,
+  audited: true,
+  admitted: true,
+};
 
 /** Whether `message` is for the thread's view of the main isolate's services. */
 export function isServiceAnswer(message: RequestThreadMessage): message is ServiceAnswer {
-  return SERVICE_ANSWERS.has(message.kind);
+  return Object.hasOwn(SERVICE_ANSWERS, message.kind);
 }
 
 /** Request thread → main isolate, one at a time. */
