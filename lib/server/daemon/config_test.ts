@@ -133,6 +133,7 @@ Deno.test("config: the public listener's part, absent without --public-socket", 
     maxEntries: 10_000_000,
     threads: 2,
     nice: 19,
+    crl: undefined, // no --ca-dir: the public side keeps no CRLs
   });
   const threads = (args: string[]) =>
     parseServeArgs([
