@@ -10,7 +10,7 @@
  */
 import { COMMANDS } from "../main.ts";
 import { manPage, topManPage } from "../lib/cli/man.ts";
-import { SERVE_COMMAND } from "../lib/server/daemon/config.ts";
+import { SERVE_COMMAND } from "../lib/server/daemon/serve_options.ts";
 import { TOKEN_COMMAND } from "../lib/token/cli.ts";
 import { CA_COMMAND } from "../lib/ca/cli.ts";
 import { AUDIT_COMMAND } from "../lib/audit/cli.ts";
