@@ -2,7 +2,9 @@
  * The command line's documentation as data: every command group (serve, token, ca, audit, client)
  * describes its commands and options once, in a {@link CommandGroup}; `--help` and the man pages
  * (packaging/man.ts) are both rendered from it, and the parser's option table is derived from it,
- * so what is parsed, what `--help` prints and what the man page says cannot disagree.
+ * so what is parsed, what `--help` prints and what the man page says cannot disagree. Options read
+ * with a type per option are declared as an option table (option_table.ts), those several groups
+ * take once (shared_options.ts).
  *
  * @example
  * ```ts
