@@ -59,7 +59,7 @@ export const COMMANDS: Command[] = [
   },
   {
     names: ["ca"],
-    synopsis: "ca init|issue|responder|revoke|crl|status|list [options]",
+    synopsis: "ca init|urls|issue|responder|revoke|crl|publish|status|list [options]",
     help: "the CA over a token key: client and OCSP responder certificates, revocation, CRL " +
       "(see: svcd ca --help)",
     // Loaded on demand: the CA tool pulls in pkijs, which the daemon never needs.

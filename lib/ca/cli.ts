@@ -43,6 +43,7 @@ import { pem } from "../der/mod.ts";
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
+import { sharedOption } from "../cli/shared_options.ts";
 
 const DAY_MS = 86_400_000;
 /** Default lifetimes in days. */
@@ -257,35 +258,16 @@ export const CA_COMMAND: CommandGroup = {
       group: "common",
       help: "the CA folder",
     },
-    {
-      flag: "module",
-      value: "PATH",
-      default: DEFAULT_MODULE,
+    sharedOption("module", { group: "common" }),
+    sharedOption("token", { group: "common" }),
+    sharedOption("credential", {
       group: "common",
-      help: "PKCS#11 module",
-    },
-    {
-      flag: "token",
-      value: "LABEL",
-      default: DEFAULT_TOKEN_LABEL,
+      note: `only the commands that sign (${SIGNING_COMMANDS.join(", ")}) log in`,
+    }),
+    sharedOption("user", {
       group: "common",
-      help: "token label",
-    },
-    {
-      flag: "credential",
-      value: "FILE",
-      group: "common",
-      help: `the commands that sign (${SIGNING_COMMANDS.join(", ")}) log in with the PIN in ` +
-        "this encrypted credential (/etc/svcd/svc-pin.cred), decrypted into memory by " +
-        "systemd-creds (needs root); without it, $CREDENTIALS_DIRECTORY/svc-pin is read",
-    },
-    {
-      flag: "user",
-      value: "NAME",
-      group: "common",
-      help: "run as root, make the token calls as this user (the daemon's, svcd), as svcd token " +
-        "does; the CA folder and --out files are still written as root",
-    },
+      note: "the CA folder and --out files are still written as root",
+    }),
   ],
   groups: [
     { id: "command", title: "command options" },

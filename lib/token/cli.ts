@@ -23,6 +23,7 @@ import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
+import { sharedOption } from "../cli/shared_options.ts";
 
 /** `svcd token`: its commands and the one table of their options. */
 export const TOKEN_COMMAND: CommandGroup = {
@@ -104,36 +105,13 @@ export const TOKEN_COMMAND: CommandGroup = {
       group: "command",
       help: "write the PEM there instead of to stdout",
     },
-    {
-      flag: "module",
-      value: "PATH",
-      default: DEFAULT_MODULE,
+    sharedOption("module", { group: "common" }),
+    sharedOption("token", { group: "common", note: "init: the label the new token gets" }),
+    sharedOption("credential", {
       group: "common",
-      help: "PKCS#11 module",
-    },
-    {
-      flag: "token",
-      value: "LABEL",
-      default: DEFAULT_TOKEN_LABEL,
-      group: "common",
-      help: "token label (init: the label the new token gets)",
-    },
-    {
-      flag: "credential",
-      value: "FILE",
       commands: ["keygen", "list", "selftest", "pubkey", "rotate-pin"],
-      group: "common",
-      help: "log in with the PIN in this encrypted credential (/etc/svcd/svc-pin.cred), " +
-        "decrypted into memory by systemd-creds (needs root); without it, " +
-        "$CREDENTIALS_DIRECTORY/svc-pin is read",
-    },
-    {
-      flag: "user",
-      value: "NAME",
-      group: "common",
-      help: "run as root, do the token work as this user (the daemon's, svcd), so the module's " +
-        "files stay the daemon's; systemd-creds still runs as root",
-    },
+    }),
+    sharedOption("user", { group: "common" }),
   ],
   groups: [
     { id: "command", title: "command options" },

@@ -14,7 +14,7 @@ import {
   groupHelp,
   optionsOf,
 } from "../../lib/cli/options.ts";
-import { SERVE_COMMAND } from "../../lib/server/daemon/config.ts";
+import { SERVE_COMMAND } from "../../lib/server/daemon/serve_options.ts";
 import { TOKEN_COMMAND } from "../../lib/token/cli.ts";
 import { CA_COMMAND } from "../../lib/ca/cli.ts";
 import { AUDIT_COMMAND } from "../../lib/audit/cli.ts";
