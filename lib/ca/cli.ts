@@ -14,13 +14,13 @@ import * as pkijs from "pkijs";
 import { CRL_REASON, type IndexEntry, REASON_NAME } from "../ocsp/index_db.ts";
 import type { Signer } from "../ocsp/algorithms.ts";
 import { bytesEqual } from "../bytes/mod.ts";
-import { type Common, openLoggedIn } from "../token/cli.ts";
+import { type Common, openLoggedIn } from "../token_admin/cli.ts";
 import { loadPin } from "../token/credential.ts";
-import { asUser, callsAsUser } from "../token/run_as.ts";
+import { asUser, callsAsUser } from "../token_admin/run_as.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
 import { isKeyTypeName, KEY_TYPE_NAMES } from "../token/key_types.ts";
 import type { SigningKey, Token } from "../token/token.ts";
-import { TokenAdmin } from "../token/admin.ts";
+import { TokenAdmin } from "../token_admin/admin.ts";
 import {
   buildCertificate,
   caExtensions,

@@ -1,7 +1,7 @@
 /**
- * The token layer: open a PKCS#11 token by label, log in once from the PIN credential, sign,
- * verify and MAC through a session pool (token.ts); operator administration (admin.ts,
- * provision.ts); the seams tests use (testing.ts, not re-exported here).
+ * The token as the daemon uses it: open a PKCS#11 token by label, log in once from the PIN
+ * credential, sign, verify and MAC through a session pool (token.ts). Operator administration is
+ * lib/token_admin; the seams tests use are testing.ts (not re-exported here).
  *
  * @example
  * ```ts
@@ -12,7 +12,6 @@
  */
 export { Token } from "./token.ts";
 export type { SigningKey, TokenInfo, TokenOptions } from "./token.ts";
-export { TokenAdmin } from "./admin.ts";
 export { listSlots } from "./slots.ts";
 export { fingerprint, type PublicKey } from "./public_key.ts";
 export { MechanismCatalogue } from "./mechanisms.ts";
@@ -35,7 +34,6 @@ export {
   type PinSource,
   readPinCredential,
 } from "./credential.ts";
-export { asUser, isRoot, RunAsError } from "./run_as.ts";
 export {
   COMPOSITE_MLDSA65_ED25519_LABEL,
   isKeyTypeName,

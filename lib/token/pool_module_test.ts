@@ -16,7 +16,7 @@ import {
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
 import { findObjects, openSession, utf8 } from "./session_ops.ts";
-import { verifyIndependently } from "./independent_verify.ts";
+import { verifyIndependently } from "../token_admin/independent_verify.ts";
 import type { SigningKey, Token } from "./mod.ts";
 import {
   type openTestToken,

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { CKA, CKM, CKO, loadModule, ulongBytes } from "../../ffi/pkcs11/mod.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../../tests/support/token.ts";
-import { verifyIndependently } from "./independent_verify.ts";
+import { verifyIndependently } from "../token_admin/independent_verify.ts";
 import { findObjects, openSession, signOnce, signOnceSync, utf8 } from "./session_ops.ts";
 
 Deno.test({

@@ -23,8 +23,8 @@ import {
   withLoggedInToken,
 } from "../../tests/support/token.ts";
 import { findObjects, openSession, utf8 } from "./session_ops.ts";
-import { verifyIndependently } from "./independent_verify.ts";
-import { TokenAdmin } from "./admin.ts";
+import { verifyIndependently } from "../token_admin/independent_verify.ts";
+import { TokenAdmin } from "../token_admin/admin.ts";
 
 const data = new TextEncoder().encode("audit line");
 

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { sessionUseStats } from "../../lib/token/testing.ts";
-import { verifyIndependently } from "../../lib/token/independent_verify.ts";
+import { verifyIndependently } from "../../lib/token_admin/independent_verify.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../support/token.ts";
 
 Deno.test({

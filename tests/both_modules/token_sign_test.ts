@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { createPublicKey, verify as nodeVerify } from "node:crypto";
 import { KEY_TYPE_NAMES, Pkcs11Error, type SigningKey, type Token } from "../../lib/token/mod.ts";
-import { verifyIndependently } from "../../lib/token/independent_verify.ts";
+import { verifyIndependently } from "../../lib/token_admin/independent_verify.ts";
 import { makeTestToken, openTestToken, type TestToken, testTokenPin } from "../support/token.ts";
 
 const te = new TextEncoder();

@@ -12,7 +12,7 @@
  * ```
  */
 import assert from "node:assert/strict";
-import { verifyIndependently as verifyKey } from "../../lib/token/independent_verify.ts";
+import { verifyIndependently as verifyKey } from "../../lib/token_admin/independent_verify.ts";
 import { isKeyTypeName } from "../../lib/token/mod.ts";
 import { request } from "./http_client.ts";
 import { type CommandResult, runCommand } from "./command.ts";

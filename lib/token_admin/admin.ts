@@ -7,7 +7,7 @@
  *
  * @example
  * ```ts
- * import { Token } from "./token.ts";
+ * import { Token } from "../token/token.ts";
  * import { TokenAdmin } from "./admin.ts";
  * const token = Token.open({ modulePath: "/usr/lib/softhsm/libsofthsm2.so", tokenLabel: "svcd" });
  * await token.login(Token.readPinCredential());
@@ -15,15 +15,15 @@
  * ```
  */
 import { check, CKA, CKF_SESSION } from "../../ffi/pkcs11/mod.ts";
-import { KEY_TYPES, type KeyTypeName } from "./key_types.ts";
+import { KEY_TYPES, type KeyTypeName } from "../token/key_types.ts";
 import {
   generateMacSecret,
   generateSigningKeyPair,
   requireKeyGeneration,
   requireMacKeyGeneration,
 } from "./keygen.ts";
-import { findObjects, type Handle, openSession, utf8 } from "./session_ops.ts";
-import { type SigningKey, type Token, type TokenParts, tokenParts } from "./token.ts";
+import { findObjects, type Handle, openSession, utf8 } from "../token/session_ops.ts";
+import { type SigningKey, type Token, type TokenParts, tokenParts } from "../token/token.ts";
 
 /** The administration of one opened token (which must stay open while it is used). */
 export class TokenAdmin {

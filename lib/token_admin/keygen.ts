@@ -6,9 +6,9 @@
  * @example
  * ```ts
  * import type { Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
- * import { KEY_TYPES } from "./key_types.ts";
- * import type { MechanismCatalogue } from "./mechanisms.ts";
- * import type { Handle } from "./session_ops.ts";
+ * import { KEY_TYPES } from "../token/key_types.ts";
+ * import type { MechanismCatalogue } from "../token/mechanisms.ts";
+ * import type { Handle } from "../token/session_ops.ts";
  * declare const mod: Pkcs11Module, rwSession: Handle, offered: MechanismCatalogue;
  * requireKeyGeneration(offered, KEY_TYPES["ed25519"]);
  * await generateSigningKeyPair(mod, rwSession, KEY_TYPES["ed25519"], "web");
@@ -28,10 +28,10 @@ import {
   type Pkcs11Module,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
-import { MechanismUnavailableError } from "./errors.ts";
-import type { KeyTypeSpec } from "./key_types.ts";
-import type { MechanismCatalogue } from "./mechanisms.ts";
-import { generateKey, generateKeyPair, type Handle, utf8 } from "./session_ops.ts";
+import { MechanismUnavailableError } from "../token/errors.ts";
+import type { KeyTypeSpec } from "../token/key_types.ts";
+import type { MechanismCatalogue } from "../token/mechanisms.ts";
+import { generateKey, generateKeyPair, type Handle, utf8 } from "../token/session_ops.ts";
 
 /** Refusals of C_GenerateKeyPair that mean "not these parameters": the type is not offered. */
 const PARAMETERS_REFUSED = new Set<number>([

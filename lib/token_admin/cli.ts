@@ -7,19 +7,19 @@
  * CREDENTIALS_DIRECTORY=/run/creds deno task svcd token keygen --key-label web --key-type ed25519
  * ```
  */
-import { CredentialError, MechanismUnavailableError, Pkcs11Error } from "./errors.ts";
+import { CredentialError, MechanismUnavailableError, Pkcs11Error } from "../token/errors.ts";
 import { verifyIndependently } from "./independent_verify.ts";
-import { isKeyTypeName, KEY_TYPE_NAMES, type KeyTypeName } from "./key_types.ts";
-import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./labels.ts";
+import { isKeyTypeName, KEY_TYPE_NAMES, type KeyTypeName } from "../token/key_types.ts";
+import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "../token/labels.ts";
 import { initToken, writePinCredential } from "./provision.ts";
-import { generatePin } from "./pin.ts";
-import { fingerprint } from "./public_key.ts";
-import { type SigningKey, Token } from "./token.ts";
+import { generatePin } from "../token/pin.ts";
+import { fingerprint } from "../token/public_key.ts";
+import { type SigningKey, Token } from "../token/token.ts";
 import { TokenAdmin } from "./admin.ts";
 import { pem } from "../der/mod.ts";
-import { loadPin, type PinSource } from "./credential.ts";
+import { loadPin, type PinSource } from "../token/credential.ts";
 import { asUser, isRoot } from "./run_as.ts";
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
+import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";

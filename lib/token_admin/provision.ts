@@ -19,13 +19,13 @@ import {
   type Pkcs11Module,
   SIZE,
 } from "../../ffi/pkcs11/mod.ts";
-import { PIN_CREDENTIAL_NAME } from "./credential.ts";
-import { acquireModule, releaseModule } from "./module_state.ts";
-import { generatePin } from "./pin.ts";
-import { openSession } from "./session_ops.ts";
-import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./labels.ts";
-import { listSlots } from "./slots.ts";
-import { Token } from "./token.ts";
+import { PIN_CREDENTIAL_NAME } from "../token/credential.ts";
+import { acquireModule, releaseModule } from "../token/module_state.ts";
+import { generatePin } from "../token/pin.ts";
+import { openSession } from "../token/session_ops.ts";
+import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "../token/labels.ts";
+import { listSlots } from "../token/slots.ts";
+import { Token } from "../token/token.ts";
 import { TokenAdmin } from "./admin.ts";
 
 /** Where the user PIN goes: an encrypted credential file, or a plain file DIR/svc-pin (tests, demos). */
