@@ -14,8 +14,7 @@
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
-import { loadPin, Token } from "../token/mod.ts";
+import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL, loadPin, Token } from "../token/mod.ts";
 import { asUser } from "../token_admin/mod.ts";
 import { auditFileNumber } from "./format.ts";
 import { listAuditFiles } from "./files.ts";

@@ -20,4 +20,5 @@ export type { AuditToken } from "./token_keys.ts";
 export { parseLine, verifyAuditFiles } from "./verify.ts";
 export type { FileReport, Problem, VerifyOptions, VerifyResult } from "./verify.ts";
 export { AuditDirectoryError, listAuditFiles } from "./files.ts";
+export { auditObservers } from "./observers.ts";
 export { actorBytes, auditFileName, auditFileNumber, checkpointMessage } from "./format.ts";

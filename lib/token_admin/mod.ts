@@ -15,6 +15,7 @@
  * ```
  */
 export { TokenAdmin } from "./admin.ts";
+export { generateKey, generateKeyPair } from "./keygen.ts";
 export { type Common, openLoggedIn, runTokenCommand, TOKEN_COMMAND } from "./cli.ts";
 export { asUser, callsAsUser, isRoot, RunAsError } from "./run_as.ts";
 export {

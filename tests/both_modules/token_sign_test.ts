@@ -64,7 +64,8 @@ Deno.test({
                 crypto.getRandomValues(new Uint8Array(4096)),
               ]
             ) {
-              const sig = await token!.sign(key, message);
+              const { signature: sig, mechanism } = await token!.sign(key, message);
+              assert.equal(mechanism, key.mechanism, "the token names the mechanism it used");
               const independent = await verifyIndependently(key, message, sig);
               assert.ok(independent.ok, `${independent.verifier} rejects a ${type} signature`);
               const viaNode = nodeCryptoVerify(key, message, sig);

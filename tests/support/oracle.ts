@@ -1,7 +1,7 @@
 /**
  * Independent signature checks for tests — Web Crypto for classical keys, @noble/post-quantum for
  * ML-DSA, both over the draft's M' for the composite; never the module under test. A thin adapter
- * over lib/token/independent_verify.ts (which `svcd token selftest` uses) for tests that hold a
+ * over lib/token_admin/independent_verify.ts (which `svcd token selftest` uses) for tests that hold a
  * public key from the daemon's /token answer rather than a SigningKey.
  *
  * @example

@@ -12,21 +12,25 @@
  */
 import { parseArgs } from "node:util";
 import { join, resolve } from "node:path";
-import type { ListenerOptions } from "../../http/listener.ts";
-import type { AuditOptions } from "../../audit/log.ts";
-import type { TokenOptions } from "../../token/token.ts";
+import type { ListenerOptions } from "../../http/mod.ts";
+import type { AuditOptions } from "../../audit/mod.ts";
+import {
+  DEFAULT_MODULE,
+  DEFAULT_TOKEN_LABEL,
+  SLOW_TO_MOVE,
+  type TokenOptions,
+  WINDOW,
+} from "../../token/mod.ts";
 import {
   budgetDefaults,
   type BudgetTuning,
   resolveBudgetTuning,
   TuningError,
-} from "../../throttle/options.ts";
+} from "../../throttle/mod.ts";
 import type { CliOption, CommandGroup, OptionGroup } from "../../cli/options.ts";
 import { groupHelp } from "../../cli/options.ts";
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../../token/defaults.ts";
-import { SLOW_TO_MOVE, WINDOW } from "../../token/sign_placement.ts";
-import { MAX_INDEX_ENTRIES } from "../../ocsp/index_compact.ts";
-import { MAX_POLICY_GRANTS } from "../../policy/parse.ts";
+import { MAX_INDEX_ENTRIES } from "../../ocsp/mod.ts";
+import { MAX_POLICY_GRANTS } from "../../policy/mod.ts";
 import type { CrlConfig } from "../threads/protocol.ts";
 
 /** The authenticated listener: what `Listener.open` takes besides its handler and log. */
