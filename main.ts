@@ -8,7 +8,7 @@
  * deno task svcd token selftest --token svcd
  * ```
  */
-import { runTokenCommand } from "./lib/token/cli.ts";
+import { runTokenCommand } from "./lib/token_admin/cli.ts";
 import { runAuditCommand } from "./lib/audit/cli.ts";
 import { runServeCommand } from "./lib/server/daemon/cli.ts";
 import { EXIT, EXIT_CODES } from "./lib/cli/exit.ts";

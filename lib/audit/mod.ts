@@ -20,5 +20,6 @@ export type { AuditToken } from "./token_keys.ts";
 export { verifyAuditFiles } from "./verify.ts";
 export type { FileReport, Problem, VerifyOptions, VerifyResult } from "./verify.ts";
 export { AuditDirectoryError, listAuditFiles } from "./files.ts";
+export { auditObservers } from "./observers.ts";
 export { actorBytes, auditFileName, auditFileNumber, parseLine } from "./format.ts";
 export { checkpointMessage } from "./checkpoints.ts";

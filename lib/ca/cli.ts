@@ -14,13 +14,16 @@ import * as pkijs from "pkijs";
 import { CRL_REASON, type IndexEntry, REASON_NAME } from "../ocsp/index_db.ts";
 import type { Signer } from "../ocsp/algorithms.ts";
 import { bytesEqual } from "../bytes/mod.ts";
-import { type Common, openLoggedIn } from "../token/cli.ts";
-import { loadPin } from "../token/credential.ts";
-import { asUser, callsAsUser } from "../token/run_as.ts";
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
-import { isKeyTypeName, KEY_TYPE_NAMES } from "../token/key_types.ts";
-import type { SigningKey, Token } from "../token/token.ts";
-import { TokenAdmin } from "../token/admin.ts";
+import {
+  DEFAULT_MODULE,
+  DEFAULT_TOKEN_LABEL,
+  isKeyTypeName,
+  KEY_TYPE_NAMES,
+  loadPin,
+  type SigningKey,
+  type Token,
+} from "../token/mod.ts";
+import { asUser, callsAsUser, type Common, openLoggedIn, TokenAdmin } from "../token_admin/mod.ts";
 import {
   buildCertificate,
   caExtensions,
@@ -382,7 +385,7 @@ function randomSerial(): bigint {
 }
 
 function signerOf(token: Token, key: SigningKey): Signer {
-  return { keyType: key.keyType, sign: (tbs) => token.sign(key, tbs) };
+  return { keyType: key.keyType, sign: async (tbs) => (await token.sign(key, tbs)).signature };
 }
 
 /**
@@ -853,7 +856,7 @@ async function list(ctx: Context): Promise<number> {
   return EXIT.ok;
 }
 
-// Runnable on its own, as lib/token/cli.ts is; main.ts dispatches `svcd ca …` here as well.
+// Runnable on its own, as lib/token_admin/cli.ts is; main.ts dispatches `svcd ca …` here as well.
 if (import.meta.main) {
   Deno.exit(await runCaCommand(Deno.args));
 }

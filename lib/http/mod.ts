@@ -23,6 +23,7 @@ export {
   type UnixListenerSocket,
 } from "./socket.ts";
 export { problem, PROBLEM_TYPE, PROBLEM_URN, typedProblem } from "./problem.ts";
+export { headerValues, singleHeader, utf8FromLatin1 } from "./headers.ts";
 export { allowOf, routeFor } from "./routes.ts";
 export { DEFAULT_MAX_HEADER_BYTES } from "./parse.ts";
 export type {

@@ -79,7 +79,7 @@ export function contractToken(): ContractToken {
     key: (label) => Promise.resolve(label === "k" ? key : undefined),
     sign: (k, message) => {
       signedWith.push(k);
-      return Promise.resolve(message.toReversed());
+      return Promise.resolve({ signature: message.toReversed(), mechanism: k.mechanism });
     },
     verify: () => Promise.resolve(true),
     info: () => ({ label: "contract" }),

@@ -5,14 +5,18 @@
  */
 import { createHash } from "node:crypto";
 import type { ContinueCheck, HttpRequest, HttpResponse, RequestHead } from "../../http/mod.ts";
-import { allowOf, problem, routeFor } from "../../http/mod.ts";
-import { isKeyProblem, isTokenDead, KeyUnusableError } from "../../token/errors.ts";
-import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
-import { DAEMON_KEY_LABELS } from "../../token/labels.ts";
+import { allowOf, problem, routeFor, singleHeader, utf8FromLatin1 } from "../../http/mod.ts";
+import {
+  DAEMON_KEY_LABELS,
+  type DigestName,
+  isKeyProblem,
+  isTokenDead,
+  KeyUnusableError,
+} from "../../token/mod.ts";
+import { clientIdentity } from "./identity.ts";
 import { clientText } from "../log.ts";
 import type { Admission, AdmissionAnswer } from "./admission.ts";
-import type { DigestName } from "../../token/digest_mode.ts";
-import { digestMechanism, digestRequest } from "./digest_request.ts";
+import { digestRequest } from "./digest_request.ts";
 import { countThrottled } from "../../metrics/svcd.ts";
 
 /** The signing key as the routes see it (a subset of lib/token's SigningKey). */
@@ -35,8 +39,15 @@ export interface RouteKey {
 export interface AuthenticatedDeps<K extends RouteKey = RouteKey> {
   token: {
     key(label: string): Promise<K | undefined>;
-    /** With `digest`, `message` is that digest of the message (digest mode). */
-    sign(key: K, message: Uint8Array, digest?: DigestName): Promise<Uint8Array>;
+    /**
+     * With `digest`, `message` is that digest of the message (digest mode). Resolves with the
+     * signature and the mechanism that made it, by name.
+     */
+    sign(
+      key: K,
+      message: Uint8Array,
+      digest?: DigestName,
+    ): Promise<{ signature: Uint8Array; mechanism: string }>;
     verify(
       key: K,
       message: Uint8Array,
@@ -332,8 +343,7 @@ async function signRoute<K extends RouteKey>(
       ],
     );
   }
-  const signature = await deps.token.sign(key, req.body, digest);
-  const mechanism = digest ? digestMechanism(key.keyType, digest) : key.mechanism;
+  const { signature, mechanism } = await deps.token.sign(key, req.body, digest);
   try {
     await deps.audit.append("sign", subject, {
       key: key.label,

@@ -11,10 +11,10 @@
  * config.token.tokenLabel; // "svcd"
  * ```
  */
-import type { ListenerOptions } from "../../http/listener.ts";
-import type { AuditOptions } from "../../audit/log.ts";
-import type { TokenOptions } from "../../token/token.ts";
-import type { BudgetTuning } from "../../throttle/options.ts";
+import type { ListenerOptions } from "../../http/mod.ts";
+import type { AuditOptions } from "../../audit/mod.ts";
+import type { TokenOptions } from "../../token/mod.ts";
+import type { BudgetTuning } from "../../throttle/mod.ts";
 import { type OptionValues, parseOptions } from "../../cli/command_line.ts";
 import type { CrlConfig } from "../threads/protocol.ts";
 import {

@@ -9,10 +9,14 @@ import { PolicyFile } from "../../policy/mod.ts";
 import { ConcurrencyCap, RefusalBudget } from "../../throttle/mod.ts";
 import { isTokenDead, Token } from "../../token/mod.ts";
 import type { AuditHealth, PublicThreadSetup, ThreadTokenOptions } from "../threads/protocol.ts";
-import { auditKeysFromToken, AuditLog, type AuditOptions } from "../../audit/mod.ts";
+import {
+  auditKeysFromToken,
+  AuditLog,
+  auditObservers,
+  type AuditOptions,
+} from "../../audit/mod.ts";
 import { type PublicConfig, type ServeConfig, servedBy, type TokenConfig } from "./config.ts";
 import { StartupError, startupFindings } from "./checks.ts";
-import { auditObservers } from "../../audit/observers.ts";
 import { MetricsListener } from "../../metrics/listener.ts";
 import { countedListener, type MetricsShare, sampleGauges } from "../../metrics/observe.ts";
 import {

@@ -29,7 +29,7 @@ import type { AdmissionAnswer } from "../authenticated/admission.ts";
 /**
  * What a thread needs to open the module the main isolate logged in to (its own sessions): the
  * token part of its setup, with the main isolate's copy lock (every Token of the process shares
- * it: lib/token/copy_lock.ts).
+ * it: lib/token/_key_cache.ts).
  */
 export type ThreadTokenOptions = Required<
   Pick<

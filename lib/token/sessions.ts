@@ -1,13 +1,27 @@
 /**
- * Single PKCS#11 operations on one session the caller holds exclusively: find objects, read
- * attributes, sign, verify, generate keys. They turn return codes into Pkcs11Error and own the
- * buffers they hand to the module for the whole call.
+ * Sessions: opening one, the pool that lends them, and single PKCS#11 operations on one session.
+ *
+ * - The pool opens sessions lazily up to a cap and lends each to one operation at a time. When the
+ *   module refuses another session (CKR_HOST_MEMORY or CKR_SESSION_COUNT) the pool stops growing
+ *   at its current size and later callers wait for a session to be returned.
+ * - The single operations run on a session the caller holds exclusively: find objects, read
+ *   attributes, copy, sign, verify. They turn return codes into Pkcs11Error and own the buffers
+ *   they hand to the module for the whole call.
  *
  * @example
  * ```ts
- * import { CKA, type Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
- * declare const mod: Pkcs11Module, session: Handle;
- * const handles = findObjects(mod, session, [{ type: CKA.LABEL, value: utf8("svc-audit") }]);
+ * import type { Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
+ * import { isTokenDead } from "./errors.ts";
+ * import { type Handle, type MechanismChoice, openSession, SessionPool, signOnce } from "./sessions.ts";
+ * declare const mod: Pkcs11Module, slot: number, key: Handle, mechanism: MechanismChoice;
+ * declare const data: Uint8Array;
+ * const pool = new SessionPool({
+ *   open: () => ({ handle: openSession(mod, slot) }),
+ *   close: (handle) => mod.fn.C_CloseSession(handle),
+ *   isDead: isTokenDead,
+ *   max: 127,
+ * });
+ * const sig = await pool.use((session) => signOnce(mod, session, key, mechanism, data, 64));
  * ```
  */
 import {
@@ -283,60 +297,194 @@ export async function verifyOnce(
   throw new Pkcs11Error("C_Verify", rv);
 }
 
-/** C_GenerateKeyPair (nonblocking): returns [public, private] handles. */
-export async function generateKeyPair(
-  mod: Pkcs11Module,
-  session: Handle,
-  choice: MechanismChoice,
-  publicTemplate: AttributeIn[],
-  privateTemplate: AttributeIn[],
-): Promise<[Handle, Handle]> {
-  const mech = encodeMechanism(choice.mechanism, choice.parameter);
-  const pub = encodeTemplate(publicTemplate);
-  const priv = encodeTemplate(privateTemplate);
-  const handles = new BigUint64Array(2);
-  const rv = await mod.fn.C_GenerateKeyPairAsync(
-    session,
-    mech.bytes,
-    pub.bytes,
-    publicTemplate.length,
-    priv.bytes,
-    privateTemplate.length,
-    new Uint8Array(handles.buffer, 0, 8),
-    new Uint8Array(handles.buffer, 8, 8),
-  );
-  keepAlive(mech, pub, priv);
-  check("C_GenerateKeyPair", rv);
-  return [Number(handles[0]), Number(handles[1])];
-}
-
-/** C_GenerateKey (a secret key). */
-export function generateKey(
-  mod: Pkcs11Module,
-  session: Handle,
-  choice: MechanismChoice,
-  template: AttributeIn[],
-): Handle {
-  const mech = encodeMechanism(choice.mechanism, choice.parameter);
-  const tmpl = encodeTemplate(template);
-  const handle = new BigUint64Array(1);
-  check(
-    "C_GenerateKey",
-    mod.fn.C_GenerateKey(
-      session,
-      mech.bytes,
-      tmpl.bytes,
-      template.length,
-      new Uint8Array(handle.buffer),
-    ),
-  );
-  return Number(handle[0]);
-}
-
-// Referencing the encodings after an awaited call keeps the buffers they point into alive until
-// the module is done with them (the GC cannot see pointers stored inside byte arrays).
 const retained: unknown[] = [];
-function keepAlive(...items: unknown[]): void {
+
+/**
+ * Referencing the encodings after an awaited call keeps the buffers they point into alive until
+ * the module is done with them (the GC cannot see pointers stored inside byte arrays): call it
+ * with them once the call has returned. Example: `keepAlive(mech, template)`.
+ */
+export function keepAlive(...items: unknown[]): void {
   retained.push(items);
   retained.length = 0;
+}
+
+/** What the pool needs from the module. `open` returns a handle or the CK_RV of a refusal. */
+export interface PoolBackend {
+  open(): { handle: Handle } | { rv: number };
+  close(handle: Handle): void;
+  /** Whether an operation's error means its session is dead: it is closed, never lent again. */
+  isDead?(err: unknown): boolean;
+  max: number;
+}
+
+/** A caller waiting for a session. */
+interface Waiter {
+  resolve(handle: Handle): void;
+  reject(err: unknown): void;
+}
+
+/** Pool figures. Example: `{ size: 3, inUse: 3, waiting: 61, cap: 3 }`. */
+export interface PoolStats {
+  /** Sessions open. */
+  size: number;
+  /** Sessions lent out now. */
+  inUse: number;
+  /** Callers waiting for a session. */
+  waiting: number;
+  /** The most sessions the pool will open: --max-sessions, or the size at which the module refused. */
+  cap: number;
+}
+
+const REFUSALS = new Set<number>([CKR.HOST_MEMORY, CKR.SESSION_COUNT]);
+
+/** A lazily grown, capped pool of sessions with exclusive use. */
+export class SessionPool {
+  #backend: PoolBackend;
+  #idle: Handle[] = [];
+  #all = new Set<Handle>();
+  #waiters: Waiter[] = [];
+  #idleWaiters: (() => void)[] = [];
+  #cap: number;
+  #closed = false;
+
+  constructor(backend: PoolBackend) {
+    this.#backend = backend;
+    this.#cap = backend.max;
+  }
+
+  /**
+   * Runs `fn` with a session of its own; the session returns to the pool afterwards, or is closed
+   * when the backend calls the error dead.
+   */
+  use<T>(fn: (session: Handle) => Promise<T> | T): Promise<T> {
+    // An idle session is lent at once: no promise turn before a synchronous fn (the audit MAC).
+    const idle = this.#closed ? undefined : this.#idle.pop();
+    if (idle !== undefined) return this.#run(idle, fn);
+    return this.acquire().then((session) => this.#run(session, fn));
+  }
+
+  #run<T>(session: Handle, fn: (session: Handle) => Promise<T> | T): Promise<T> {
+    let result: Promise<T> | T;
+    try {
+      result = fn(session);
+    } catch (err) {
+      this.#finish(session, this.#backend.isDead?.(err));
+      return Promise.reject(err);
+    }
+    if (!(result instanceof Promise)) {
+      this.#finish(session, false);
+      return Promise.resolve(result);
+    }
+    return result.then(
+      (value) => {
+        this.#finish(session, false);
+        return value;
+      },
+      (err) => {
+        this.#finish(session, this.#backend.isDead?.(err));
+        throw err;
+      },
+    );
+  }
+
+  /** Gives the session back, or closes it when the operation's error says it is dead. */
+  #finish(session: Handle, dead: boolean | undefined): void {
+    if (dead) this.#discard(session);
+    else this.release(session);
+  }
+
+  /** A session for exclusive use; waits when the pool is at its cap. Pair with release(). */
+  acquire(): Promise<Handle> {
+    if (this.#closed) return Promise.reject(new Error("the token is closed"));
+    const idle = this.#idle.pop();
+    if (idle !== undefined) return Promise.resolve(idle);
+    if (this.#all.size < this.#cap) {
+      const opened = this.#backend.open();
+      if ("handle" in opened) {
+        this.#all.add(opened.handle);
+        return Promise.resolve(opened.handle);
+      }
+      if (!REFUSALS.has(opened.rv) || this.#all.size === 0) {
+        return Promise.reject(new Pkcs11Error("C_OpenSession", opened.rv));
+      }
+      // The module's own limit: stop growing here and wait like any caller past the cap.
+      this.#cap = this.#all.size;
+    }
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+  }
+
+  /** Returns a session: to the next waiter if any, else to the idle list. */
+  release(session: Handle): void {
+    if (this.#closed || !this.#all.has(session)) return;
+    const next = this.#waiters.shift();
+    if (next) next.resolve(session);
+    else this.#idle.push(session);
+    this.#notifyIfIdle();
+  }
+
+  /**
+   * Resolves true once no session is lent out, or false after `timeoutMs` — for a stop that must
+   * not close sessions under a running operation.
+   */
+  whenIdle(timeoutMs: number): Promise<boolean> {
+    if (this.#all.size === this.#idle.length) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.#idleWaiters = this.#idleWaiters.filter((w) => w !== done);
+        resolve(false);
+      }, timeoutMs);
+      this.#idleWaiters.push(done);
+    });
+  }
+
+  #notifyIfIdle(): void {
+    if (this.#idleWaiters.length > 0 && this.#all.size === this.#idle.length) {
+      for (const w of this.#idleWaiters.splice(0)) w();
+    }
+  }
+
+  /** Figures for /health and tests. */
+  stats(): PoolStats {
+    return {
+      size: this.#all.size,
+      inUse: this.#all.size - this.#idle.length,
+      waiting: this.#waiters.length,
+      cap: this.#cap,
+    };
+  }
+
+  /** Closes every session; waiting callers are left pending forever, so close only at shutdown. */
+  close(): void {
+    this.#closed = true;
+    for (const handle of this.#all) this.#backend.close(handle);
+    this.#all.clear();
+    this.#idle = [];
+  }
+
+  #discard(session: Handle): void {
+    this.#all.delete(session);
+    this.#backend.close(session);
+    this.#notifyIfIdle();
+    // A waiter may now be served by a fresh session.
+    const next = this.#waiters.shift();
+    if (next) this.acquire().then(next.resolve, (err) => this.#openFailed(next, err));
+  }
+
+  /**
+   * No session could be opened for a waiter. While sessions remain lent out, a release serves it;
+   * with none left, nothing ever will: every waiter is told why instead of waiting forever.
+   */
+  #openFailed(waiter: Waiter, err: unknown): void {
+    if (this.#all.size > 0) {
+      this.#waiters.unshift(waiter);
+      return;
+    }
+    waiter.reject(err);
+    for (const other of this.#waiters.splice(0)) other.reject(err);
+  }
 }

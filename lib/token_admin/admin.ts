@@ -1,39 +1,42 @@
 /**
  * Operator administration of an opened token: generating key pairs and the audit MAC key, and
  * changing the user PIN (`svcd token keygen`, `init`, `rotate-pin`, `svcd ca init`). The daemon
- * never calls these; they work in read-write sessions of their own, outside the token's pool. A
- * TokenAdmin is an object of its own (not functions over a Token) so that `callsAsUser` can make
- * its calls as the daemon's user, as it does a Token's.
+ * never calls these; they work in read-write sessions of their own, outside the token's pool,
+ * through the token's administration interface (Token.administration). A TokenAdmin is an object
+ * of its own (not functions over a Token) so that `callsAsUser` can make its calls as the
+ * daemon's user, as it does a Token's.
  *
  * @example
  * ```ts
- * import { Token } from "./token.ts";
+ * import { Token } from "../token/mod.ts";
  * import { TokenAdmin } from "./admin.ts";
  * const token = Token.open({ modulePath: "/usr/lib/softhsm/libsofthsm2.so", tokenLabel: "svcd" });
  * await token.login(Token.readPinCredential());
  * const key = await new TokenAdmin(token).generateKeyPair("web-signing", "ed25519");
  * ```
  */
-import { check, CKA, CKF_SESSION } from "../../ffi/pkcs11/mod.ts";
-import { KEY_TYPES, type KeyTypeName } from "./key_types.ts";
+import { check } from "../../ffi/pkcs11/mod.ts";
+import {
+  KEY_TYPES,
+  type KeyTypeName,
+  type SigningKey,
+  type Token,
+  type TokenAdministration,
+} from "../token/mod.ts";
 import {
   generateMacSecret,
   generateSigningKeyPair,
   requireKeyGeneration,
   requireMacKeyGeneration,
 } from "./keygen.ts";
-import { findObjects, type Handle, openSession, utf8 } from "./session_ops.ts";
-import { type SigningKey, type Token, type TokenParts, tokenParts } from "./token.ts";
 
 /** The administration of one opened token (which must stay open while it is used). */
 export class TokenAdmin {
-  readonly #token: Token;
-  readonly #parts: TokenParts;
+  readonly #token: TokenAdministration;
 
   /** Example: `new TokenAdmin(token)`. */
   constructor(token: Token) {
-    this.#token = token;
-    this.#parts = tokenParts(token);
+    this.#token = token.administration();
   }
 
   /**
@@ -42,18 +45,17 @@ export class TokenAdmin {
    * refuses a label already on the token.
    */
   async generateKeyPair(label: string, type: KeyTypeName): Promise<SigningKey> {
-    const parts = this.#parts;
+    const token = this.#token;
     const spec = KEY_TYPES[type];
-    requireKeyGeneration(parts.offered, spec);
-    parts.offered.signingFor(spec, label); // refuse a key we could not sign with
-    if (await labelTaken(parts, label)) {
+    requireKeyGeneration(token.offered, spec);
+    token.offered.signingFor(spec, label); // refuse a key we could not sign with
+    if (await token.labelTaken(label)) {
       throw new Error(
         `a key labelled '${label}' already exists on the token; choose another label`,
       );
     }
-    await withReadWriteSession(parts, (s) => generateSigningKeyPair(parts.mod, s, spec, label));
-    parts.keys.forgetLookup(label);
-    const key = await this.#token.key(label);
+    await token.inReadWriteSession((mod, s) => generateSigningKeyPair(mod, s, spec, label));
+    const key = await token.freshKey(label);
     if (!key) {
       throw new Error(
         `generated key '${label}' cannot be found again; the module did not store it`,
@@ -68,12 +70,12 @@ export class TokenAdmin {
    */
   async setUserPin(oldPin: Uint8Array, newPin: Uint8Array): Promise<void> {
     try {
-      const parts = this.#parts;
-      await withReadWriteSession(parts, (s) =>
+      await this.#token.inReadWriteSession((mod, s) =>
         check(
           "C_SetPIN",
-          parts.mod.fn.C_SetPIN(s, oldPin, oldPin.byteLength, newPin, newPin.byteLength),
-        ));
+          mod.fn.C_SetPIN(s, oldPin, oldPin.byteLength, newPin, newPin.byteLength),
+        )
+      );
     } finally {
       oldPin.fill(0);
       newPin.fill(0);
@@ -85,27 +87,7 @@ export class TokenAdmin {
    * (CKA_SIGN/CKA_VERIFY) with CKM_GENERIC_SECRET_KEY_GEN. Needs a login.
    */
   async generateMacKey(label: string): Promise<void> {
-    const parts = this.#parts;
-    requireMacKeyGeneration(parts.offered);
-    await withReadWriteSession(parts, (s) => generateMacSecret(parts.mod, s, label));
-  }
-}
-
-/** Whether any object on the token or in this process's sessions has the label. */
-async function labelTaken(parts: TokenParts, label: string): Promise<boolean> {
-  return await parts.pool.use((s) =>
-    findObjects(parts.mod, s, [{ type: CKA.LABEL, value: utf8(label) }]).length > 0
-  );
-}
-
-async function withReadWriteSession<T>(
-  parts: TokenParts,
-  fn: (session: Handle) => Promise<T> | T,
-): Promise<T> {
-  const session = openSession(parts.mod, parts.slot, CKF_SESSION.RW_SESSION);
-  try {
-    return await fn(session);
-  } finally {
-    parts.mod.fn.C_CloseSession(session);
+    requireMacKeyGeneration(this.#token.offered);
+    await this.#token.inReadWriteSession((mod, s) => generateMacSecret(mod, s, label));
   }
 }

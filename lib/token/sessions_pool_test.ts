@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { CKR, Pkcs11Error } from "../../ffi/pkcs11/mod.ts";
-import { type PoolBackend, SessionPool } from "./pool.ts";
+import { type PoolBackend, SessionPool } from "./sessions.ts";
 
 /** A module stand-in: hands out handles 1, 2, …, refuses with `refusal` once `limit` are open. */
 function fakeBackend(limit: number, max = 127, refusal: number = CKR.HOST_MEMORY) {
@@ -23,6 +23,32 @@ function fakeBackend(limit: number, max = 127, refusal: number = CKR.HOST_MEMORY
   return backend;
 }
 
+/**
+ * The tests' own check that the pool lends a session to one operation at a time: operations run
+ * through `run` are counted as overlapping when their session is still in use by another.
+ */
+function exclusiveUse() {
+  const inUse = new Map<number, number>();
+  const seen = { overlaps: 0 };
+  const done = (session: number) => inUse.set(session, inUse.get(session)! - 1);
+  return {
+    seen,
+    run<T>(session: number, op: () => Promise<T> | T): Promise<T> {
+      const already = inUse.get(session) ?? 0;
+      if (already > 0) seen.overlaps++;
+      inUse.set(session, already + 1);
+      let result: Promise<T> | T;
+      try {
+        result = op();
+      } catch (err) {
+        done(session);
+        throw err;
+      }
+      return Promise.resolve(result).finally(() => done(session));
+    },
+  };
+}
+
 /** A promise and its resolver: lets a test hold an operation open until it decides. */
 function gate() {
   let release!: () => void;
@@ -39,14 +65,18 @@ Deno.test("pool grows lazily: one caller at a time needs one session", async () 
 Deno.test("pool stops growing at CKR_HOST_MEMORY and callers wait instead of failing", async () => {
   const backend = fakeBackend(3);
   const pool = new SessionPool(backend);
+  const exclusive = exclusiveUse();
   const g = gate();
-  const ops = Array.from({ length: 10 }, (_, i) => pool.use(async (s) => (await g.done, [i, s])));
+  const ops = Array.from(
+    { length: 10 },
+    (_, i) => pool.use((s) => exclusive.run(s, async () => (await g.done, [i, s]))),
+  );
   assert.deepEqual(pool.stats(), { size: 3, inUse: 3, waiting: 7, cap: 3 });
   g.release();
   const results = await Promise.all(ops);
   assert.equal(results.length, 10);
   assert.equal(pool.stats().size, 3);
-  assert.equal(pool.useStats().overlaps, 0);
+  assert.equal(exclusive.seen.overlaps, 0);
   // Once capped, the pool does not knock on the module's door again.
   const attempts = backend.openAttempts;
   await Promise.all(Array.from({ length: 10 }, () => pool.use(() => {})));
@@ -133,18 +163,21 @@ Deno.test("pool: when the last session dies and no new one opens, waiters are to
   assert.deepEqual(pool.stats(), { size: 0, inUse: 0, waiting: 0, cap: 1 });
 });
 
-Deno.test("pool instrumentation counts an operation that overlaps another on one session", async () => {
+Deno.test("the exclusive-use check counts an operation that overlaps another on one session", async () => {
   // The detector must be able to fail: drive the same handle twice by releasing it early.
   const pool = new SessionPool(fakeBackend(1));
+  const exclusive = exclusiveUse();
   const g = gate();
-  const held = pool.use(async (s) => {
-    pool.release(s); // a bug of this kind: handing the session back while still using it
-    await g.done;
-  });
-  const second = pool.use(() => g.done);
+  const held = pool.use((s) =>
+    exclusive.run(s, async () => {
+      pool.release(s); // a bug of this kind: handing the session back while still using it
+      await g.done;
+    })
+  );
+  const second = pool.use((s) => exclusive.run(s, () => g.done));
   g.release();
   await Promise.all([held, second]);
-  assert.equal(pool.useStats().overlaps, 1);
+  assert.equal(exclusive.seen.overlaps, 1);
 });
 
 Deno.test("pool.whenIdle waits for lent-out sessions (a stop never closes one under an operation)", async () => {

@@ -7,19 +7,29 @@
  * CREDENTIALS_DIRECTORY=/run/creds deno task svcd token keygen --key-label web --key-type ed25519
  * ```
  */
-import { CredentialError, MechanismUnavailableError, Pkcs11Error } from "./errors.ts";
+import {
+  AUDIT_MAC_LABEL,
+  AUDIT_SIGN_LABEL,
+  CredentialError,
+  DEFAULT_MODULE,
+  DEFAULT_TOKEN_LABEL,
+  fingerprint,
+  generatePin,
+  isKeyTypeName,
+  KEY_TYPE_NAMES,
+  type KeyTypeName,
+  loadPin,
+  MechanismUnavailableError,
+  type PinSource,
+  Pkcs11Error,
+  type SigningKey,
+  Token,
+} from "../token/mod.ts";
 import { verifyIndependently } from "./independent_verify.ts";
-import { isKeyTypeName, KEY_TYPE_NAMES, type KeyTypeName } from "./key_types.ts";
-import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./labels.ts";
 import { initToken, writePinCredential } from "./provision.ts";
-import { generatePin } from "./pin.ts";
-import { fingerprint } from "./public_key.ts";
-import { type SigningKey, Token } from "./token.ts";
 import { TokenAdmin } from "./admin.ts";
 import { pem } from "../der/mod.ts";
-import { loadPin, type PinSource } from "./credential.ts";
 import { asUser, isRoot } from "./run_as.ts";
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "./defaults.ts";
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
@@ -355,7 +365,7 @@ async function checkKey(
     const message = crypto.getRandomValues(new Uint8Array(32));
     const tampered = message.slice();
     tampered[0] ^= 1;
-    const signature = await token.sign(key, message);
+    const { signature } = await token.sign(key, message);
     if (!(await token.verify(key, message, signature))) {
       problems.push("module rejects its own signature");
     }
@@ -476,7 +486,7 @@ async function rotatePin(common: Common): Promise<number> {
   return EXIT.ok;
 }
 
-// Runnable on its own (`deno run … lib/token/cli.ts list`) so token tooling and its tests do not
+// Runnable on its own (`deno run … lib/token_admin/cli.ts list`) so token tooling and its tests do not
 // depend on the daemon's import graph; main.ts dispatches `svcd token …` here as well.
 if (import.meta.main) {
   Deno.exit(await runTokenCommand(Deno.args));

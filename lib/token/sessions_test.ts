@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import { CKA, CKM, CKO, loadModule, ulongBytes } from "../../ffi/pkcs11/mod.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../../tests/support/token.ts";
-import { verifyIndependently } from "./independent_verify.ts";
-import { findObjects, openSession, signOnce, signOnceSync, utf8 } from "./session_ops.ts";
+import { verifyIndependently } from "../token_admin/mod.ts";
+import { findObjects, openSession, signOnce, signOnceSync, utf8 } from "./sessions.ts";
 
 Deno.test({
   name: "signOnce and signOnceSync: a too-small first buffer is grown once, not an error",

@@ -1,14 +1,13 @@
 /**
  * Key generation on the token (operator tooling, `svcd token keygen` and `init`): the attribute
- * templates — private keys sensitive and never extractable, signing keys that do nothing else —
- * and the checks that the module offers the mechanism before anything is attempted.
+ * templates — private keys sensitive and never extractable, signing keys that do nothing else —,
+ * the checks that the module offers the mechanism before anything is attempted, and the
+ * C_GenerateKeyPair and C_GenerateKey calls.
  *
  * @example
  * ```ts
  * import type { Pkcs11Module } from "../../ffi/pkcs11/mod.ts";
- * import { KEY_TYPES } from "./key_types.ts";
- * import type { MechanismCatalogue } from "./mechanisms.ts";
- * import type { Handle } from "./session_ops.ts";
+ * import { type Handle, KEY_TYPES, type MechanismCatalogue } from "../token/mod.ts";
  * declare const mod: Pkcs11Module, rwSession: Handle, offered: MechanismCatalogue;
  * requireKeyGeneration(offered, KEY_TYPES["ed25519"]);
  * await generateSigningKeyPair(mod, rwSession, KEY_TYPES["ed25519"], "web");
@@ -17,6 +16,7 @@
 import {
   type AttributeIn,
   boolBytes,
+  check,
   CKA,
   CKF_MECHANISM,
   CKK,
@@ -24,14 +24,21 @@ import {
   ckmName,
   CKO,
   CKR,
+  encodeMechanism,
+  encodeTemplate,
   Pkcs11Error,
   type Pkcs11Module,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
-import { MechanismUnavailableError } from "./errors.ts";
-import type { KeyTypeSpec } from "./key_types.ts";
-import type { MechanismCatalogue } from "./mechanisms.ts";
-import { generateKey, generateKeyPair, type Handle, utf8 } from "./session_ops.ts";
+import {
+  type Handle,
+  keepAlive,
+  type KeyTypeSpec,
+  type MechanismCatalogue,
+  type MechanismChoice,
+  MechanismUnavailableError,
+  utf8,
+} from "../token/mod.ts";
 
 /** Refusals of C_GenerateKeyPair that mean "not these parameters": the type is not offered. */
 const PARAMETERS_REFUSED = new Set<number>([
@@ -128,7 +135,7 @@ export function generateMacSecret(mod: Pkcs11Module, session: Handle, label: str
  * CKA_ENCRYPT/DECRYPT/WRAP too, unless told). Each value is read back through PKCS#11 in the tests.
  * - Signing only: no recovery, no encryption, no wrapping, no derivation.
  * - Sensitive and never extractable; no per-operation login (the daemon logs in once).
- * - Copyable: the daemon signs through a session copy of the key (see key_cache.ts).
+ * - Copyable: the daemon signs through a session copy of the key (see lib/token/_key_cache.ts).
  * - Modifiable and destroyable, so an operator can relabel or remove a key with standard tools.
  */
 export const KEY_PAIR_ATTRIBUTES = {
@@ -193,4 +200,54 @@ function commonKeyAttributes(label: string, id: Uint8Array, isPrivate: boolean):
     { type: CKA.LABEL, value: utf8(label) },
     { type: CKA.ID, value: id },
   ];
+}
+
+/** C_GenerateKeyPair (nonblocking): returns [public, private] handles. */
+export async function generateKeyPair(
+  mod: Pkcs11Module,
+  session: Handle,
+  choice: MechanismChoice,
+  publicTemplate: AttributeIn[],
+  privateTemplate: AttributeIn[],
+): Promise<[Handle, Handle]> {
+  const mech = encodeMechanism(choice.mechanism, choice.parameter);
+  const pub = encodeTemplate(publicTemplate);
+  const priv = encodeTemplate(privateTemplate);
+  const handles = new BigUint64Array(2);
+  const rv = await mod.fn.C_GenerateKeyPairAsync(
+    session,
+    mech.bytes,
+    pub.bytes,
+    publicTemplate.length,
+    priv.bytes,
+    privateTemplate.length,
+    new Uint8Array(handles.buffer, 0, 8),
+    new Uint8Array(handles.buffer, 8, 8),
+  );
+  keepAlive(mech, pub, priv);
+  check("C_GenerateKeyPair", rv);
+  return [Number(handles[0]), Number(handles[1])];
+}
+
+/** C_GenerateKey (a secret key). */
+export function generateKey(
+  mod: Pkcs11Module,
+  session: Handle,
+  choice: MechanismChoice,
+  template: AttributeIn[],
+): Handle {
+  const mech = encodeMechanism(choice.mechanism, choice.parameter);
+  const tmpl = encodeTemplate(template);
+  const handle = new BigUint64Array(1);
+  check(
+    "C_GenerateKey",
+    mod.fn.C_GenerateKey(
+      session,
+      mech.bytes,
+      tmpl.bytes,
+      template.length,
+      new Uint8Array(handle.buffer),
+    ),
+  );
+  return Number(handle[0]);
 }

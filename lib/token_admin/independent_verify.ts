@@ -5,7 +5,7 @@
  *
  * @example
  * ```ts
- * import type { SigningKey } from "./token.ts";
+ * import type { SigningKey } from "../token/mod.ts";
  * declare const key: SigningKey, message: Uint8Array, signature: Uint8Array;
  * const { ok, verifier } = await verifyIndependently(key, message, signature);
  * ```
@@ -13,8 +13,11 @@
 import { createHash } from "node:crypto";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import { concat } from "../bytes/mod.ts";
-import { COMPOSITE_MLDSA65_ED25519_LABEL, type KeyTypeName } from "./key_types.ts";
-import type { SigningKey } from "./token.ts";
+import {
+  COMPOSITE_MLDSA65_ED25519_LABEL,
+  type KeyTypeName,
+  type SigningKey,
+} from "../token/mod.ts";
 
 /** Result of an independent check, with the implementation that did it. */
 export interface IndependentResult {

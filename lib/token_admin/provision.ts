@@ -14,18 +14,21 @@ import {
   CKF_SESSION,
   CKF_TOKEN,
   CKU,
-  decodeTokenInfo,
   padText,
   type Pkcs11Module,
-  SIZE,
 } from "../../ffi/pkcs11/mod.ts";
-import { PIN_CREDENTIAL_NAME } from "./credential.ts";
-import { acquireModule, releaseModule } from "./module_state.ts";
-import { generatePin } from "./pin.ts";
-import { openSession } from "./session_ops.ts";
-import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./labels.ts";
-import { listSlots } from "./slots.ts";
-import { Token } from "./token.ts";
+import {
+  acquireModule,
+  AUDIT_MAC_LABEL,
+  AUDIT_SIGN_LABEL,
+  generatePin,
+  listSlots,
+  openSession,
+  PIN_CREDENTIAL_NAME,
+  readTokenInfo,
+  releaseModule,
+  Token,
+} from "../token/mod.ts";
 import { TokenAdmin } from "./admin.ts";
 
 /** Where the user PIN goes: an encrypted credential file, or a plain file DIR/svc-pin (tests, demos). */
@@ -156,7 +159,7 @@ function initialiseSlot(
     );
   }
   const slot = listSlots(mod, true).find((s) =>
-    !(tokenInfo(mod, s).flags & CKF_TOKEN.TOKEN_INITIALIZED)
+    !(readTokenInfo(mod, s).flags & CKF_TOKEN.TOKEN_INITIALIZED)
   );
   if (slot === undefined) {
     throw new Error(
@@ -187,16 +190,10 @@ function initUserPin(
   }
 }
 
-function tokenInfo(mod: Pkcs11Module, slot: number) {
-  const buf = new Uint8Array(SIZE.CK_TOKEN_INFO);
-  check("C_GetTokenInfo", mod.fn.C_GetTokenInfo(slot, buf));
-  return decodeTokenInfo(buf);
-}
-
 // Slot ids may change after C_InitToken (SoftHSM derives them from the serial): look up by label.
 function findInitialisedSlot(mod: Pkcs11Module, label: string): number | undefined {
   return listSlots(mod, true).find((s) => {
-    const info = tokenInfo(mod, s);
+    const info = readTokenInfo(mod, s);
     return (info.flags & CKF_TOKEN.TOKEN_INITIALIZED) !== 0 && info.label === label;
   });
 }

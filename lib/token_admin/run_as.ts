@@ -5,7 +5,7 @@
  *
  * @example
  * ```ts
- * import { Token, type TokenOptions } from "./token.ts";
+ * import { Token, type TokenOptions } from "../token/mod.ts";
  * declare const options: TokenOptions;
  * const keys = await asUser("svcd", () => Token.open(options).listKeys());
  * ```
@@ -78,10 +78,10 @@ export function isRoot(): boolean {
  * @example
  * ```ts
  * import { type Common, openLoggedIn } from "./cli.ts";
- * import type { SigningKey } from "./token.ts";
+ * import type { SigningKey } from "../token/mod.ts";
  * declare const common: Common, pin: Uint8Array, key: SigningKey, tbs: Uint8Array;
  * const token = callsAsUser(await asUser("svcd", () => openLoggedIn(common, pin)), "svcd");
- * await token.sign(key, tbs); // C_Sign as svcd
+ * const { signature } = await token.sign(key, tbs); // C_Sign as svcd
  * ```
  */
 export function callsAsUser<T extends object>(target: T, name: string | undefined): T {

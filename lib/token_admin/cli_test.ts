@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { createPublicKey } from "node:crypto";
-import { KEY_TYPE_NAMES } from "./mod.ts";
+import { KEY_TYPE_NAMES } from "../token/mod.ts";
 import { CKA } from "../../ffi/pkcs11/mod.ts";
 import { type KeyObjectClass, readBooleanAttributes } from "../../tests/support/key_attributes.ts";
 import { TokenAdmin } from "./admin.ts";

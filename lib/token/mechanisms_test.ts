@@ -2,12 +2,13 @@ import assert from "node:assert/strict";
 import { CKF_MECHANISM, CKG, CKM, encodePssParams } from "../../ffi/pkcs11/mod.ts";
 import {
   DIGEST_NAMES,
+  digestMechanism,
   DIGESTS_BY_KEY_TYPE,
   digestSigning,
   offeredDigestNames,
   type OffersFor,
   parseDigestName,
-} from "./digest_mode.ts";
+} from "./mechanisms.ts";
 import { KEY_TYPE_NAMES, KEY_TYPES } from "./key_types.ts";
 
 const everything: OffersFor = () => true;
@@ -55,4 +56,11 @@ Deno.test("offeredDigestNames: only what the module offers for signing and verif
     "sha-512",
   ]);
   assert.deepEqual(offeredDigestNames(KEY_TYPES["ed25519"], everything), []);
+});
+
+Deno.test("digestMechanism: the mechanism a digest signature is made with", () => {
+  assert.equal(digestMechanism("ec-p384", "sha-256"), "CKM_ECDSA");
+  assert.equal(digestMechanism("rsa-3072", "sha-512"), "CKM_RSA_PKCS_PSS");
+  assert.equal(digestMechanism("ml-dsa-87", "ml-dsa-mu"), "CKM_ML_DSA_EXTERNAL_MU");
+  assert.throws(() => digestMechanism("ed25519", "sha-256"), RangeError);
 });
