@@ -14,7 +14,7 @@
  */
 import type { CliOption } from "./options.ts";
 import { cliOption, type OptionSpec } from "./option_table.ts";
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
+import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/mod.ts";
 
 /** Where the daemon writes its audit files unless told otherwise (--audit-dir). */
 export const DEFAULT_AUDIT_DIR = "/var/log/svcd";

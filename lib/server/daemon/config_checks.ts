@@ -12,7 +12,7 @@
  * ```
  */
 import { join, resolve } from "node:path";
-import { type BudgetTuning, resolveBudgetTuning, TuningError } from "../../throttle/options.ts";
+import { type BudgetTuning, resolveBudgetTuning, TuningError } from "../../throttle/mod.ts";
 import { ConfigError, SERVE_OPTIONS, type ServeOptions } from "./serve_options.ts";
 
 /** A flag of `svcd serve`. */

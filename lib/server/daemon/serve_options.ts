@@ -15,10 +15,10 @@ import type { CommandGroup, OptionGroup } from "../../cli/options.ts";
 import type { OptionValues } from "../../cli/command_line.ts";
 import { cliOptions, OptionReader, type OptionTable } from "../../cli/option_table.ts";
 import { SHARED_OPTIONS } from "../../cli/shared_options.ts";
-import { budgetDefaults } from "../../throttle/options.ts";
-import { SLOW_TO_MOVE, WINDOW } from "../../token/sign_placement.ts";
-import { MAX_INDEX_ENTRIES } from "../../ocsp/index_compact.ts";
-import { MAX_POLICY_GRANTS } from "../../policy/parse.ts";
+import { budgetDefaults } from "../../throttle/mod.ts";
+import { SLOW_TO_MOVE, WINDOW } from "../../token/mod.ts";
+import { MAX_INDEX_ENTRIES } from "../../ocsp/mod.ts";
+import { MAX_POLICY_GRANTS } from "../../policy/mod.ts";
 
 /**
  * A command-line mistake: the message says which option and what to do; `option` names it
