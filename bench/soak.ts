@@ -1,22 +1,25 @@
 /**
  * Soak: a mixed load against a fresh daemon for a chosen time at a fraction (default 80 %) of the
- * /sign capacity measured first — signatures, verifications (valid and tampered), refused identities
- * (403, then 429 from the refusal budget), /health, silent connections (released at the 1 s
- * deadline), OCSP requests with a nonce on the public socket, and a SIGHUP (policy reload) every
- * 30 s. Every report interval it prints the daemon's
- * RSS and open fds, p50/p99 of /sign and /verify and the answers by kind; at the end it stops the
- * daemon and counts the signatures a client received that have no audit line (must be 0) and runs
- * `svcd audit verify`. Open loop (a late daemon does not slow the offered load), bounded in flight,
- * stops by itself; UNIX socket only.
+ * /sign capacity measured first, or at a fixed rate — signatures, verifications (valid and
+ * tampered), refused identities (403, then 429 from the refusal budget), /health, silent
+ * connections (released at the 1 s deadline), OCSP requests with a nonce on the public socket, and
+ * a SIGHUP (policy reload) every 30 s. Every report interval it prints the daemon's RSS and open
+ * fds, p50/p99 of /sign and /verify and the answers by kind; at the end it prints the RSS series
+ * and how flat it was over the last half of the run, stops the daemon, counts the signatures a
+ * client received that have no audit line (must be 0) and runs `svcd audit verify`. With
+ * `--gc-trace` it also sums up V8's garbage collections per isolate (bench/gc_trace.ts): whether
+ * the heap in use grows (a leak) or only the heap V8 keeps. Open loop (a late daemon does not slow
+ * the offered load), bounded in flight, stops by itself; UNIX socket only.
  *
  * @example
  * ```sh
  * deno run -A bench/soak.ts --minutes 30                 # the README's soak
  * deno run -A bench/soak.ts --minutes 2 --report-seconds 30
+ * nice -n 10 deno run -A bench/soak.ts --minutes 12 --threads 4 --rate 400 --gc-trace
  * ```
  */
 import { createHash } from "node:crypto";
-import { parseArgs } from "node:util";
+import { benchArgs, usageError } from "./args.ts";
 import { runLoad } from "./load.ts";
 import { auditLines, runAuditVerify } from "../tests/support/audit.ts";
 import { startDaemon, type TestDaemon } from "../tests/support/daemon.ts";
@@ -25,27 +28,47 @@ import { verifyIndependently } from "../tests/support/oracle.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 import { publicListenerSetup } from "../tests/support/ca.ts";
 import { certIdFor, encodeOcspRequest, parseOcspResponse } from "../lib/ocsp/mod.ts";
+import { gcTraceReport } from "./gc_trace.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    minutes: { type: "string", default: "30" },
-    "report-seconds": { type: "string", default: "60" },
-    "load-fraction": { type: "string", default: "0.8" },
-    rate: { type: "string" },
-    "capacity-seconds": { type: "string", default: "5" },
-    "max-in-flight": { type: "string", default: "256" },
-  },
+const HELP = `bench/soak.ts — a mixed load against a fresh daemon, RSS and answers per interval
+
+  --minutes M           how long the load runs (default 30)
+  --report-seconds S    one report (RSS, fds, latencies, answers) every S seconds (default 60)
+  --load-fraction F     offered rate: F × the /sign capacity measured first (default 0.8)
+  --rate R              offered rate in requests/s instead (no capacity measured)
+  --capacity-seconds S  length of the capacity measurement (default 5)
+  --max-in-flight N     most requests in flight; past it the offered load is not met (default 256)
+  --threads N           the daemon's --threads (default 0)
+  --hup-seconds S       one SIGHUP every S seconds (default 30)
+  --gc-trace            V8 traces the daemon's collections; summed up per isolate at the end
+  --help                this text
+
+Exit 0 when no signature was lost, every checked signature verified, the daemon stopped with 0
+and \`svcd audit verify\` passed.`;
+
+const values = benchArgs("soak", HELP, {
+  minutes: { type: "string", default: "30" },
+  "report-seconds": { type: "string", default: "60" },
+  "load-fraction": { type: "string", default: "0.8" },
+  rate: { type: "string" },
+  "capacity-seconds": { type: "string", default: "5" },
+  "max-in-flight": { type: "string", default: "256" },
+  threads: { type: "string", default: "0" },
+  "hup-seconds": { type: "string", default: "30" },
+  "gc-trace": { type: "boolean", default: false },
 });
 const MINUTES = Number(values.minutes);
 const REPORT_MS = Number(values["report-seconds"]) * 1000;
 const MAX_IN_FLIGHT = Number(values["max-in-flight"]);
-const HUP_EVERY_MS = 30_000;
+const HUP_EVERY_MS = Number(values["hup-seconds"]) * 1000;
+const THREADS = Number(values.threads);
 /** Silent connections: the daemon must close them after 1 s; later than this is an error. */
 const SILENT_DEADLINE_MS = 3_000;
-if (!(MINUTES > 0) || !(REPORT_MS > 0)) {
-  console.error("soak: --minutes and --report-seconds must be positive numbers");
-  Deno.exit(2);
+if (!(MINUTES > 0) || !(REPORT_MS > 0) || !(HUP_EVERY_MS > 0)) {
+  usageError("soak", "--minutes, --report-seconds and --hup-seconds must be positive numbers");
+}
+if (!Number.isInteger(THREADS) || THREADS < 0) {
+  usageError("soak", "--threads must be a whole number ≥ 0");
 }
 
 type Kind = "sign" | "verify" | "refused" | "health" | "silent" | "ocsp";
@@ -97,7 +120,14 @@ function chooseKind(): Kind {
 const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
 const workDir = await Deno.makeTempDir({ prefix: "svcd-soak-" });
 const pub = await publicListenerSetup(token, workDir);
-const daemon: TestDaemon = await startDaemon({ token, policy: POLICY, workDir, args: pub.args });
+const gcTraceFile = values["gc-trace"] ? `${workDir}/gc-trace.txt` : undefined;
+const daemon: TestDaemon = await startDaemon({
+  token,
+  policy: POLICY,
+  workDir,
+  args: [...pub.args, "--threads", String(THREADS)],
+  gcTraceFile,
+});
 const ocspCertId = certIdFor(pub.issuer, pub.issuedSerial);
 const served = new Set<string>();
 let interval = new Interval();
@@ -134,23 +164,28 @@ for (let i = 0; i < 8; i++) {
   known.push({ message, signature: res.body });
 }
 
-console.log("soak: measuring /sign capacity (closed loop, c=16) …");
-await runLoad({ socket: daemon.socket, key: "k-ec", concurrency: 16, seconds: 1 }); // warm-up
-const capacity = await runLoad({
+if (!values.rate) {
+  console.log("soak: measuring /sign capacity (closed loop, c=16) …");
+  await runLoad({ socket: daemon.socket, key: "k-ec", concurrency: 16, seconds: 1 }); // warm-up
+}
+const capacity = values.rate ? undefined : await runLoad({
   socket: daemon.socket,
   key: "k-ec",
   concurrency: 16,
   seconds: Number(values["capacity-seconds"]),
 });
-const rate = values.rate
-  ? Number(values.rate)
-  : capacity.perSecond * Number(values["load-fraction"]);
+const rate = capacity ? capacity.perSecond * Number(values["load-fraction"]) : Number(values.rate);
 console.log(
-  `soak: capacity ${capacity.perSecond.toFixed(0)} /sign/s (p50 ${capacity.p50ms.toFixed(1)} ms, ` +
-    `p99 ${capacity.p99ms.toFixed(1)} ms); offering ${rate.toFixed(0)} requests/s of the mix for ` +
-    `${MINUTES} min; mix ${
-      MIX.map(([k, s]) => `${k} ${Math.round(s * 100)}%`).join(", ")
-    }; SIGHUP every 30 s`,
+  `soak: ${
+    capacity
+      ? `capacity ${capacity.perSecond.toFixed(0)} /sign/s (p50 ${
+        capacity.p50ms.toFixed(1)
+      } ms, p99 ${capacity.p99ms.toFixed(1)} ms); `
+      : ""
+  }offering ${rate.toFixed(0)} requests/s of the mix for ${MINUTES} min to --threads ${THREADS}; ` +
+    `mix ${MIX.map(([k, s]) => `${k} ${Math.round(s * 100)}%`).join(", ")}; SIGHUP every ${
+      HUP_EVERY_MS / 1000
+    } s`,
 );
 
 async function oneRequest(kind: Kind): Promise<void> {
@@ -272,10 +307,13 @@ function report(minute: number): void {
   totals.errors += i.errors.length;
   totals.requests += Object.values(i.answers).reduce((a, b) => a + b, 0);
   totals.maxRssKb = Math.max(totals.maxRssKb, u.rssKb);
+  rssSeries.push({ minute, mib: u.rssKb / 1024 });
   totals.maxFds = Math.max(totals.maxFds, u.fds);
 }
 
 const totals = { requests: 0, errors: 0, skipped: 0, hups: 0, maxRssKb: 0, maxFds: 0 };
+/** RSS at each report. */
+const rssSeries: Array<{ minute: number; mib: number }> = [];
 const before = usage(daemon.pid);
 console.log(
   `soak: daemon pid ${daemon.pid}, RSS ${(before.rssKb / 1024).toFixed(1)} MiB, fds ${before.fds}`,
@@ -316,7 +354,18 @@ while (performance.now() < end) {
 await Promise.all(pending);
 report((performance.now() - start) / 60_000);
 
+console.log(
+  `\nsoak: RSS (MiB) per report: ${
+    rssSeries.map((r) => `${r.minute.toFixed(1)} min ${r.mib.toFixed(0)}`).join(", ")
+  }`,
+);
+console.log(`soak: ${describeFlatness(rssSeries)}`);
 const code = await daemon.stop();
+if (gcTraceFile) {
+  for (const line of gcTraceReport(await Deno.readTextFile(gcTraceFile))) {
+    console.log(`soak: ${line}`);
+  }
+}
 // Streamed: 30 minutes of signing is a gigabyte of log, more than one string can hold.
 const logged = new Set<string>();
 for await (const l of auditLines(`${workDir}/audit`)) {
@@ -340,5 +389,21 @@ console.log(
 );
 if (verify.code !== 0) console.log(verify.text);
 await Deno.remove(workDir, { recursive: true }).catch(() => {});
+
+/**
+ * How far the RSS of the last half of the run strays from its mean (the bar: within ±10 %), and
+ * the rise from the first to the last report of that half.
+ */
+function describeFlatness(series: Array<{ minute: number; mib: number }>): string {
+  const last = series.filter((r) => r.minute >= MINUTES / 2);
+  if (last.length < 2) return "RSS over the last half: too few reports";
+  const mean = last.reduce((sum, r) => sum + r.mib, 0) / last.length;
+  const spread = Math.max(...last.map((r) => Math.abs(r.mib - mean) / mean));
+  return `RSS over the last half (${last.length} reports): mean ${mean.toFixed(0)} MiB, ` +
+    `at most ${(spread * 100).toFixed(1)} % from it (${
+      spread <= 0.1 ? "within" : "outside"
+    } ±10 %), ` +
+    `${last[0].mib.toFixed(0)} → ${last.at(-1)!.mib.toFixed(0)} MiB`;
+}
 await token.cleanup();
 Deno.exit(lost === 0 && code === 0 && verify.code === 0 && signaturesBad === 0 ? 0 : 1);

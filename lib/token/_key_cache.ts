@@ -421,16 +421,24 @@ export class CopyLock {
   /** The shared word: give it to another thread's Token to share the lock. */
   readonly buffer: SharedArrayBuffer;
   readonly #word: Int32Array;
+  readonly #waitMs: number;
 
-  /** The lock held in `buffer` (another thread's {@link buffer}), or a new one. */
-  constructor(buffer: SharedArrayBuffer = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT)) {
+  /**
+   * The lock held in `buffer` (another thread's {@link buffer}), or a new one. `waitMs` is a seam
+   * for tests (a lock never released, without waiting the full time); the daemon never passes it.
+   */
+  constructor(
+    buffer: SharedArrayBuffer = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT),
+    waitMs: number = COPY_LOCK_WAIT_MS,
+  ) {
     this.buffer = buffer;
     this.#word = new Int32Array(buffer, 0, 1);
+    this.#waitMs = waitMs;
   }
 
   /**
    * Runs `call` (synchronous: the lock is released when it returns or throws) holding the lock.
-   * Throws {@link CopyLockTimeout} when the lock stayed held for {@link COPY_LOCK_WAIT_MS}.
+   * Throws {@link CopyLockTimeout} when the lock stayed held for its wait ({@link COPY_LOCK_WAIT_MS}).
    */
   hold<T>(call: () => T): T {
     this.#take();
@@ -443,12 +451,12 @@ export class CopyLock {
   }
 
   #take(): void {
-    const deadline = performance.now() + COPY_LOCK_WAIT_MS;
+    const deadline = performance.now() + this.#waitMs;
     while (Atomics.compareExchange(this.#word, 0, FREE, HELD) !== FREE) {
       const left = deadline - performance.now();
       if (left <= 0) {
         throw new CopyLockTimeout(
-          `another thread held the token's copy lock for ${COPY_LOCK_WAIT_MS} ms`,
+          `another thread held the token's copy lock for ${this.#waitMs} ms`,
         );
       }
       Atomics.wait(this.#word, 0, HELD, left);

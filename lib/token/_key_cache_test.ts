@@ -6,16 +6,23 @@
  * refused.
  */
 import assert from "node:assert/strict";
-import { makeTestToken, openTestToken, testTokenPin } from "../../tests/support/token.ts";
-import type { LookupOrder, LookupReport } from "../../tests/support/key_lookup_worker.ts";
-import type { Token } from "./token.ts";
+import {
+  makeEcKeyWithPkcs11Tool,
+  makeTestToken,
+  openTestToken,
+  testTokenPin,
+  withLoggedInToken,
+} from "../../tests/support/token.ts";
+import { KeyUnusableError } from "./errors.ts";
+import type { LookupOrder } from "../../tests/support/key_lookup_worker.ts";
+import { lookUpAgainAndAgain, type LookupReport } from "../../tests/support/key_lookups.ts";
 
 const WORKER = new URL("../../tests/support/key_lookup_worker.ts", import.meta.url);
-/** Lookups per thread: a few thousand overlap other threads' copies many times over. */
-const ROUNDS = 2_000;
+/** Lookups per thread: a thousand overlap other threads' copies many times over. */
+const ROUNDS = 1_000;
 
 /** Runs `rounds` lookups of `label` in a new Worker; resolves with what it saw. */
-function lookUpInWorker(order: LookupOrder): { report: Promise<LookupReport>; stop(): void } {
+function lookUpInWorker(order: LookupOrder): Promise<LookupReport> {
   const worker = new Worker(WORKER, { type: "module" });
   const report = new Promise<LookupReport>((resolve, reject) => {
     worker.onmessage = (e: MessageEvent<LookupReport>) => resolve(e.data);
@@ -25,22 +32,7 @@ function lookUpInWorker(order: LookupOrder): { report: Promise<LookupReport>; st
     };
   }).finally(() => worker.terminate());
   worker.postMessage(order);
-  return { report, stop: () => worker.postMessage("stop") };
-}
-
-/** The same lookups in this isolate, on `token`. */
-async function lookUpHere(token: Token, label: string, rounds: number): Promise<LookupReport> {
-  const seen: LookupReport = { lookups: 0, failures: [] };
-  for (let i = 0; i < rounds; i++) {
-    token.refreshKeys();
-    try {
-      if (!await token.key(label)) seen.failures.push(`'${label}' not found`);
-    } catch (err) {
-      seen.failures.push((err as Error).message);
-    }
-    seen.lookups++;
-  }
-  return seen;
+  return report;
 }
 
 Deno.test({
@@ -63,8 +55,8 @@ Deno.test({
         rounds: ROUNDS,
       };
       const workers = [lookUpInWorker(order), lookUpInWorker(order)];
-      const here = await lookUpHere(token, "k1", ROUNDS);
-      const seen = [here, ...await Promise.all(workers.map((w) => w.report))];
+      const here = await lookUpAgainAndAgain(token, "k1", ROUNDS);
+      const seen = [here, ...await Promise.all(workers)];
       const failures = seen.flatMap((s) => s.failures);
       assert.deepEqual(failures.slice(0, 5), [], `${failures.length} lookups failed`);
       assert.deepEqual(seen.map((s) => s.lookups), [ROUNDS, ROUNDS, ROUNDS]);
@@ -73,4 +65,24 @@ Deno.test({
       await made.cleanup();
     }
   },
+});
+
+Deno.test({
+  name:
+    "key cache: a second private key really made on the token with the label is refused at every lookup",
+  sanitizeResources: false,
+  fn: () =>
+    withLoggedInToken({ k1: "ec-p256" }, async (token, made) => {
+      assert.ok(await token.key("k1"));
+      await makeEcKeyWithPkcs11Tool(made, "k1");
+      for (let i = 0; i < 20; i++) {
+        token.refreshKeys();
+        await assert.rejects(
+          token.key("k1"),
+          (err: KeyUnusableError) =>
+            err instanceof KeyUnusableError && err.reason === "duplicate-label" &&
+            /^2 private keys/.test(err.message),
+        );
+      }
+    }),
 });

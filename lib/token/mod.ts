@@ -14,6 +14,7 @@
 export { Token } from "./token.ts";
 export type { Signed, SigningKey, TokenAdministration, TokenInfo, TokenOptions } from "./token.ts";
 export type { PoolStats } from "./sessions.ts";
+export { CopyLock, CopyLockTimeout } from "./_key_cache.ts";
 export {
   CredentialError,
   isKeyProblem,

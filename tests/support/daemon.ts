@@ -53,6 +53,11 @@ export interface DaemonOptions {
   entry?: string[];
   /** A whole command instead of `deno run -A main.ts serve` (the packaged `svcd serve`). */
   command?: string[];
+  /**
+   * Benches: V8 traces every garbage collection of every isolate (`--trace-gc`) into this file
+   * (bench/gc_trace.ts reads it). Not with `command`.
+   */
+  gcTraceFile?: string;
 }
 
 /** A running daemon. `stderr` accumulates its own log. */
@@ -119,8 +124,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<TestDaemon> {
   const socket = `${workDir}/auth.sock`;
   const auditDir = `${workDir}/audit`;
   const stateDir = `${workDir}/state`;
+  const v8Flags = opts.gcTraceFile ? ["--v8-flags=--trace-gc"] : [];
   const [program, ...prefix] = opts.command ??
-    [Deno.execPath(), "run", "-A", ...(opts.entry ?? [MAIN, "serve"])];
+    [Deno.execPath(), "run", "-A", ...v8Flags, ...(opts.entry ?? [MAIN, "serve"])];
   const child = new Deno.Command(program, {
     args: [
       ...prefix,
@@ -129,9 +135,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<TestDaemon> {
     ],
     env: { ...opts.token.env, CREDENTIALS_DIRECTORY: opts.token.credentialsDir, NO_COLOR: "1" },
     stdin: "null",
-    stdout: "null",
+    stdout: opts.gcTraceFile ? "piped" : "null",
     stderr: "piped",
   }).spawn();
+  const traced = opts.gcTraceFile &&
+    Deno.open(opts.gcTraceFile, { write: true, create: true, truncate: true })
+      .then((file) => child.stdout.pipeTo(file.writable));
   let log = "";
   const waiters: Array<() => void> = [];
   const status = child.status;
@@ -178,6 +187,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<TestDaemon> {
       if (!exited) child.kill("SIGTERM");
       const s = await status;
       await pump;
+      await traced;
       return s.code;
     },
     status,

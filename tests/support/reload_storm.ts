@@ -32,6 +32,10 @@ export interface StormOptions {
   hups?: number;
   /** Ends once this many answers arrived (the SIGHUPs go on until then). */
   requests?: number;
+  /** Runs before each SIGHUP (e.g. a new policy file for the reload to read). */
+  beforeHup?: (n: number) => Promise<void>;
+  /** More loops, run while the storm lasts: each is given whether the storm still runs. */
+  alongside?: Array<(running: () => boolean) => Promise<void>>;
   /** Told every `progressEvery` answers (a long run's progress line). */
   onProgress?: (result: StormResult) => void;
   progressEvery?: number;
@@ -101,6 +105,7 @@ export async function reloadStorm(daemon: TestDaemon, opts: StormOptions): Promi
   };
   const signals = async () => {
     while (!over) {
+      await opts.beforeHup?.(result.hups + 1);
       daemon.signal("SIGHUP");
       result.hups++;
       if (opts.hups !== undefined && result.hups >= opts.hups) return end();
@@ -113,6 +118,7 @@ export async function reloadStorm(daemon: TestDaemon, opts: StormOptions): Promi
   await Promise.all([
     signals(),
     ...Array.from({ length: opts.clients ?? 8 }, (_, i) => client(i)),
+    ...(opts.alongside ?? []).map((loop) => loop(() => !over)),
   ]);
   return result;
 }

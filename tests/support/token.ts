@@ -194,21 +194,33 @@ export function testTokenPin(token: Pick<TestToken, "credentialsDir">): Uint8Arr
  * behind the daemon's back. Example: `await deleteKeyWithPkcs11Tool(token, "k1")`.
  */
 export async function deleteKeyWithPkcs11Tool(t: TestToken, label: string): Promise<void> {
-  const pin = new TextDecoder().decode(testTokenPin(t)); // a test token's PIN, on the command line
   for (const type of ["privkey", "pubkey"]) {
-    const out = await new Deno.Command("pkcs11-tool", {
-      args: [
-        ...["--module", t.modulePath, "--token-label", t.tokenLabel, "--login", "--pin", pin],
-        ...["--delete-object", "--type", type, "--label", label],
-      ],
-      env: t.module.env,
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    if (out.code !== 0) {
-      throw new Error(
-        `pkcs11-tool --delete-object ${label}: ${new TextDecoder().decode(out.stderr)}`,
-      );
-    }
+    await runPkcs11Tool(t, ["--delete-object", "--type", type, "--label", label]);
+  }
+}
+
+/**
+ * Makes an EC P-256 key pair labelled `label` on the token with pkcs11-tool, as another
+ * application would, whatever is on the token already (a second key with a label in use, too).
+ * Example: `await makeEcKeyWithPkcs11Tool(token, "k1")`.
+ */
+export async function makeEcKeyWithPkcs11Tool(t: TestToken, label: string): Promise<void> {
+  await runPkcs11Tool(t, ["--keypairgen", "--key-type", "EC:prime256v1", "--label", label]);
+}
+
+/** Runs pkcs11-tool logged in to the test token; throws with its stderr when it fails. */
+async function runPkcs11Tool(t: TestToken, args: string[]): Promise<void> {
+  const pin = new TextDecoder().decode(testTokenPin(t)); // a test token's PIN, on the command line
+  const out = await new Deno.Command("pkcs11-tool", {
+    args: [
+      ...["--module", t.modulePath, "--token-label", t.tokenLabel, "--login", "--pin", pin],
+      ...args,
+    ],
+    env: t.module.env,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  if (out.code !== 0) {
+    throw new Error(`pkcs11-tool ${args.join(" ")}: ${new TextDecoder().decode(out.stderr)}`);
   }
 }
