@@ -170,7 +170,21 @@ export class RevokedSet {
   changedSince(before: RevokedSet | undefined): CrlScope[] {
     const all = this.scopes();
     if (!before || before.partitions !== this.partitions) return all;
-    return all.filter((scope) => !bytesEqual(this.entries(scope), before.entries(scope)));
+    // A partition's entries are those of the full list whose serial falls in it, in the same
+    // order: equal full lists mean equal partitions, and no partition needs a look.
+    if (bytesEqual(this.entries("full"), before.entries("full"))) return [];
+    return all.filter((scope) => scope === "full" || !this.#sameEntries(scope, before));
+  }
+
+  /** Whether partition `k` lists the same entries as in `before`, compared where they lie. */
+  #sameEntries(k: number, before: RevokedSet): boolean {
+    const mine = this.#spans[k], theirs = before.#spans[k];
+    if (mine.length !== theirs.length) return false;
+    for (let i = 0; i < mine.length; i += 2) {
+      const entry = this.#bytes.subarray(mine[i], mine[i + 1]);
+      if (!bytesEqual(entry, before.#bytes.subarray(theirs[i], theirs[i + 1]))) return false;
+    }
+    return true;
   }
 
   /** The full CRL, then each partition (none when there is one partition). */
