@@ -24,7 +24,6 @@ import { readUnit } from "./unit.ts";
 import { runCommand } from "./command.ts";
 
 const PACKAGING = new URL("../../packaging/", import.meta.url).pathname;
-const PATH_UNIT = `${PACKAGING}svcd-crl.path`;
 const NGINX_EXAMPLE = `${PACKAGING}nginx-svcd.conf`;
 /** systemctl verbs that reload a running service (try-: only a running one). */
 const RELOAD_VERBS = ["reload", "try-reload-or-restart", "reload-or-restart"];
@@ -39,21 +38,42 @@ export interface CrlPathUnit {
   stop(): Promise<void>;
 }
 
+/** Where the unit files and the nginx example are: the source tree's, or a package's. */
+export interface ShippedFiles {
+  /** The folder of svcd-crl.path and the service it names (default packaging/). */
+  units: string;
+  /** The nginx example (default packaging/nginx-svcd.conf). */
+  example: string;
+}
+
+/** The files in the source tree. */
+export const SOURCE_TREE: ShippedFiles = { units: PACKAGING, example: NGINX_EXAMPLE };
+
+/** The files as the package installs them. */
+export const INSTALLED: ShippedFiles = {
+  units: "/usr/lib/systemd/system/",
+  example: "/usr/share/doc/svcd/nginx-svcd.conf",
+};
+
 /**
  * Starts the stand-in for the shipped path unit, watching `crlPem` where the unit watches its
  * PathChanged= path, and reloading the nginx that runs with `nginxConfig`. Fails when the shipped
  * path unit no longer watches the file the nginx example's `ssl_crl` reads, or when its service
  * runs a command the stand-in does not know.
  */
-export async function startCrlPathUnit(crlPem: string, nginxConfig: string): Promise<CrlPathUnit> {
-  const path = await readUnit(PATH_UNIT, "Path");
+export async function startCrlPathUnit(
+  crlPem: string,
+  nginxConfig: string,
+  shipped: ShippedFiles = SOURCE_TREE,
+): Promise<CrlPathUnit> {
+  const path = await readUnit(`${shipped.units}svcd-crl.path`, "Path");
   const watches = path.value("PathChanged");
   assert.ok(watches, "svcd-crl.path has no PathChanged=");
-  const sslCrl = /^\s*ssl_crl\s+(\S+);/m.exec(await Deno.readTextFile(NGINX_EXAMPLE))?.[1];
+  const sslCrl = /^\s*ssl_crl\s+(\S+);/m.exec(await Deno.readTextFile(shipped.example))?.[1];
   assert.equal(watches, sslCrl, "svcd-crl.path does not watch the file nginx's ssl_crl reads");
   const serviceName = path.value("Unit");
   assert.ok(serviceName, "svcd-crl.path names no Unit=");
-  const service = await readUnit(`${PACKAGING}${serviceName}`);
+  const service = await readUnit(`${shipped.units}${serviceName}`);
   const reload = nginxReload(service.command("ExecStart", {}), nginxConfig);
 
   let runs = 0;
