@@ -654,7 +654,7 @@ Deno.test("ca urls: issued certificates carry AIA (OCSP, CA issuers) and CRL Dis
   await pythonCheck(ca.caPem, `${ca.dir}/responder.pem`, "responder");
 });
 
-Deno.test("ca publish: the full CRL and every partition, verified by openssl, certtool and pyca; each partition's IDP is its certificates' CDP; openssl verify -crl_check refuses the revoked", async () => {
+Deno.test("ca publish: the full CRL and every partition, verified by openssl, certtool and pyca; each partition's IDP is its certificates' CDP; openssl verify -crl_check refuses the revoked; a damaged index or an unwritable folder changes nothing", async () => {
   const { token } = await fixture();
   const ca = await makeTestCa(token, { keyLabel: "ca-ec", dir: `${token.dir}/ca-publish` }).catch(
     async () =>
@@ -744,4 +744,18 @@ Deno.test("ca publish: the full CRL and every partition, verified by openssl, ce
   assert.match(refused.stderr, /index line \d+/);
   assert.deepEqual(await Deno.readFile(`${out}/full.crl`), before);
   await Deno.writeTextFile(index, good);
+  // A folder that cannot be written (a read-only mount: root writes anywhere else): a clear
+  // error, exit 1, the CRLs there as they were.
+  if (Deno.uid() === 0) {
+    assert.equal((await runCommand("mount", ["--bind", out, out])).code, 0);
+    try {
+      assert.equal((await runCommand("mount", ["-o", "remount,bind,ro", out])).code, 0);
+      const unwritable = await ca.run("publish", [out]);
+      assert.equal(unwritable.code, 1, unwritable.text);
+      assert.match(unwritable.stderr, new RegExp(`cannot write the CRLs into ${out}`));
+      assert.deepEqual(await Deno.readFile(`${out}/full.crl`), before);
+    } finally {
+      assert.equal((await runCommand("umount", ["-l", out])).code, 0);
+    }
+  }
 });

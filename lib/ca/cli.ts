@@ -768,7 +768,12 @@ async function publish(ctx: Context): Promise<number> {
     throw new Error(`${dir} is not a folder; create it first`);
   }
   const { crls, times } = await signFolderCrls(ctx, folder, partitions, true);
-  await writeCrlFiles(dir, crls);
+  try {
+    await writeCrlFiles(dir, crls);
+  } catch (err) {
+    // Each file is replaced whole or not at all: a reader still finds a CRL under every name.
+    throw new Error(`cannot write the CRLs into ${dir}: ${(err as Error).message}`);
+  }
   for (const c of crls) console.log(`${dir}/${c.name}\t${c.count} revoked`);
   console.log(
     `cRLNumber ${times.number}, next update ${new Date(times.nextUpdate).toISOString()}`,
