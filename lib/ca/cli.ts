@@ -114,7 +114,8 @@ export const CA_COMMAND: CommandGroup = {
       summary: "sign the CRL of the revoked certificates (nginx's ssl_crl)",
       description: "Signs a CRL (X.509 v2, RFC 5280) of every revoked certificate in index.txt " +
         "with the CA key: serial, revocation time and reason, authorityKeyIdentifier, and a " +
-        "cRLNumber one above the last (kept in crlnumber). Writes crl.pem in the CA folder " +
+        "cRLNumber above every earlier one (the counter crlnumber, shared with openssl ca " +
+        "-gencrl and the daemon, or the time in ms if larger). Writes crl.pem in the CA folder " +
         "(atomically) and FILE if given; this is nginx's ssl_crl. Without a daemon that keeps " +
         "the CRLs (svcd serve --ca-dir), run it after every 'svcd ca revoke' and before " +
         "nextUpdate (cron), then reload nginx: an expired CRL makes nginx refuse every client " +
