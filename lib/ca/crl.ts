@@ -176,13 +176,20 @@ export class RevokedSet {
     return all.filter((scope) => scope === "full" || !this.#sameEntries(scope, before));
   }
 
-  /** Whether partition `k` lists the same entries as in `before`, compared where they lie. */
+  /**
+   * Whether partition `k` lists the same entries as in `before`, compared byte by byte where they
+   * lie (no copy, no view per entry: a partition of a large CRL has thousands).
+   */
   #sameEntries(k: number, before: RevokedSet): boolean {
     const mine = this.#spans[k], theirs = before.#spans[k];
     if (mine.length !== theirs.length) return false;
+    const a = this.#bytes, b = before.#bytes;
     for (let i = 0; i < mine.length; i += 2) {
-      const entry = this.#bytes.subarray(mine[i], mine[i + 1]);
-      if (!bytesEqual(entry, before.#bytes.subarray(theirs[i], theirs[i + 1]))) return false;
+      const length = mine[i + 1] - mine[i];
+      if (theirs[i + 1] - theirs[i] !== length) return false;
+      for (let j = 0, x = mine[i], y = theirs[i]; j < length; j++) {
+        if (a[x + j] !== b[y + j]) return false;
+      }
     }
     return true;
   }
