@@ -18,7 +18,7 @@ const VALIDITY_S = 4;
 /** Between two rounds of requests (a rate for the run, not a wait for something). */
 const POLL_MS = 100;
 
-/** What one answer carried: its times, its number, whether its signature verified. */
+/** What one answer carried: its cRLNumber and its times. */
 interface Seen {
   number: bigint;
   thisUpdate: number;
