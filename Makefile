@@ -61,9 +61,11 @@ binary:
 deb:
 	@bash packaging/build-deb.sh
 
-# svcd(8) and svcd-GROUP(8) into build/man, from the option tables --help prints.
+# svcd(8) and svcd-GROUP(8) into build/man, and the options of svcd serve in docs/operations.md,
+# from the option tables --help prints.
 man:
 	$(DENO) run --allow-read --allow-write packaging/man.ts build/man
+	$(DENO) run --allow-read --allow-write packaging/man.ts --docs docs/operations.md
 
 clean:
 	rm -rf build .demo

@@ -20,8 +20,15 @@ import {
   loadModule,
   ulongBytes,
 } from "../ffi/pkcs11/mod.ts";
-import { KEY_TYPES, type KeyTypeName, type SigningKey, type Token } from "../lib/token/mod.ts";
-import { findObjects, openSession, utf8 } from "../lib/token/session_ops.ts";
+import {
+  findObjects,
+  KEY_TYPES,
+  type KeyTypeName,
+  openSession,
+  type SigningKey,
+  type Token,
+  utf8,
+} from "../lib/token/mod.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../tests/support/token.ts";
 
 /** Figures for one key. */

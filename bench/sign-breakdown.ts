@@ -27,8 +27,7 @@ import { CKA, CKM, CKO, encodeMechanism, loadModule, ulongBytes } from "../ffi/p
 import { AuditLog } from "../lib/audit/mod.ts";
 import { RequestReader } from "../lib/http/parse.ts";
 import { serializeResponse } from "../lib/http/response.ts";
-import { findObjects, openSession, utf8 } from "../lib/token/session_ops.ts";
-import type { Token } from "../lib/token/mod.ts";
+import { findObjects, openSession, type Token, utf8 } from "../lib/token/mod.ts";
 import { startDaemon, type TestDaemon } from "../tests/support/daemon.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../tests/support/token.ts";
 import { runLoad } from "./load.ts";

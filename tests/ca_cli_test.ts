@@ -504,7 +504,10 @@ Deno.test({
       const responder = new Responder({
         source: new IndexFileSource(`${ca.dir}/index.txt`),
         issuer: caCert.der,
-        signer: { keyType: key.keyType, sign: (tbs) => session.sign(key, tbs) },
+        signer: {
+          keyType: key.keyType,
+          sign: async (tbs) => (await session.sign(key, tbs)).signature,
+        },
       });
       // No nonce: the answer is cached, so only a database change can make it revoked.
       const request = encodeOcspRequest({ certIds: [certIdFor(caCert, cert.serial)] });

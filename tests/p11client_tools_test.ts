@@ -7,8 +7,13 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { CKA, CKM, CKO, CKR, Pkcs11Error, ulongBytes } from "../ffi/pkcs11/mod.ts";
-import { acquireModule, releaseModule } from "../lib/token/module_state.ts";
-import { findObjects, openSession, signOnceSync } from "../lib/token/session_ops.ts";
+import {
+  acquireModule,
+  findObjects,
+  openSession,
+  releaseModule,
+  signOnceSync,
+} from "../lib/token/mod.ts";
 import {
   canRunClientBed,
   CLIENT_MODULE,

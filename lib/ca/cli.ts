@@ -14,13 +14,16 @@ import * as pkijs from "pkijs";
 import { CRL_REASON, type IndexEntry, REASON_NAME } from "../ocsp/index_db.ts";
 import type { Signer } from "../ocsp/algorithms.ts";
 import { bytesEqual } from "../bytes/mod.ts";
-import { type Common, openLoggedIn } from "../token/cli.ts";
-import { loadPin } from "../token/credential.ts";
-import { asUser, callsAsUser } from "../token/run_as.ts";
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
-import { isKeyTypeName, KEY_TYPE_NAMES } from "../token/key_types.ts";
-import type { SigningKey, Token } from "../token/token.ts";
-import { TokenAdmin } from "../token/admin.ts";
+import {
+  DEFAULT_MODULE,
+  DEFAULT_TOKEN_LABEL,
+  isKeyTypeName,
+  KEY_TYPE_NAMES,
+  loadPin,
+  type SigningKey,
+  type Token,
+} from "../token/mod.ts";
+import { asUser, callsAsUser, type Common, openLoggedIn, TokenAdmin } from "../token_admin/mod.ts";
 import {
   buildCertificate,
   caExtensions,
@@ -43,6 +46,7 @@ import { pem } from "../der/mod.ts";
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
+import { sharedOption } from "../cli/shared_options.ts";
 
 const DAY_MS = 86_400_000;
 /** Default lifetimes in days. */
@@ -261,35 +265,16 @@ export const CA_COMMAND: CommandGroup = {
       group: "common",
       help: "the CA folder",
     },
-    {
-      flag: "module",
-      value: "PATH",
-      default: DEFAULT_MODULE,
+    sharedOption("module", { group: "common" }),
+    sharedOption("token", { group: "common" }),
+    sharedOption("credential", {
       group: "common",
-      help: "PKCS#11 module",
-    },
-    {
-      flag: "token",
-      value: "LABEL",
-      default: DEFAULT_TOKEN_LABEL,
+      note: `only the commands that sign (${SIGNING_COMMANDS.join(", ")}) log in`,
+    }),
+    sharedOption("user", {
       group: "common",
-      help: "token label",
-    },
-    {
-      flag: "credential",
-      value: "FILE",
-      group: "common",
-      help: `the commands that sign (${SIGNING_COMMANDS.join(", ")}) log in with the PIN in ` +
-        "this encrypted credential (/etc/svcd/svc-pin.cred), decrypted into memory by " +
-        "systemd-creds (needs root); without it, $CREDENTIALS_DIRECTORY/svc-pin is read",
-    },
-    {
-      flag: "user",
-      value: "NAME",
-      group: "common",
-      help: "run as root, make the token calls as this user (the daemon's, svcd), as svcd token " +
-        "does; the CA folder and --out files are still written as root",
-    },
+      note: "the CA folder and --out files are still written as root",
+    }),
   ],
   groups: [
     { id: "command", title: "command options" },
@@ -404,7 +389,7 @@ function randomSerial(): bigint {
 }
 
 function signerOf(token: Token, key: SigningKey): Signer {
-  return { keyType: key.keyType, sign: (tbs) => token.sign(key, tbs) };
+  return { keyType: key.keyType, sign: async (tbs) => (await token.sign(key, tbs)).signature };
 }
 
 /**
@@ -880,7 +865,7 @@ async function list(ctx: Context): Promise<number> {
   return EXIT.ok;
 }
 
-// Runnable on its own, as lib/token/cli.ts is; main.ts dispatches `svcd ca …` here as well.
+// Runnable on its own, as lib/token_admin/cli.ts is; main.ts dispatches `svcd ca …` here as well.
 if (import.meta.main) {
   Deno.exit(await runCaCommand(Deno.args));
 }

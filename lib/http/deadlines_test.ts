@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { DeadlineQueue } from "./deadlines.ts";
+import { DeadlineQueue } from "./_connections.ts";
 
 Deno.test("deadline queue: only entries due are dropped, oldest first, and the head says when", () => {
   const q = new DeadlineQueue<{ since: number; name: string }>(100);

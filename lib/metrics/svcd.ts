@@ -9,8 +9,8 @@
  * countResponse("authenticated", "/sign", 200);
  * ```
  */
-import { KEY_TYPE_NAMES } from "../token/key_types.ts";
-import type { ListenerEvent } from "../http/types.ts";
+import { KEY_TYPE_NAMES } from "../token/mod.ts";
+import type { ListenerEvent } from "../http/mod.ts";
 import { MetricsRegistry } from "./registry.ts";
 import { declareProcessMetrics } from "./process.ts";
 

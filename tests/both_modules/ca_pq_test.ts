@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import { readCertificates } from "../../lib/ocsp/certificate.ts";
 import { oid, sequence } from "../../lib/der/mod.ts";
-import { verifyIndependently } from "../../lib/token/independent_verify.ts";
+import { verifyIndependently } from "../../lib/token_admin/independent_verify.ts";
 import { makeTestToken } from "../support/token.ts";
 import { makeTestCa, openssl, opensslRequest, type TestCa } from "../support/ca.ts";
 import * as pkijs from "pkijs";

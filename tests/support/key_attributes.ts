@@ -3,8 +3,13 @@
  * that check what `svcd token` made, independent of how any tool prints them.
  */
 import { CKA, CKO, loadModule, ulongBytes } from "../../ffi/pkcs11/mod.ts";
-import { findObjects, getAttributes, openSession, utf8 } from "../../lib/token/session_ops.ts";
-import { findSlotByLabel } from "../../lib/token/slots.ts";
+import {
+  findObjects,
+  findSlotByLabel,
+  getAttributes,
+  openSession,
+  utf8,
+} from "../../lib/token/mod.ts";
 import { openTestToken, type TestToken, testTokenPin } from "./token.ts";
 
 /** The object classes a key label can name. */

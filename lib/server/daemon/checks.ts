@@ -19,9 +19,14 @@ import {
 import { nofileLimit } from "../../http/mod.ts";
 import { PolicyFile } from "../../policy/mod.ts";
 import { RefusalBudget, STATE_FILE_NAME, StateError } from "../../throttle/mod.ts";
-import { CredentialError, PIN_CREDENTIAL_NAME, readPinCredential, Token } from "../../token/mod.ts";
-import { isWellFormedPin } from "../../token/pin.ts";
-import { DAEMON_KEY_LABELS } from "../../token/mod.ts";
+import {
+  CredentialError,
+  DAEMON_KEY_LABELS,
+  isWellFormedPin,
+  PIN_CREDENTIAL_NAME,
+  readPinCredential,
+  Token,
+} from "../../token/mod.ts";
 import { IndexFileSource, type IndexMemory } from "../../ocsp/mod.ts";
 import { countRevocationLoad } from "../../metrics/svcd.ts";
 import type { PublicConfig, ServeConfig } from "./config.ts";

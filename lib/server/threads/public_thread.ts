@@ -13,9 +13,8 @@ import { CrlFiles } from "../public/crl_files.ts";
 import { CaFolder } from "../../ca/store.ts";
 import { CrlKeeper } from "../../ca/crl_publish.ts";
 import { advanceCrlNumber } from "../../ca/crl_number.ts";
-import { parseCertificate } from "../../ocsp/certificate.ts";
 import { bytesEqual } from "../../bytes/mod.ts";
-import { IndexFileSource, Responder } from "../../ocsp/mod.ts";
+import { IndexFileSource, parseCertificate, Responder } from "../../ocsp/mod.ts";
 import { Token } from "../../token/mod.ts";
 import { stopThread } from "./thread_group.ts";
 import { publicHandler } from "../public/routes.ts";
@@ -75,7 +74,10 @@ async function start(setup: PublicThreadSetup): Promise<void> {
   const responder = new Responder({
     source,
     issuer: files.issuer.der,
-    signer: { keyType: key.keyType, sign: (tbs) => signingToken.sign(key, tbs) },
+    signer: {
+      keyType: key.keyType,
+      sign: async (tbs) => (await signingToken.sign(key, tbs)).signature,
+    },
     responderCertificate: files.responder?.der,
     validitySeconds: setup.validitySeconds,
     // A dead token was already told through onDead; the answer is internalError either way.
@@ -131,7 +133,10 @@ async function startCrls(
     source,
     issuer: { name: ca.subject, spki: ca.spki, crlUrl: urls.crl },
     partitions: urls.crlPartitions ?? 1,
-    signer: { keyType: key.keyType, sign: (tbs) => signingToken.sign(key, tbs) },
+    signer: {
+      keyType: key.keyType,
+      sign: async (tbs) => (await signingToken.sign(key, tbs)).signature,
+    },
     validitySeconds: crl.validitySeconds,
     dir: crl.dir,
     takeNumber: async (atLeast) => {
