@@ -3,15 +3,15 @@
  * Ed25519) CA, on a module that offers them (svcmod): the full CRL and each partition served on
  * the public socket, and the certificates the CA issued, carry the algorithm's OID with absent
  * parameters and signatures that @noble/post-quantum accepts (the composite's through
- * lib/token/independent_verify.ts: @noble/post-quantum and WebCrypto Ed25519) and refuses once the
- * signed bytes change; for ML-DSA the second oracle (tests/support/pq_oracle.ts, named in the
+ * lib/token_admin/independent_verify.ts: @noble/post-quantum and WebCrypto Ed25519) and refuses
+ * once the signed bytes change; for ML-DSA the second oracle (tests/support/pq_oracle.ts, named in the
  * test's name) checks them too. On SoftHSM2 the CA cannot be made, and `svcd ca init` says why.
  */
 import assert from "node:assert/strict";
 import * as pkijs from "pkijs";
 import { oid, pem, sequence } from "../../lib/der/mod.ts";
 import { readCertificates } from "../../lib/ocsp/certificate.ts";
-import { verifyIndependently } from "../../lib/token/independent_verify.ts";
+import { verifyIndependently } from "../../lib/token_admin/independent_verify.ts";
 import {
   type CrlDaemon,
   getCrl,
