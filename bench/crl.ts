@@ -8,38 +8,35 @@
  * 2. the same with --partitions (default 16): the full CRL and every partition's;
  * 3. `openssl ca -gencrl` on the same index with a P-256 key file;
  * 4. one revocation more, then the daemon's CrlKeeper round: the file re-read, the changed
- *    partition and the full CRL re-signed and written.
+ *    partition re-signed and written, then the full CRL; timed until each is written;
+ * 5. the same round's steps one by one: where its time goes.
  *
  * Prints ms per step (median of --runs), the ratio to openssl, and the resident memory.
  *
  * Usage: deno run -A bench/crl.ts [--certs N] [--revoked N] [--partitions N] [--runs N]
  */
-import { parseArgs } from "node:util";
 import { createPrivateKey, sign } from "node:crypto";
+import { benchArgs, count } from "./_args.ts";
 import { IndexFileSource } from "../lib/ocsp/index_source.ts";
 import { RevokedSet } from "../lib/ca/crl.ts";
-import { CrlKeeper, crlTimes, signCrls } from "../lib/ca/crl_publish.ts";
+import { CrlKeeper, crlTimes, signCrls, writeCrlFiles } from "../lib/ca/crl_publish.ts";
 import type { Signer } from "../lib/ocsp/algorithms.ts";
 import { readCertificates } from "../lib/ocsp/certificate.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "CRLs of --certs certificates (--revoked of them revoked): svcd's load, build and " +
+    "sign, whole and in --partitions, against openssl ca -gencrl on the same index.txt in the " +
+    "same run; after one revocation more, the daemon's round until the partition's CRL is " +
+    "written and until the full CRL is; resident memory.",
   options: {
-    certs: { type: "string", default: "1000000" },
-    revoked: { type: "string", default: "100000" },
-    partitions: { type: "string", default: "16" },
-    runs: { type: "string", default: "3" },
-    help: { type: "boolean", short: "h" },
+    certs: { type: "string", default: "1000000", check: count, help: "certificates in index.txt" },
+    revoked: { type: "string", default: "100000", check: count, help: "of them revoked" },
+    partitions: { type: "string", default: "16", check: count, help: "CRL partitions" },
+    runs: { type: "string", default: "3", check: count, help: "runs per figure (median)" },
   },
+  examples: ["deno run -A bench/crl.ts", "deno run -A bench/crl.ts --certs 100000 --runs 5"],
 });
-if (values.help) {
-  console.log(
-    "usage: deno run -A bench/crl.ts [--certs N] [--revoked N] [--partitions N] [--runs N]\n" +
-      "CRL of N certificates (some revoked): svcd's build+sign, whole and partitioned, against\n" +
-      "openssl ca -gencrl on the same index.txt; one partition after a revocation; memory.",
-  );
-  Deno.exit(0);
-}
 const certs = Number(values.certs), revoked = Number(values.revoked);
 const partitions = Number(values.partitions), runs = Number(values.runs);
 const dir = await Deno.makeTempDir({ prefix: "svcd-bench-crl-" });
@@ -54,6 +51,14 @@ async function run(cmd: string, args: string[]): Promise<void> {
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];
+}
+
+/** index.txt's text with its first valid certificate revoked. */
+function revokeOneMore(text: string): string {
+  const at = text.indexOf("\nV\t") + 1;
+  const valid = "V\t301231235959Z\t\t";
+  return text.slice(0, at) + "R\t301231235959Z\t250601000000Z,superseded\t" +
+    text.slice(at + valid.length);
 }
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {
@@ -151,10 +156,12 @@ try {
     run("openssl", ["ca", "-config", `${dir}/ca.cnf`, "-gencrl", "-out", `${dir}/openssl.crl`])
   );
 
-  // The daemon's round after one revocation: the file re-read, the changed CRLs re-signed.
+  // The daemon's round after one revocation: the file re-read, the changed CRLs re-signed; the
+  // time until the revoked certificate's partition is written, and until the round is done.
   const out = await Deno.makeTempDir({ dir });
   const source = new IndexFileSource(index, { maxEntries: certs + 10 });
   let number = BigInt(now);
+  let partitionWritten = NaN;
   const keeper = new CrlKeeper({
     source,
     issuer,
@@ -164,31 +171,72 @@ try {
     dir: out,
     takeNumber: (atLeast) => Promise.resolve(number = atLeast > number ? atLeast : number + 1n),
     log: console.error,
+    onWritten: (crls) => {
+      if (crls.some((c) => c.scope !== "full")) partitionWritten ||= performance.now();
+    },
   });
   await keeper.round();
-  const afterRevoke: number[] = [];
+  const untilPartition: number[] = [], untilFull: number[] = [];
   let text = await Deno.readTextFile(index);
   for (let i = 0; i < runs; i++) {
-    const at = text.indexOf("\nV\t") + 1;
-    const valid = "V\t301231235959Z\t\t";
-    text = text.slice(0, at) + "R\t301231235959Z\t250601000000Z,superseded\t" +
-      text.slice(at + valid.length);
+    text = revokeOneMore(text);
     await Deno.writeTextFile(index, text);
+    partitionWritten = NaN;
     const t = performance.now();
     const signed = await keeper.round();
-    afterRevoke.push(performance.now() - t);
+    untilFull.push(performance.now() - t);
+    untilPartition.push(partitionWritten - t);
     if (signed.length !== 2) throw new Error(`expected 2 CRLs re-signed, got ${signed.length}`);
   }
+  // Where a round's time goes: the keeper's steps one by one, after one revocation more each.
+  const steps: Record<string, number[]> = {};
+  const step = async <T>(name: string, fn: () => T | Promise<T>): Promise<T> => {
+    const t = performance.now();
+    const result = await fn();
+    (steps[name] ??= []).push(performance.now() - t);
+    return result;
+  };
+  const parts = await Deno.makeTempDir({ dir });
+  let before = new RevokedSet(partitions);
+  await source.forEachRevoked(before.add);
+  for (let i = 0; i < runs; i++) {
+    text = revokeOneMore(text);
+    await Deno.writeTextFile(index, text);
+    await step("re-read index.txt (the OCSP side's load)", () => source.current());
+    const set = new RevokedSet(partitions);
+    await step("encode the revoked entries", () => source.forEachRevoked(set.add));
+    const [full, k] = await step("compare with the last set", () => set.changedSince(before));
+    const [partCrl] = await step(
+      "sign the partition",
+      () => signCrls(issuer, set, [k], times, signer),
+    );
+    await step("write the partition", () => writeCrlFiles(parts, [partCrl]));
+    const [fullCrl] = await step(
+      "sign the full CRL",
+      () => signCrls(issuer, set, [full], times, signer),
+    );
+    await step("write the full CRL (DER and PEM)", () => writeCrlFiles(parts, [fullCrl]));
+    before = set;
+  }
+
   console.log(`svcd whole (load + build + sign):       ${whole.toFixed(0)} ms`);
   console.log(`svcd ${partitions} partitions + full:          ${parted.toFixed(0)} ms`);
   console.log(`openssl ca -gencrl:                     ${openssl.toFixed(0)} ms`);
   console.log(`ratio whole / openssl:                  ${(whole / openssl).toFixed(2)}`);
   console.log(`ratio partitioned / openssl:            ${(parted / openssl).toFixed(2)}`);
   console.log(
-    `one revocation, keeper round (re-read + partition + full + write): ${
-      median(afterRevoke).toFixed(0)
-    } ms`,
+    `one revocation, keeper round until the partition is written: ${
+      median(untilPartition).toFixed(0)
+    } ms (runs: ${untilPartition.map((x) => x.toFixed(0)).join(", ")})`,
   );
+  console.log(
+    `one revocation, keeper round until the full CRL is written:  ${
+      median(untilFull).toFixed(0)
+    } ms (runs: ${untilFull.map((x) => x.toFixed(0)).join(", ")})`,
+  );
+  for (const [name, ms] of Object.entries(steps)) {
+    console.log(`  ${name.padEnd(42)} ${median(ms).toFixed(0).padStart(4)} ms`);
+  }
   console.log(
     `resident memory: ${(rssBefore / 1e6).toFixed(0)} MB before the CRLs, ${
       (rss / 1e6).toFixed(0)

@@ -2,133 +2,37 @@
  * The CRLs the daemon keeps (`svcd serve --ca-dir`): served on the public socket (DER,
  * application/pkix-crl, HEAD too), verified by openssl, certtool and pyca, each partition's IDP its
  * certificates' CDP; a revocation by `svcd ca revoke` is in the served CRLs within the stated bound
- * (5 s; the measured time is printed); a damaged index.txt and a CRL folder that cannot be written
- * leave the last good CRLs served, with a log line and a metric each.
+ * (5 s; the measured time is printed); a damaged index.txt, a CRL folder that cannot be written
+ * and a token that fails while signing (svcmod's fault hook) leave the last good CRLs served until
+ * their nextUpdate, never an empty or unsigned one, with a log line and a metric each.
  */
 import assert from "node:assert/strict";
-import { moduleTempDir } from "./support/temp_dir.ts";
-import { makeTestToken, type TestToken } from "./support/token.ts";
-import { startDaemon, type TestDaemon } from "./support/daemon.ts";
-import { type Issued, makeTestCa, opensslRequest, type TestCa } from "./support/ca.ts";
-import { request } from "./support/http_client.ts";
 import { checkCrl, pythonPointers, verifyWithCrl } from "./support/crl_check.ts";
+import {
+  type CrlDaemon,
+  getCrl,
+  lists,
+  logged,
+  startCrlDaemon,
+  waitForServed,
+} from "./support/crl_daemon.ts";
+import { sample, scrape } from "./support/metrics.ts";
+import { request } from "./support/http_client.ts";
 import { runCommand } from "./support/command.ts";
 
 /** The bound within which a revocation is in the served CRLs (docs/api.md). */
 const FRESHNESS_BOUND_MS = 5_000;
-const PARTITIONS = 4;
 
-interface Setup {
-  token: TestToken;
-  ca: TestCa;
-  daemon: TestDaemon;
-  publicSocket: string;
-  metricsSocket: string;
-  crlDir: string;
-  certs: Issued[];
-  work: string;
+/** The full CRL once it lists the certificate revoked before the start, as pyca reads it. */
+async function firstFullCrl(s: CrlDaemon) {
+  await waitForServed(s, "full.crl", (der) => lists(der, s.certs[0].serial), FRESHNESS_BOUND_MS);
+  const der = (await getCrl(s.publicSocket, "full.crl")).body;
+  return { der, read: await checkCrl(s.ca.caPem, der, s.work) };
 }
 
-async function setup(extra: string[] = []): Promise<Setup> {
-  const token = await makeTestToken({ keys: {} });
-  const work = moduleTempDir("svcd-crl-");
-  const ca = await makeTestCa(token, {
-    keyLabel: "ca",
-    keyType: "ec-p256",
-    subject: "CN=CRL test CA",
-    dir: `${work}/ca`,
-  });
-  assert.equal(
-    (await ca.run("urls", [
-      "--ocsp-url",
-      "http://pki.example.org/ocsp",
-      "--crl-url",
-      "http://pki.example.org/crl",
-      "--crl-partitions",
-      String(PARTITIONS),
-    ])).code,
-    0,
-  );
-  const certs: Issued[] = [];
-  for (let i = 0; i < 6; i++) {
-    certs.push(
-      await ca.issue(["--csr", (await opensslRequest(ca.dir, `c${i}`, `/CN=c${i}`)).request]),
-    );
-  }
-  assert.equal((await ca.run("revoke", [certs[0].serial, "--reason", "keyCompromise"])).code, 0);
-  const publicSocket = `${work}/public.sock`;
-  const metricsSocket = `${work}/metrics.sock`;
-  const crlDir = `${work}/crl`;
-  const daemon = await startDaemon({
-    token,
-    policy: "",
-    args: [
-      "--public-socket",
-      publicSocket,
-      "--ca-dir",
-      ca.dir,
-      "--ocsp-label",
-      "ca",
-      "--ca-cert",
-      ca.caPem,
-      "--crl-dir",
-      crlDir,
-      "--metrics-socket",
-      metricsSocket,
-      "--syslog-socket",
-      "none",
-      ...extra,
-    ],
-  });
-  return { token, ca, daemon, publicSocket, metricsSocket, crlDir, certs, work };
-}
-
-async function teardown(s: Setup): Promise<void> {
-  await s.daemon.stop();
-  await s.token.cleanup();
-}
-
-async function getCrl(socket: string, name: string, method = "GET") {
-  return await request(socket, { method, path: `/crl/${name}` });
-}
-
-/** Polls the served CRL until `ok(read)` holds or the deadline passes; the time it took. */
-async function waitForServed(
-  s: Setup,
-  name: string,
-  ok: (der: Uint8Array) => boolean,
-  deadlineMs: number,
-): Promise<number> {
-  const start = performance.now();
-  for (;;) {
-    const res = await getCrl(s.publicSocket, name);
-    if (res.status === 200 && ok(res.body)) return performance.now() - start;
-    if (performance.now() - start > deadlineMs) {
-      throw new Error(`CRL ${name} not as expected within ${deadlineMs} ms:\n${s.daemon.stderr()}`);
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-/** Whether a DER CRL lists a serial (its INTEGER bytes appear as an entry's). */
-function lists(der: Uint8Array, serialHex: string): boolean {
-  let hex = serialHex;
-  if (parseInt(hex.slice(0, 2), 16) & 0x80) hex = "00" + hex;
-  const entry = `02${(hex.length / 2).toString(16).padStart(2, "0")}${hex}`.toLowerCase();
-  return der.toHex().includes(entry);
-}
-
-/** The daemon's log shows `pattern` within `ms`, else fails with the log. */
-async function logged(s: Setup, pattern: RegExp | string, ms = 10_000): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no ${pattern} in:\n${s.daemon.stderr()}`)), ms);
-  });
-  try {
-    await Promise.race([s.daemon.waitForLog(pattern), late]);
-  } finally {
-    clearTimeout(timer);
-  }
+/** The value of svcd_crl_failures_total for `stage` (0 before the first failure). */
+async function crlFailures(s: CrlDaemon, stage: string): Promise<number> {
+  return sample(await scrape(s.metricsSocket), `svcd_crl_failures_total{stage="${stage}"}`) ?? 0;
 }
 
 async function mount(args: string[]): Promise<void> {
@@ -141,61 +45,45 @@ async function umount(path: string): Promise<void> {
   assert.equal(r.code, 0, r.text);
 }
 
-async function scrape(socket: string): Promise<string> {
-  return (await request(socket, { path: "/metrics" })).text();
-}
-
-function counter(text: string, line: RegExp): number {
-  const m = text.match(line);
-  return m ? Number(m[1]) : 0;
-}
-
 Deno.test({
   name:
     "crl: the daemon serves the full CRL and every partition, verified by openssl, certtool and pyca; IDP = CDP; HEAD; 404 for other names",
   sanitizeResources: false,
   fn: async () => {
-    const s = await setup();
+    const s = await startCrlDaemon();
     try {
-      await waitForServed(
-        s,
-        "full.crl",
-        (der) => lists(der, s.certs[0].serial),
-        FRESHNESS_BOUND_MS,
-      );
+      const { der, read } = await firstFullCrl(s);
       const full = await getCrl(s.publicSocket, "full.crl");
       assert.equal(full.header("content-type"), "application/pkix-crl");
       assert.equal(full.header("cache-control"), "no-cache");
       const head = await getCrl(s.publicSocket, "full.crl", "HEAD");
       assert.equal(head.status, 200);
       assert.equal(head.body.length, 0);
-      const read = await checkCrl(s.ca.caPem, full.body, s.work);
       assert.equal(read.idp, null);
       assert.deepEqual(read.serials, [s.certs[0].serial]);
       assert.ok(read.nextUpdate > Date.now());
       assert.equal(new Date(full.header("last-modified")!).getTime(), read.thisUpdate);
-      for (let k = 0; k < PARTITIONS; k++) {
+      for (let k = 0; k < s.partitions; k++) {
         const res = await getCrl(s.publicSocket, `${k}.crl`);
         assert.equal(res.status, 200);
         const part = await checkCrl(s.ca.caPem, res.body, s.work);
         const url = `http://pki.example.org/crl/${k}.crl`;
         assert.deepEqual(part.idp, { uri: url, critical: true });
-        for (const c of s.certs) {
-          if (Number(BigInt("0x" + c.serial) % BigInt(PARTITIONS)) !== k) continue;
+        for (const c of s.certs.filter((c) => s.partitionOf(c) === k)) {
           assert.deepEqual((await pythonPointers(c.path)).crl, [url]);
           const verdict = await verifyWithCrl(s.ca.caPem, c.path, res.body, s.work);
           assert.equal(verdict, c === s.certs[0] ? "revoked" : "ok");
         }
       }
       // The same bytes are in the CRL folder, for nginx (PEM) and a static mirror.
-      assert.deepEqual(await Deno.readFile(`${s.crlDir}/full.crl`), full.body);
+      assert.deepEqual(await Deno.readFile(`${s.crlDir}/full.crl`), der);
       assert.match(await Deno.readTextFile(`${s.crlDir}/full.pem`), /^-----BEGIN X509 CRL-----/);
-      assert.equal((await getCrl(s.publicSocket, `${PARTITIONS}.crl`)).status, 404);
+      assert.equal((await getCrl(s.publicSocket, `${s.partitions}.crl`)).status, 404);
       assert.equal((await getCrl(s.publicSocket, "../ca/ca.pem")).status, 404);
       const post = await request(s.publicSocket, { method: "POST", path: "/crl/full.crl" });
       assert.equal(post.status, 405);
     } finally {
-      await teardown(s);
+      await s.stop();
     }
   },
 });
@@ -205,41 +93,21 @@ Deno.test({
     "crl: after svcd ca revoke the served CRLs list the serial within the bound (measured), with a larger cRLNumber",
   sanitizeResources: false,
   fn: async () => {
-    const s = await setup();
+    const s = await startCrlDaemon();
     try {
-      await waitForServed(
-        s,
-        "full.crl",
-        (der) => lists(der, s.certs[0].serial),
-        FRESHNESS_BOUND_MS,
-      );
-      const before = await checkCrl(
-        s.ca.caPem,
-        (await getCrl(s.publicSocket, "full.crl")).body,
-        s.work,
-      );
+      const before = (await firstFullCrl(s)).read;
       const target = s.certs[3];
-      const k = Number(BigInt("0x" + target.serial) % BigInt(PARTITIONS));
+      const k = s.partitionOf(target);
       const revokedAt = performance.now();
       assert.equal((await s.ca.run("revoke", [target.serial, "--reason", "superseded"])).code, 0);
       const revokeMs = performance.now() - revokedAt;
-      const tookFull = await waitForServed(
-        s,
-        "full.crl",
-        (der) => lists(der, target.serial),
-        FRESHNESS_BOUND_MS,
-      );
-      const tookPart = await waitForServed(
-        s,
-        `${k}.crl`,
-        (der) => lists(der, target.serial),
-        FRESHNESS_BOUND_MS,
-      );
+      const lister = (der: Uint8Array) => lists(der, target.serial);
+      const tookPart = await waitForServed(s, `${k}.crl`, lister, FRESHNESS_BOUND_MS);
+      const tookFull = await waitForServed(s, "full.crl", lister, FRESHNESS_BOUND_MS);
       console.log(
-        `revocation in the served full CRL ${(revokeMs + tookFull).toFixed(0)} ms after the ` +
-          `revoke began, partition ${k} ${
-            (revokeMs + tookPart).toFixed(0)
-          } ms (bound ${FRESHNESS_BOUND_MS} ms)`,
+        `revocation in the served partition ${k} ${(revokeMs + tookPart).toFixed(0)} ms after ` +
+          `the revoke began, full CRL ${(revokeMs + tookPart + tookFull).toFixed(0)} ms ` +
+          `(bound ${FRESHNESS_BOUND_MS} ms)`,
       );
       const after = await checkCrl(
         s.ca.caPem,
@@ -251,7 +119,7 @@ Deno.test({
       const part = (await getCrl(s.publicSocket, `${k}.crl`)).body;
       assert.equal(await verifyWithCrl(s.ca.caPem, target.path, part, s.work), "revoked");
     } finally {
-      await teardown(s);
+      await s.stop();
     }
   },
 });
@@ -262,29 +130,19 @@ Deno.test({
     "crl: a damaged index.txt and an unwritable CRL folder keep the last good CRLs served, each with a log line and a metric",
   sanitizeResources: false,
   fn: async () => {
-    const s = await setup();
+    const s = await startCrlDaemon();
     try {
-      await waitForServed(
-        s,
-        "full.crl",
-        (der) => lists(der, s.certs[0].serial),
-        FRESHNESS_BOUND_MS,
-      );
-      const good = (await getCrl(s.publicSocket, "full.crl")).body;
+      const good = (await firstFullCrl(s)).der;
       const index = `${s.ca.dir}/index.txt`;
       const text = await Deno.readTextFile(index);
       await Deno.writeTextFile(index, text + "R\tnot a line\n");
-      await logged(s, /crl: cannot read the revocation database: .*index line/);
-      const failed = counter(
-        await scrape(s.metricsSocket),
-        /svcd_crl_failures_total\{stage="index"\} (\d+)/,
-      );
-      assert.ok(failed >= 1);
+      await logged(s.daemon, /crl: cannot read the revocation database: .*index line/);
+      assert.ok(await crlFailures(s, "index") >= 1);
       const served = await getCrl(s.publicSocket, "full.crl");
       assert.equal(served.status, 200);
       assert.deepEqual(served.body, good);
       await Deno.writeTextFile(index, text);
-      await logged(s, "crl: working again");
+      await logged(s.daemon, "crl: working again");
 
       // The CRL folder mounted read-only (root writes anywhere else): nothing can be written.
       const goodAgain = (await getCrl(s.publicSocket, "full.crl")).body;
@@ -293,12 +151,8 @@ Deno.test({
       try {
         await mount(["-o", "remount,bind,ro", s.crlDir]);
         assert.equal((await s.ca.run("revoke", [target.serial, "--reason", "superseded"])).code, 0);
-        await logged(s, /crl: cannot write .*crl/);
-        const writeFailures = counter(
-          await scrape(s.metricsSocket),
-          /svcd_crl_failures_total\{stage="write"\} (\d+)/,
-        );
-        assert.ok(writeFailures >= 1);
+        await logged(s.daemon, /crl: cannot write .*crl/);
+        assert.ok(await crlFailures(s, "write") >= 1);
         // The last good CRL, never an empty or unsigned one.
         const last = await getCrl(s.publicSocket, "full.crl");
         assert.equal(last.status, 200);
@@ -310,7 +164,68 @@ Deno.test({
       await waitForServed(s, "full.crl", (der) => lists(der, target.serial), FRESHNESS_BOUND_MS);
       await checkCrl(s.ca.caPem, (await getCrl(s.publicSocket, "full.crl")).body, s.work);
     } finally {
-      await teardown(s);
+      await s.stop();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    'crl: a token that fails while signing a CRL: a log line and svcd_crl_failures_total{stage="sign"}; the last good CRLs served until their nextUpdate, then 503, never an empty or unsigned one; signed again once the token works',
+  sanitizeResources: false,
+  fn: async () => {
+    // svcmod's fault hook: a `faults` file in its token folder makes C_Sign fail
+    // (CKR_FUNCTION_FAILED: an operation that failed, not a dead token). A short validity lets the
+    // last good CRLs pass their nextUpdate within the test.
+    const s = await startCrlDaemon({ module: "svcmod", args: ["--crl-validity", "6"] });
+    const faults = `${s.token.module.tokenDir}/faults`;
+    try {
+      await firstFullCrl(s);
+      const target = s.certs[1];
+      const k = s.partitionOf(target);
+      await Deno.writeTextFile(faults, "C_Sign 0x6 1.0\n");
+      // The revocation makes a round sign at once; it fails, and so does every round after it.
+      assert.equal((await s.ca.run("revoke", [target.serial, "--reason", "superseded"])).code, 0);
+      await logged(s.daemon, /crl: the token did not sign: .*CKR_FUNCTION_FAILED/);
+      assert.ok(await crlFailures(s, "sign") >= 1);
+      const good = new Map<string, Uint8Array>();
+      for (const name of ["full.crl", `${k}.crl`]) {
+        const res = await getCrl(s.publicSocket, name);
+        assert.equal(res.status, 200);
+        assert.ok(!lists(res.body, target.serial));
+        good.set(name, res.body);
+      }
+      const { nextUpdate } = await checkCrl(s.ca.caPem, good.get("full.crl")!, s.work);
+      // Until its nextUpdate each answer is the last good CRL; from then on 503 with a problem
+      // body. Polled until a little past it (the bound of this loop is the CRL's own time).
+      let refusedAfterExpiry = 0;
+      while (Date.now() < nextUpdate + 1_000) {
+        for (const [name, der] of good) {
+          const sentAt = Date.now();
+          const res = await getCrl(s.publicSocket, name);
+          const receivedAt = Date.now();
+          if (res.status === 200) {
+            assert.deepEqual(res.body, der, `${name}: another CRL than the last good one`);
+            assert.ok(sentAt < nextUpdate, `${name} served past its nextUpdate`);
+          } else {
+            assert.equal(res.status, 503, res.text());
+            assert.match(res.header("content-type") ?? "", /application\/problem\+json/);
+            assert.ok(receivedAt >= nextUpdate, `${name}: 503 before its nextUpdate`);
+            refusedAfterExpiry++;
+          }
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.ok(refusedAfterExpiry > 0, "nothing was refused past the nextUpdate");
+      assert.ok(await crlFailures(s, "sign") >= 2, "each failed round is counted");
+      await Deno.remove(faults);
+      await waitForServed(s, `${k}.crl`, (der) => lists(der, target.serial), FRESHNESS_BOUND_MS);
+      await waitForServed(s, "full.crl", (der) => lists(der, target.serial), FRESHNESS_BOUND_MS);
+      await logged(s.daemon, "crl: working again");
+      await checkCrl(s.ca.caPem, (await getCrl(s.publicSocket, "full.crl")).body, s.work);
+    } finally {
+      await Deno.remove(faults).catch(() => {});
+      await s.stop();
     }
   },
 });

@@ -107,8 +107,10 @@ export const CA_COMMAND: CommandGroup = {
       summary: "revoke a certificate by serial (index.txt)",
       description: "Marks the certificate SERIAL (hex, as 'svcd ca list' shows it) revoked in " +
         "index.txt (an atomic, fsynced rewrite; the daemon answers from it on its next query). " +
-        "nginx learns of it only from a new CRL: run 'svcd ca crl' (with --out for nginx's " +
-        "copy), then 'systemctl reload nginx'.",
+        "A daemon that keeps this CA's CRLs (svcd serve --ca-dir) lists it in them within " +
+        "seconds, and the package's svcd-crl.path reloads nginx; without one, nginx learns of it " +
+        "only from a CRL you sign: 'svcd ca crl' (with --out for nginx's copy), then " +
+        "'systemctl reload nginx'.",
     },
     {
       name: "crl",
@@ -116,10 +118,12 @@ export const CA_COMMAND: CommandGroup = {
       summary: "sign the CRL of the revoked certificates (nginx's ssl_crl)",
       description: "Signs a CRL (X.509 v2, RFC 5280) of every revoked certificate in index.txt " +
         "with the CA key: serial, revocation time and reason, authorityKeyIdentifier, and a " +
-        "cRLNumber one above the last (kept in crlnumber). Writes crl.pem in the CA folder " +
-        "(atomically) and FILE if given; this is nginx's ssl_crl. Run it after every " +
-        "'svcd ca revoke' and before nextUpdate (cron), then reload nginx: an expired CRL makes " +
-        "nginx refuse every client of this CA.",
+        "cRLNumber above every earlier one (the counter crlnumber, shared with openssl ca " +
+        "-gencrl and the daemon, or the time in ms if larger). Writes crl.pem in the CA folder " +
+        "(atomically) and FILE if given; this is nginx's ssl_crl. Without a daemon that keeps " +
+        "the CRLs (svcd serve --ca-dir), run it after every 'svcd ca revoke' and before " +
+        "nextUpdate (cron), then reload nginx: an expired CRL makes nginx refuse every client " +
+        "of this CA.",
     },
     {
       name: "publish",
@@ -750,7 +754,12 @@ async function publish(ctx: Context): Promise<number> {
     throw new Error(`${dir} is not a folder; create it first`);
   }
   const { crls, times } = await signFolderCrls(ctx, folder, partitions, true);
-  await writeCrlFiles(dir, crls);
+  try {
+    await writeCrlFiles(dir, crls);
+  } catch (err) {
+    // Each file is replaced whole or not at all: a reader still finds a CRL under every name.
+    throw new Error(`cannot write the CRLs into ${dir}: ${(err as Error).message}`);
+  }
   for (const c of crls) console.log(`${dir}/${c.name}\t${c.count} revoked`);
   console.log(
     `cRLNumber ${times.number}, next update ${new Date(times.nextUpdate).toISOString()}`,

@@ -170,7 +170,28 @@ export class RevokedSet {
   changedSince(before: RevokedSet | undefined): CrlScope[] {
     const all = this.scopes();
     if (!before || before.partitions !== this.partitions) return all;
-    return all.filter((scope) => !bytesEqual(this.entries(scope), before.entries(scope)));
+    // A partition's entries are those of the full list whose serial falls in it, in the same
+    // order: equal full lists mean equal partitions, and no partition needs a look.
+    if (bytesEqual(this.entries("full"), before.entries("full"))) return [];
+    return all.filter((scope) => scope === "full" || !this.#sameEntries(scope, before));
+  }
+
+  /**
+   * Whether partition `k` lists the same entries as in `before`, compared byte by byte where they
+   * lie (no copy, no view per entry: a partition of a large CRL has thousands).
+   */
+  #sameEntries(k: number, before: RevokedSet): boolean {
+    const mine = this.#spans[k], theirs = before.#spans[k];
+    if (mine.length !== theirs.length) return false;
+    const a = this.#bytes, b = before.#bytes;
+    for (let i = 0; i < mine.length; i += 2) {
+      const length = mine[i + 1] - mine[i];
+      if (theirs[i + 1] - theirs[i] !== length) return false;
+      for (let j = 0, x = mine[i], y = theirs[i]; j < length; j++) {
+        if (a[x + j] !== b[y + j]) return false;
+      }
+    }
+    return true;
   }
 
   /** The full CRL, then each partition (none when there is one partition). */

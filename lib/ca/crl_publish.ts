@@ -112,6 +112,8 @@ export interface CrlKeeperOptions {
   onFailure?(stage: CrlFailure): void;
   /** Counted per CRL signed and written. */
   onSigned?(count: number): void;
+  /** Told each time CRLs were written: a round writes a revocation's partitions first. */
+  onWritten?(crls: SignedCrl[]): void;
   /** How often the database is checked, ms (default 500: a revocation is published within ~1 s). */
   pollMs?: number;
 }
@@ -124,9 +126,10 @@ export type CrlFailure = "index" | "sign" | "write" | "number";
 
 /**
  * Keeps a CRL folder current from the revocation database: checks it every `pollMs`, re-signs the
- * CRLs whose entries changed (a revocation re-signs its partition and the full CRL) and every CRL
- * due (half its validity passed), and writes them. A round that fails leaves every file as it was
- * (the last good CRLs, served until their nextUpdate) and is tried again at the next check.
+ * CRLs whose entries changed (a revocation re-signs its partition, written first, then the full
+ * CRL) and every CRL due (half its validity passed), and writes them. A round that fails leaves
+ * the files it had not written yet as they were (the last good CRLs, served until their
+ * nextUpdate) and is tried again at the next check.
  */
 export class CrlKeeper {
   /** The set the files were last written from, and the set of the last read of the database. */
@@ -165,7 +168,7 @@ export class CrlKeeper {
 
   /**
    * One check: reads the database if it changed, signs and writes what is due. Resolves to the CRLs
-   * written (none when nothing was due or the round failed). Never throws.
+   * written (none when nothing was due; when the round failed, those written before). Never throws.
    */
   async round(now = Date.now()): Promise<SignedCrl[]> {
     const o = this.options;
@@ -183,12 +186,8 @@ export class CrlKeeper {
       this.#read = set = read;
       this.#version = version;
     }
-    const halfLife = o.validitySeconds * 500;
-    const changed = new Set(set.changedSince(this.#published));
-    const scopes = set.scopes().filter((scope) =>
-      changed.has(scope) || now >= (this.#signedAt.get(scope) ?? -Infinity) + halfLife
-    );
-    if (scopes.length === 0) {
+    const batches = this.#due(set, now);
+    if (batches.length === 0) {
       this.#recovered("the CRLs published are current");
       return [];
     }
@@ -202,22 +201,44 @@ export class CrlKeeper {
     } catch (err) {
       return this.#fail("number", `cannot take a cRLNumber: ${(err as Error).message}`);
     }
-    let crls: SignedCrl[];
-    try {
-      crls = await signCrls(o.issuer, set, scopes, times, o.signer);
-    } catch (err) {
-      return this.#fail("sign", `the token did not sign: ${(err as Error).message}`);
-    }
-    try {
-      await writeCrlFiles(o.dir, crls);
-    } catch (err) {
-      return this.#fail("write", `cannot write ${o.dir}: ${(err as Error).message}`);
+    const written: SignedCrl[] = [];
+    for (const scopes of batches) {
+      let crls: SignedCrl[];
+      try {
+        crls = await signCrls(o.issuer, set, scopes, times, o.signer);
+      } catch (err) {
+        return this.#fail("sign", `the token did not sign: ${(err as Error).message}`, written);
+      }
+      try {
+        await writeCrlFiles(o.dir, crls);
+      } catch (err) {
+        return this.#fail("write", `cannot write ${o.dir}: ${(err as Error).message}`, written);
+      }
+      for (const crl of crls) this.#signedAt.set(crl.scope, times.thisUpdate);
+      o.onSigned?.(crls.length);
+      o.onWritten?.(crls);
+      written.push(...crls);
     }
     this.#published = set;
-    for (const crl of crls) this.#signedAt.set(crl.scope, times.thisUpdate);
-    o.onSigned?.(crls.length);
-    this.#recovered(`published ${crls.length} CRL(s), cRLNumber ${times.number}`);
-    return crls;
+    this.#recovered(`published ${written.length} CRL(s), cRLNumber ${times.number}`);
+    return written;
+  }
+
+  /**
+   * The scopes to sign now, in the order they are signed and written: first the partitions whose
+   * entries changed (a revocation's own CRL, what its certificate's distribution point names,
+   * is out before the work of the full CRL begins), then the full CRL and every CRL at half its
+   * validity. Empty when nothing is due.
+   */
+  #due(set: RevokedSet, now: number): CrlScope[][] {
+    const halfLife = this.options.validitySeconds * 500;
+    const changed = new Set(set.changedSince(this.#published));
+    const due = set.scopes().filter((scope) =>
+      changed.has(scope) || now >= (this.#signedAt.get(scope) ?? -Infinity) + halfLife
+    );
+    const first = due.filter((scope) => scope !== "full" && changed.has(scope));
+    const then = due.filter((scope) => !first.includes(scope));
+    return [first, then].filter((batch) => batch.length > 0);
   }
 
   /** After a failure was logged: one line saying the CRLs are kept again. */
@@ -227,7 +248,8 @@ export class CrlKeeper {
     this.#reported = null;
   }
 
-  #fail(stage: CrlFailure, why: string): SignedCrl[] {
+  /** Counts and logs a failed round; returns what it wrote before it failed. */
+  #fail(stage: CrlFailure, why: string, written: SignedCrl[] = []): SignedCrl[] {
     this.options.onFailure?.(stage);
     if (this.#reported !== why) {
       this.options.log(
@@ -236,6 +258,6 @@ export class CrlKeeper {
       );
     }
     this.#reported = why;
-    return [];
+    return written;
   }
 }

@@ -21,6 +21,8 @@ export interface CrlRead {
   nextUpdate: number;
   /** Serials listed, upper-case hex. */
   serials: string[];
+  /** Each listed serial's reason as pyca names it (e.g. key_compromise); null without one. */
+  reasons: Record<string, string | null>;
   /** The issuingDistributionPoint's URI, with its criticality; null without one. */
   idp: { uri: string; critical: boolean } | null;
 }
@@ -42,11 +44,17 @@ try:
     idp = {"uri": e.value.full_name[0].value, "critical": e.critical}
 except x509.ExtensionNotFound:
     pass
+def reason(r):
+    try:
+        return r.extensions.get_extension_for_class(x509.CRLReason).value.reason.name
+    except x509.ExtensionNotFound:
+        return None
 print(json.dumps({
     "number": str(crl.extensions.get_extension_for_class(x509.CRLNumber).value.crl_number),
     "thisUpdate": crl.last_update.replace(tzinfo=timezone.utc).timestamp(),
     "nextUpdate": crl.next_update.replace(tzinfo=timezone.utc).timestamp(),
     "serials": ["%X" % r.serial_number for r in crl],
+    "reasons": {"%X" % r.serial_number: reason(r) for r in crl},
     "idp": idp,
 }))
 `;
@@ -90,6 +98,7 @@ export async function checkCrl(caPem: string, der: Uint8Array, dir: string): Pro
       thisUpdate: read.thisUpdate * 1000,
       nextUpdate: read.nextUpdate * 1000,
       serials: read.serials,
+      reasons: read.reasons,
       idp: read.idp,
     };
   } finally {
