@@ -7,7 +7,7 @@
  * @example
  * ```ts
  * import type * as pkijs from "pkijs";
- * import type { Signer } from "../ocsp/algorithms.ts";
+ * import type { Signer } from "../ocsp/mod.ts";
  * declare const issuer: pkijs.RelativeDistinguishedNames, subject: pkijs.RelativeDistinguishedNames;
  * declare const serial: bigint, spki: Uint8Array, caSpki: Uint8Array, signer: Signer;
  * declare const notBefore: Date, notAfter: Date;
@@ -18,7 +18,7 @@
 import { createHash } from "node:crypto";
 import * as asn1js from "asn1js";
 import * as pkijs from "pkijs";
-import { SIGNATURE_ALGORITHMS, type Signer } from "../ocsp/algorithms.ts";
+import { SIGNATURE_ALGORITHMS, type Signer } from "../ocsp/mod.ts";
 import {
   authorityInfoAccess,
   type CaUrls,
@@ -92,7 +92,7 @@ export function x509Time(date: Date): pkijs.Time {
  *
  * @example
  * ```ts
- * import type { Signer } from "../ocsp/algorithms.ts";
+ * import type { Signer } from "../ocsp/mod.ts";
  * declare const fields: CertificateFields, signer: Signer;
  * const der = await buildCertificate(fields, signer);
  * ```

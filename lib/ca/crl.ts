@@ -13,8 +13,8 @@
  *
  * @example
  * ```ts
- * import type { Signer } from "../ocsp/algorithms.ts";
- * import type { IndexFileSource } from "../ocsp/index_source.ts";
+ * import type { Signer } from "../ocsp/mod.ts";
+ * import type { IndexFileSource } from "../ocsp/mod.ts";
  * declare const source: IndexFileSource, issuer: CrlIssuer, signer: Signer;
  * const set = new RevokedSet(16);
  * await source.forEachRevoked(set.add);
@@ -22,7 +22,7 @@
  * const der = await signCrl(issuer, set, "full", { number: 1n, thisUpdate: now, nextUpdate: now + 7 * 86_400_000 }, signer);
  * ```
  */
-import { SIGNATURE_ALGORITHMS, type Signer } from "../ocsp/algorithms.ts";
+import { SIGNATURE_ALGORITHMS, type Signer } from "../ocsp/mod.ts";
 import {
   bitString,
   boolean,
@@ -278,7 +278,7 @@ function integerOf(n: bigint): Uint8Array {
  *
  * @example
  * ```ts
- * import type { Signer } from "../ocsp/algorithms.ts";
+ * import type { Signer } from "../ocsp/mod.ts";
  * declare const issuer: CrlIssuer, set: RevokedSet, times: CrlTimes, signer: Signer;
  * const der = await signCrl(issuer, set, 3, times, signer);
  * ```

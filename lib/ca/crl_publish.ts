@@ -9,8 +9,8 @@
  *
  * @example
  * ```ts
- * import type { Signer } from "../ocsp/algorithms.ts";
- * import type { IndexFileSource } from "../ocsp/index_source.ts";
+ * import type { Signer } from "../ocsp/mod.ts";
+ * import type { IndexFileSource } from "../ocsp/mod.ts";
  * import type { CrlIssuer } from "./crl.ts";
  * declare const source: IndexFileSource, issuer: CrlIssuer, signer: Signer;
  * const keeper = new CrlKeeper({ source, issuer, partitions: 16, signer, validitySeconds: 604800,
@@ -19,8 +19,7 @@
  * ```
  */
 import { pem } from "../der/mod.ts";
-import type { Signer } from "../ocsp/algorithms.ts";
-import type { IndexFileSource } from "../ocsp/index_source.ts";
+import type { IndexFileSource, Signer } from "../ocsp/mod.ts";
 import { writeFileAtomic } from "./atomic.ts";
 import { type CrlIssuer, type CrlScope, type CrlTimes, RevokedSet, signCrl } from "./crl.ts";
 import { crlFileName, FULL_CRL_PEM } from "./urls.ts";
@@ -40,7 +39,7 @@ export interface SignedCrl {
  *
  * @example
  * ```ts
- * import type { Signer } from "../ocsp/algorithms.ts";
+ * import type { Signer } from "../ocsp/mod.ts";
  * import type { CrlIssuer, CrlTimes, RevokedSet } from "./crl.ts";
  * declare const issuer: CrlIssuer, set: RevokedSet, times: CrlTimes, signer: Signer;
  * const crls = await signCrls(issuer, set, set.scopes(), times, signer);

@@ -3,7 +3,7 @@ import { createHash, generateKeyPairSync, sign, verify } from "node:crypto";
 import * as asn1js from "asn1js";
 import * as pkijs from "pkijs";
 import { oid, sequence, tlv } from "../der/mod.ts";
-import type { Signer } from "../ocsp/algorithms.ts";
+import type { Signer } from "../ocsp/mod.ts";
 import { type CrlIssuer, type CrlScope, RevokedSet, signCrl } from "./crl.ts";
 
 const CRL_URL = "http://pki.example.org/crl";

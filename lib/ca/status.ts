@@ -13,13 +13,16 @@
  * ```
  */
 import * as pkijs from "pkijs";
-import { parseCertificate } from "../ocsp/certificate.ts";
+import {
+  certIdFor,
+  encodeOcspRequest,
+  IndexFileSource,
+  parseCertificate,
+  parseOcspResponse,
+  REASON_NAME,
+  Responder,
+} from "../ocsp/mod.ts";
 import { bytesEqual } from "../bytes/mod.ts";
-import { REASON_NAME } from "../ocsp/index_db.ts";
-import { IndexFileSource } from "../ocsp/index_source.ts";
-import { certIdFor, encodeOcspRequest } from "../ocsp/request.ts";
-import { Responder } from "../ocsp/responder.ts";
-import { parseOcspResponse } from "../ocsp/response.ts";
 import type { Token } from "../token/mod.ts";
 import { derFromPem, verifySignature } from "./csr.ts";
 import { nginxSubject } from "./name.ts";

@@ -26,7 +26,7 @@ import {
   type IndexEntry,
   type IndexLineFields,
   parseIndex,
-} from "../ocsp/index_db.ts";
+} from "../ocsp/mod.ts";
 import { writeFileAtomic } from "./atomic.ts";
 import { derFromPem } from "./csr.ts";
 import { advanceCrlNumber } from "./crl_number.ts";
