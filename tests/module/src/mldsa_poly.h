@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mldsa.h"
+#include "mldsa_params.h"
 
 #define N 256
 #define Q 8380417
