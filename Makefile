@@ -7,7 +7,7 @@ export DENO_NO_UPDATE_CHECK := 1
 # Debian packages the daemon, its tests and its demo need.
 APT_PACKAGES := softhsm2 opensc libssl-dev libnss3-dev gcc make nginx-light openssl util-linux curl systemd gnutls-bin python3-cryptography python3-cryptography-vectors e2fsprogs p11-kit p11-kit-modules libp11-kit-dev libcurl4-openssl-dev libjson-c-dev libengine-pkcs11-openssl openssh-client rsyslog prometheus man-db groff-base
 
-.PHONY: setup check test demo bench binary deb clean module fuzz man
+.PHONY: setup check test test-other-release demo bench binary deb clean module fuzz man
 
 setup:
 	@bash packaging/setup-host.sh $(APT_PACKAGES)
@@ -20,10 +20,10 @@ setup:
 	@$(MAKE) --no-print-directory module
 	@echo "setup: done ($$($(DENO) --version | head -1))"
 
-# The test module (tests/module) and the client module (client/pkcs11, libsvcd-pkcs11.so).
+# The test module (tests/module) and the client module (pkcs11-module, libsvcd-pkcs11.so).
 module:
 	@if [ -f tests/module/Makefile ]; then $(MAKE) --no-print-directory -C tests/module; fi
-	@$(MAKE) --no-print-directory -C client/pkcs11
+	@$(MAKE) --no-print-directory -C pkcs11-module
 
 check:
 	$(DENO) fmt --check
@@ -34,6 +34,11 @@ check:
 # Both run the idempotent setup first, so on a fresh machine no other command is needed.
 test: setup
 	@bash tests/run.sh
+
+# The whole suite on the other Debian release (12 <-> 13) in a debootstrap chroot, for developers
+# before they stop (root; RELEASE=bookworm|trixie, KEEP=1 keeps the chroot for the next run).
+test-other-release:
+	@bash tests/other_release.sh
 
 demo: setup
 	@bash packaging/demo.sh
@@ -56,11 +61,13 @@ binary:
 deb:
 	@bash packaging/build-deb.sh
 
-# svcd(8) and svcd-GROUP(8) into build/man, from the option tables --help prints.
+# svcd(8) and svcd-GROUP(8) into build/man, and the options of svcd serve in docs/operations.md,
+# from the option tables --help prints.
 man:
 	$(DENO) run --allow-read --allow-write packaging/man.ts build/man
+	$(DENO) run --allow-read --allow-write packaging/man.ts --docs docs/operations.md
 
 clean:
 	rm -rf build .demo
 	@if [ -f tests/module/Makefile ]; then $(MAKE) -C tests/module clean; fi
-	$(MAKE) -C client/pkcs11 clean
+	$(MAKE) -C pkcs11-module clean

@@ -8,7 +8,7 @@
  * deno task svcd token selftest --token svcd
  * ```
  */
-import { runTokenCommand } from "./lib/token/cli.ts";
+import { runTokenCommand } from "./lib/token_admin/cli.ts";
 import { runAuditCommand } from "./lib/audit/cli.ts";
 import { runServeCommand } from "./lib/server/daemon/cli.ts";
 import { EXIT, EXIT_CODES } from "./lib/cli/exit.ts";
@@ -59,7 +59,7 @@ export const COMMANDS: Command[] = [
   },
   {
     names: ["ca"],
-    synopsis: "ca init|issue|responder|revoke|crl|status|list [options]",
+    synopsis: "ca init|urls|issue|responder|revoke|crl|publish|status|list [options]",
     help: "the CA over a token key: client and OCSP responder certificates, revocation, CRL " +
       "(see: svcd ca --help)",
     // Loaded on demand: the CA tool pulls in pkijs, which the daemon never needs.

@@ -15,38 +15,58 @@
  *   --tree-args='after=--metrics-socket,{tmp}/metrics.sock'
  * ```
  */
-import { parseArgs } from "node:util";
+import { benchArgs, count, positiveNumber } from "./_args.ts";
+import { checkouts } from "./_checkouts.ts";
 import { runLoad } from "./load.ts";
-import { daemonCpu } from "./proc_cpu.ts";
+import { daemonCpu } from "./_proc_cpu.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 
-const { values, positionals } = parseArgs({
-  args: Deno.args,
-  allowPositionals: true,
-  options: {
-    rounds: { type: "string", default: "3" },
-    seconds: { type: "string", default: "4" },
-    /** More options for every daemon, comma separated, e.g. `--serve-args=--threads,2`. */
-    "serve-args": { type: "string", default: "" },
-    /**
-     * More options for one checkout, `NAME=a,b,…` (repeatable), e.g. an option the other checkout
-     * does not know; `{tmp}` in them is a fresh folder for each daemon.
-     */
-    "tree-args": { type: "string", multiple: true, default: [] },
+const { values, positionals, exitWithUsage } = benchArgs({
+  url: import.meta.url,
+  measures: "Before/after on a shared machine: the daemons of several checkouts of this " +
+    "repository on one token, /sign at c=16 with 16 identities, audit on and off, in " +
+    "interleaved rounds; prints each round and the medians of req/s and the daemon's CPU µs per " +
+    "request (all threads and main thread).",
+  positionals: {
+    value: "NAME=DIR…",
+    help: "the checkouts to compare, each named (e.g. before=/tmp/before after=.), each with " +
+      "node_modules",
   },
+  options: {
+    rounds: { type: "string", default: "3", check: count, help: "rounds, interleaved" },
+    seconds: { type: "string", default: "4", check: positiveNumber, help: "seconds per figure" },
+    "serve-args": {
+      type: "string",
+      default: "",
+      value: "A,B,…",
+      help: "more options for every daemon, comma separated, e.g. --serve-args=--threads,2",
+    },
+    "tree-args": {
+      type: "string",
+      multiple: true,
+      default: [],
+      value: "NAME=A,B,…",
+      help: "more options for the daemon of one checkout (repeatable), e.g. an option the " +
+        "other checkout does not know; {tmp} in them is a fresh folder for each daemon",
+    },
+  },
+  examples: [
+    "node_modules/.bin/deno run -A bench/ab.ts before=/tmp/before after=. --rounds 3 --seconds 4",
+    "node_modules/.bin/deno run -A bench/ab.ts before=/tmp/before after=. " +
+    "--serve-args=--threads,2",
+    "node_modules/.bin/deno run -A bench/ab.ts before=/tmp/before after=. " +
+    "--tree-args='after=--metrics-socket,{tmp}/metrics.sock'",
+  ],
 });
-const trees = positionals.map((p) => {
-  const at = p.indexOf("=");
-  if (at < 1) throw new Error(`'${p}': name each checkout, e.g. before=/tmp/before`);
-  return { name: p.slice(0, at), dir: Deno.realPathSync(p.slice(at + 1)) };
-});
+if (positionals.length === 0) exitWithUsage("name at least one checkout, NAME=DIR");
+const trees = checkouts(positionals, exitWithUsage);
 const rounds = Number(values.rounds);
 const seconds = Number(values.seconds);
 const serveArgs = values["serve-args"].split(",").filter(Boolean);
 const treeArgs = new Map(values["tree-args"].map((t) => {
   const at = t.indexOf("=");
   if (at < 1 || !trees.some((tree) => tree.name === t.slice(0, at))) {
-    throw new Error(`--tree-args '${t}': NAME=a,b,… with NAME one of the checkouts`);
+    exitWithUsage(`--tree-args '${t}': NAME=a,b,… with NAME one of the checkouts`);
   }
   return [t.slice(0, at), t.slice(at + 1).split(",").filter(Boolean)];
 }));
@@ -94,9 +114,6 @@ function median(xs: number[]): number {
 }
 
 if (import.meta.main) {
-  if (trees.length === 0) {
-    throw new Error("usage: bench/ab.ts NAME=DIR… [--rounds N] [--seconds S]");
-  }
   const token = await makeTestToken({ keys: { "k-ec": "ec-p256" } });
   const policy = Array.from({ length: 16 }, (_, i) => `CN=bench${i},O=Bench\tk-ec\n`).join("");
   const rows = new Map<string, number[][]>();

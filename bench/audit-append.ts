@@ -9,10 +9,25 @@
  * node_modules/.bin/deno run -A bench/audit-append.ts --no-token # Web Crypto only
  * ```
  */
+import { benchArgs } from "./_args.ts";
 import { type AuditKeys, auditKeysFromToken, AuditLog } from "../lib/audit/mod.ts";
 import { softwareAuditKeys } from "../tests/support/audit_software_keys.ts";
 import { Token } from "../lib/token/mod.ts";
 import { makeTestToken } from "../tests/support/token.ts";
+
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "Audit append throughput with group commit: appends/s and fdatasync per append at " +
+    "c = 1, 16, 64 concurrent appenders, with the MAC computed by Web Crypto and by the real " +
+    "token (SoftHSM2 svc-audit), plus the serial MAC rate that caps the chain.",
+  options: {
+    "no-token": { type: "boolean", default: false, help: "Web Crypto only, no token" },
+  },
+  examples: [
+    "node_modules/.bin/deno run -A bench/audit-append.ts",
+    "node_modules/.bin/deno run -A bench/audit-append.ts --no-token",
+  ],
+});
 
 const CONCURRENCY = [1, 16, 64];
 /** Appends per run: enough for a steady state, small enough for a shared 2-core machine. */
@@ -94,7 +109,7 @@ async function runAll(name: string, keys: AuditKeys): Promise<void> {
 if (import.meta.main) {
   console.log(`audit append bench (temp dir on ${Deno.build.os}; fdatasync on the work disk)`);
   await runAll("Web Crypto HMAC", (await softwareAuditKeys()).keys);
-  if (!Deno.args.includes("--no-token")) {
+  if (!values["no-token"]) {
     const t = await makeTestToken();
     try {
       for (const [k, v] of Object.entries(t.env)) Deno.env.set(k, v);

@@ -11,22 +11,30 @@
  * node_modules/.bin/deno run -A bench/audit-cpu.ts before=/tmp/before after=. --rounds 3
  * ```
  */
-import { parseArgs } from "node:util";
+import { benchArgs, count } from "./_args.ts";
+import { checkouts } from "./_checkouts.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 
-const { values, positionals } = parseArgs({
-  args: Deno.args,
-  allowPositionals: true,
-  options: {
-    rounds: { type: "string", default: "1" },
-    lines: { type: "string", default: "20000" },
+const { values, positionals, exitWithUsage } = benchArgs({
+  url: import.meta.url,
+  measures: "CPU per audit line with the real token key (SoftHSM2 svc-audit): 16 appenders in a " +
+    "closed loop in this process, with fdatasync replaced by nothing and with fdatasync, with " +
+    "lines per group; for each checkout given, its lib/audit and lib/token in turn.",
+  positionals: {
+    value: "[NAME=DIR…]",
+    help: "checkouts of this repository to measure in turn, each with node_modules " +
+      "(default: this=.)",
   },
+  options: {
+    rounds: { type: "string", default: "1", check: count, help: "rounds, interleaved" },
+    lines: { type: "string", default: "20000", check: count, help: "lines per measurement" },
+  },
+  examples: [
+    "node_modules/.bin/deno run -A bench/audit-cpu.ts",
+    "node_modules/.bin/deno run -A bench/audit-cpu.ts before=/tmp/before after=. --rounds 3",
+  ],
 });
-const trees = (positionals.length > 0 ? positionals : ["this=."]).map((p) => {
-  const at = p.indexOf("=");
-  if (at < 1) throw new Error(`'${p}': name each checkout, e.g. before=/tmp/before`);
-  return { name: p.slice(0, at), dir: Deno.realPathSync(p.slice(at + 1)) };
-});
+const trees = checkouts(positionals.length > 0 ? positionals : ["this=."], exitWithUsage);
 const FIELDS = {
   key: "k-ec",
   mechanism: "CKM_ECDSA",

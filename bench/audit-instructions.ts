@@ -11,23 +11,44 @@
  * node_modules/.bin/deno run -A bench/audit-instructions.ts --short 1000 --long 3000
  * ```
  */
-import { parseArgs } from "node:util";
+import { benchArgs, count } from "./_args.ts";
 import { auditKeysFromToken, AuditLog } from "../lib/audit/mod.ts";
 import { Token } from "../lib/token/mod.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
+const { values, exitWithUsage } = benchArgs({
+  url: import.meta.url,
+  measures: "Instructions per audit line with the real token key (SoftHSM2 svc-audit), counted " +
+    "by valgrind (callgrind, every thread, user space) as the difference between a long and a " +
+    "short run of 16 appenders; also fdatasyncs and seals (token MACs) per line.",
   options: {
-    short: { type: "string", default: "2000" },
-    long: { type: "string", default: "6000" },
-    // One measured run (inside valgrind): --lines N --module … --token … --plain-credential-dir …
-    lines: { type: "string" },
-    module: { type: "string" },
-    token: { type: "string" },
-    "plain-credential-dir": { type: "string" },
+    short: { type: "string", default: "2000", check: count, help: "lines of the short run" },
+    long: { type: "string", default: "6000", check: count, help: "lines of the long run" },
+    lines: {
+      type: "string",
+      check: count,
+      help: "one measured run of N lines (what the bench runs inside valgrind, with --module, " +
+        "--token and --plain-credential-dir)",
+    },
+    module: { type: "string", value: "PATH", help: "the PKCS#11 module of a measured run" },
+    token: { type: "string", value: "LABEL", help: "the token label of a measured run" },
+    "plain-credential-dir": {
+      type: "string",
+      value: "DIR",
+      help: "the folder with svc-pin of a measured run",
+    },
   },
+  examples: [
+    "node_modules/.bin/deno run -A bench/audit-instructions.ts",
+    "node_modules/.bin/deno run -A bench/audit-instructions.ts --short 1000 --long 3000",
+  ],
 });
+if (Number(values.long) <= Number(values.short)) {
+  exitWithUsage("--long must be more lines than --short: the count is their difference");
+}
+if (values.lines && !(values.module && values.token && values["plain-credential-dir"])) {
+  exitWithUsage("--lines needs --module, --token and --plain-credential-dir");
+}
 
 const FIELDS = {
   key: "k-ec",

@@ -8,17 +8,21 @@
  * node_modules/.bin/deno run -A bench/audit-sign.ts --seconds 5 --concurrency 16
  * ```
  */
-import { parseArgs } from "node:util";
+import { benchArgs, count, positiveNumber } from "./_args.ts";
 import { runLoad } from "./load.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "fdatasync calls per /sign request in the real daemon, counted by the " +
+    "syscalls:sys_enter_fdatasync tracepoint (perf stat -p) of svcd serve, beside the request " +
+    "rate.",
   options: {
-    seconds: { type: "string", default: "5" },
-    concurrency: { type: "string", default: "16" },
+    seconds: { type: "string", default: "5", check: positiveNumber, help: "seconds of load" },
+    concurrency: { type: "string", default: "16", check: count, help: "requests in flight" },
   },
+  examples: ["node_modules/.bin/deno run -A bench/audit-sign.ts --seconds 5 --concurrency 16"],
 });
 const seconds = Number(values.seconds);
 const concurrency = Number(values.concurrency);

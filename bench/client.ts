@@ -13,7 +13,7 @@
  * node_modules/.bin/deno run -A bench/client.ts --rounds 3 --files 1000 --gib 1
  * ```
  */
-import { parseArgs } from "node:util";
+import { benchArgs, count, positiveNumber } from "./_args.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 import { makeProxyWorkDir, startDaemon } from "../tests/support/daemon.ts";
 import { makePki } from "../tests/support/pki.ts";
@@ -21,13 +21,23 @@ import { curlNginx, curlTlsArgs, startNginx } from "../tests/support/nginx.ts";
 import { mountFs } from "../tests/support/mounts.ts";
 import { runCommand } from "../tests/support/command.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "svcd client sign through nginx (TLS, client certificate) against what bounds it, in " +
+    "interleaved rounds with medians: a big file on a tmpfs in digest mode (ECDSA P-256) against " +
+    "sha256sum of the same file, and small files signed in sequence (Ed25519) against a curl loop.",
   options: {
-    rounds: { type: "string", default: "3" },
-    files: { type: "string", default: "1000" },
-    gib: { type: "string", default: "1" },
+    rounds: { type: "string", default: "3", check: count, help: "rounds, interleaved" },
+    files: { type: "string", default: "1000", check: count, help: "small files (1 KiB each)" },
+    gib: {
+      type: "string",
+      default: "1",
+      check: positiveNumber,
+      value: "GIB",
+      help: "the big file's size in GiB",
+    },
   },
+  examples: ["node_modules/.bin/deno run -A bench/client.ts --rounds 3 --files 1000 --gib 1"],
 });
 const ROUNDS = Number(values.rounds);
 const FILES = Number(values.files);

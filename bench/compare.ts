@@ -31,11 +31,11 @@
  * node_modules/.bin/deno run -A bench/compare.ts --seconds 5 --rounds 3
  * ```
  */
-import { parseArgs } from "node:util";
+import { benchArgs, count, listOf, positiveNumber, wholeNumber } from "./_args.ts";
 import { measureRawSign } from "./raw-sign.ts";
-import { buildCLoad, type CLoad, P11KIT_CLIENT, startP11KitServer } from "./p11kit.ts";
-import { buildHttpload, runHttpload } from "./httpload.ts";
-import { contextSwitches, daemonCpu, threadCpu } from "./proc_cpu.ts";
+import { buildCLoad, type CLoad, P11KIT_CLIENT, startP11KitServer } from "./_p11kit.ts";
+import { buildHttpload, runHttpload } from "./_httpload.ts";
+import { contextSwitches, daemonCpu, threadCpu } from "./_proc_cpu.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import {
   makeTestToken,
@@ -44,16 +44,37 @@ import {
   testTokenPin,
 } from "../tests/support/token.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "One key (ECDSA P-256 on SoftHSM2), three ways to sign with it, as ratios: raw " +
+    "C_Sign (the binding and a C loop), p11-kit remote (p11-kit server and a C load of 16 " +
+    "threads), and svcd /sign at c=16 with 16 identities (C load), audit on and off, by " +
+    "--threads, and the audit's cost step by step; medians of interleaved rounds.",
   options: {
-    seconds: { type: "string", default: "4" },
-    rounds: { type: "string", default: "2" },
-    "threads-list": { type: "string", default: "0,1,2" },
-    taskset: { type: "boolean", default: false },
-    "svcd-only": { type: "boolean", default: false },
-    "audit-ladder": { type: "boolean", default: false },
+    seconds: { type: "string", default: "4", check: positiveNumber, help: "seconds per figure" },
+    rounds: { type: "string", default: "2", check: count, help: "rounds, interleaved" },
+    "threads-list": {
+      type: "string",
+      default: "0,1,2",
+      check: listOf(wholeNumber),
+      help: "the --threads of svcd serve to measure; 0: the main thread serves the socket",
+    },
+    taskset: {
+      type: "boolean",
+      default: false,
+      help: "also pin each --threads variant to one core and to two (the load unpinned)",
+    },
+    "svcd-only": { type: "boolean", default: false, help: "only the --threads variants" },
+    "audit-ladder": {
+      type: "boolean",
+      default: false,
+      help: "only the audit's cost, step by step",
+    },
   },
+  examples: [
+    "node_modules/.bin/deno run -A bench/compare.ts",
+    "node_modules/.bin/deno run -A bench/compare.ts --seconds 5 --rounds 3",
+  ],
 });
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
@@ -96,7 +117,7 @@ interface SvcdFigures {
   perSecond: number;
   cpuUs: number;
   mainUs: number;
-  /** µs per request by thread name (bench/proc_cpu.ts threadCpu). */
+  /** µs per request by thread name (bench/_proc_cpu.ts threadCpu). */
   threadUs: Map<string, number>;
   /** Context switches per request, all threads. */
   switches: number;

@@ -12,19 +12,34 @@
  * ```
  */
 import { cpuUsage } from "node:process";
-import { parseArgs } from "node:util";
+import { benchArgs, count, positiveNumber } from "./_args.ts";
 import { Listener } from "../lib/http/mod.ts";
 import type { LoadResult } from "./load.ts";
 
-const { values } = parseArgs({
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "Requests/s and latency of the connection layer alone: a Listener whose handler " +
+    "echoes the body, driven over its UNIX socket by bench/load.ts (its own process), one " +
+    "connection per request; each level runs --runs times and the run with the median req/s is " +
+    "shown with the range.",
   options: {
-    c: { type: "string", multiple: true },
-    seconds: { type: "string", default: "3" },
-    workers: { type: "string", default: "16" },
-    runs: { type: "string", default: "3" },
+    c: {
+      type: "string",
+      multiple: true,
+      default: ["1", "16", "64"],
+      check: count,
+      help: "a concurrency level; repeat it for more",
+    },
+    seconds: { type: "string", default: "3", check: positiveNumber, help: "seconds per run" },
+    workers: { type: "string", default: "16", check: count, help: "the Listener's workers" },
+    runs: { type: "string", default: "3", check: count, help: "runs per level" },
   },
+  examples: [
+    "deno run -A bench/http-echo.ts",
+    "deno run -A bench/http-echo.ts --c 16 --seconds 5 --workers 4",
+  ],
 });
-const levels = (values.c ?? ["1", "16", "64"]).map(Number);
+const levels = values.c.map(Number);
 const dir = Deno.makeTempDirSync({ prefix: "svcd-bench-" });
 const path = `${dir}/echo.sock`;
 

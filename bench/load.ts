@@ -12,7 +12,7 @@
  * deno run -A bench/load.ts --tcp 127.0.0.1:8888 --path / --body-file req.der   # openssl ocsp -port
  * ```
  */
-import { parseArgs } from "node:util";
+import { benchArgs, count, nonNegativeNumber, positiveNumber } from "./_args.ts";
 
 /** One run's figures. */
 export interface LoadResult {
@@ -114,29 +114,40 @@ export async function runLoad(opts: {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
+  const { values, exitWithUsage } = benchArgs({
+    url: import.meta.url,
+    measures: "A closed-loop load generator: --concurrency loops, each sending one request per " +
+      "connection for --seconds, then one JSON line with requests/s and latency percentiles.",
     options: {
-      socket: { type: "string" },
-      tcp: { type: "string" },
-      key: { type: "string" },
-      concurrency: { type: "string", default: "16" },
-      seconds: { type: "string", default: "5" },
-      path: { type: "string", default: "/sign" },
-      warmup: { type: "string", default: "0" },
-      "body-file": { type: "string" },
+      socket: { type: "string", value: "PATH", help: "the UNIX socket to load" },
+      tcp: { type: "string", value: "HOST:PORT", help: "a TCP server to load instead" },
+      key: { type: "string", value: "LABEL", help: "X-SVC-Key of each request (needed for /sign)" },
+      concurrency: { type: "string", default: "16", check: count, help: "loops in flight" },
+      seconds: { type: "string", default: "5", check: positiveNumber, help: "seconds measured" },
+      path: { type: "string", default: "/sign", value: "PATH", help: "the request path" },
+      warmup: {
+        type: "string",
+        default: "0",
+        check: nonNegativeNumber,
+        help: "seconds of load before the measured run, unmeasured",
+      },
+      "body-file": {
+        type: "string",
+        value: "FILE",
+        help: "a fixed body for every request (default: 32 random bytes per loop)",
+      },
     },
+    examples: [
+      "deno run -A bench/load.ts --socket .demo/auth.sock --key demo-ec --concurrency 16 " +
+      "--seconds 5",
+      "deno run -A bench/load.ts --tcp 127.0.0.1:8888 --path / --body-file req.der",
+    ],
   });
   // /sign needs a key; other paths (bench/http-echo.ts's /echo) ignore the header.
-  const key = values.key ?? (values.path === "/sign" ? undefined : "none");
-  const socket = values.tcp ? `tcp:${values.tcp}` : values.socket;
-  if (!socket || !key) {
-    console.error(
-      "usage: bench/load.ts (--socket PATH | --tcp HOST:PORT) --key LABEL [--path /sign] [--concurrency N] " +
-        "[--seconds S] [--warmup S] [--body-file FILE]",
-    );
-    Deno.exit(2);
-  }
+  const key = values.key ?? (values.path === "/sign" ? exitWithUsage("/sign needs --key") : "none");
+  const socket = values.tcp
+    ? `tcp:${values.tcp}`
+    : values.socket ?? exitWithUsage("give --socket or --tcp");
   const opts = {
     socket,
     key,

@@ -16,7 +16,7 @@
  * deno run -A bench/ocsp-scale.ts [--sizes 10000,100000,1000000] [--seconds 3]
  * ```
  */
-import { parseArgs } from "node:util";
+import { benchArgs, count, listOf, positiveNumber } from "./_args.ts";
 import { certIdFor, encodeOcspRequest, serialContent } from "../lib/ocsp/request.ts";
 import { parseCertificate, readCertificates } from "../lib/ocsp/certificate.ts";
 import { formatIndexLine } from "../lib/ocsp/index_db.ts";
@@ -27,16 +27,27 @@ import { makeTestToken } from "../tests/support/token.ts";
 import { makeTestCa, publicListenerArgs } from "../tests/support/ca.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import { request } from "../tests/support/http_client.ts";
-import { buildHttpload, runHttpload } from "./httpload.ts";
+import { buildHttpload, runHttpload } from "./_httpload.ts";
 
-const args = parseArgs({
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "The revocation database at scale: index.txt of each size served by svcd serve " +
+    "--public-socket and by openssl ocsp -index over the same lines, in the same run: RSS, time " +
+    "to ready and to the first answer, time from a revocation to the first answer that shows it, " +
+    "cached and nonce answers per second at c=16; first the compact reader alone.",
   options: {
-    sizes: { type: "string", default: "10000,100000,1000000" },
-    seconds: { type: "string", default: "3" },
+    sizes: {
+      type: "string",
+      default: "10000,100000,1000000",
+      check: listOf(count),
+      help: "index.txt sizes in lines",
+    },
+    seconds: { type: "string", default: "3", check: positiveNumber, help: "seconds per rate" },
   },
+  examples: ["deno run -A bench/ocsp-scale.ts --sizes 10000,100000 --seconds 3"],
 });
-const SIZES = args.values.sizes.split(",").map(Number);
-const SECONDS = Number(args.values.seconds);
+const SIZES = values.sizes.split(",").map(Number);
+const SECONDS = Number(values.seconds);
 const EXPIRES = Date.UTC(2035, 0, 1);
 
 /** The serial of line i: 16 bytes, top bit clear. */

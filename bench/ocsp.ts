@@ -21,7 +21,7 @@
  * deno run -A bench/ocsp.ts --key ed25519 --seconds 3 --rounds 5
  * ```
  */
-import { parseArgs } from "node:util";
+import { benchArgs, count, listOf, oneOf, positiveNumber } from "./_args.ts";
 import {
   encodeResponseData,
   formatIndexLine,
@@ -32,30 +32,55 @@ import {
 import { certIdFor, encodeOcspRequest, serialContent } from "../lib/ocsp/request.ts";
 import { parseCertificate } from "../lib/ocsp/certificate.ts";
 import { readCertificates } from "../lib/ocsp/certificate.ts";
-import { opensslCa, type OpensslKeyType, withTempDir } from "../tests/support/ocsp.ts";
+import {
+  isOpensslKeyType,
+  opensslCa,
+  type OpensslKeyType,
+  withTempDir,
+} from "../tests/support/ocsp.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 import { makeTestCa, publicListenerArgs } from "../tests/support/ca.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import type { LoadResult } from "./load.ts";
-import { daemonCpu } from "./proc_cpu.ts";
-import { buildHttpload, type HttploadOptions, runHttpload } from "./httpload.ts";
+import { daemonCpu } from "./_proc_cpu.ts";
+import { buildHttpload, type HttploadOptions, runHttpload } from "./_httpload.ts";
+import { KEY_TYPES, type KeyTypeName } from "../lib/token/mod.ts";
 
-const args = parseArgs({
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "OCSP: svcd serve --public-socket (CA key in the token) answering POST /ocsp, " +
+    "loaded by bench/httpload.c at c=1/4/16, cached (no nonce) and live-signed (nonce), beside " +
+    "openssl ocsp -index with the same key type, lines and requests, in the same run, as " +
+    "ratios with the daemon's CPU per answer; then the OCSP core alone, in this process.",
   options: {
-    key: { type: "string", default: "ec-p256" },
-    seconds: { type: "string", default: "3" },
-    "public-threads": { type: "string", default: "" },
-    entries: { type: "string", default: "10000" },
-    rounds: { type: "string", default: "3" },
+    key: {
+      type: "string",
+      default: "ec-p256",
+      check: oneOf((Object.keys(KEY_TYPES) as KeyTypeName[]).filter(isOpensslKeyType)),
+      help: "the CA's key type",
+    },
+    seconds: { type: "string", default: "3", check: positiveNumber, help: "seconds per figure" },
+    "public-threads": {
+      type: "string",
+      default: "1,2",
+      check: listOf(count),
+      help: "the --public-threads of svcd serve to run, each in turn",
+    },
+    entries: { type: "string", default: "10000", check: count, help: "index.txt lines" },
+    rounds: { type: "string", default: "3", check: count, help: "rounds, interleaved" },
   },
+  examples: [
+    "deno run -A bench/ocsp.ts",
+    "deno run -A bench/ocsp.ts --key ed25519 --seconds 3 --rounds 5",
+  ],
 });
-const KEY = args.values.key as OpensslKeyType;
-const DURATION_MS = Number(args.values.seconds) * 1000;
-const ENTRIES = Number(args.values.entries);
-const ROUNDS = Number(args.values.rounds);
+const KEY = values.key as OpensslKeyType;
+const DURATION_MS = Number(values.seconds) * 1000;
+const ENTRIES = Number(values.entries);
+const ROUNDS = Number(values.rounds);
 const CONCURRENCY = [1, 4, 16];
 /** Thread counts of the public listener to run (--public-threads); the default is the last. */
-const THREADS = (args.values["public-threads"] || "1,2").split(",").map(Number);
+const THREADS = values["public-threads"].split(",").map(Number);
 const DISTINCT = 256; // distinct certificates asked about
 
 if (Deno.uid() === 0 && !Deno.env.get("SVCD_BENCH_NETNS")) {

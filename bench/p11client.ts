@@ -1,5 +1,5 @@
 /**
- * The PKCS#11 client module (client/pkcs11, libsvcd-pkcs11.so) against p11-kit remote, on one
+ * The PKCS#11 client module (pkcs11-module, libsvcd-pkcs11.so) against p11-kit remote, on one
  * ECDSA P-256 key of one SoftHSM2 token, in the same run:
  *
  * - svcd: bench/p11load.c (16 threads, one session each, CKM_ECDSA over a 32-byte digest) →
@@ -29,22 +29,51 @@
  * node_modules/.bin/deno run -A bench/p11client.ts --without audit --serve-args=--threads,2
  * ```
  */
-import { parseArgs } from "node:util";
-import { buildCLoad, type CLoad, P11KIT_CLIENT, startP11KitServer } from "./p11kit.ts";
-import { cpuSeconds, daemonCpu } from "./proc_cpu.ts";
-import { buildHttpload, runHttpload } from "./httpload.ts";
+import { benchArgs, count, listOf, oneOf, positiveNumber } from "./_args.ts";
+import { buildCLoad, type CLoad, P11KIT_CLIENT, startP11KitServer } from "./_p11kit.ts";
+import { cpuSeconds, daemonCpu } from "./_proc_cpu.ts";
+import { buildHttpload, runHttpload } from "./_httpload.ts";
+import { SWITCHABLE_PARTS } from "./serve.ts";
 import { ALICE, CLIENT_MODULE, startClientBed } from "../tests/support/p11client.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "The PKCS#11 client module (libsvcd-pkcs11.so → nginx → svcd → SoftHSM2) against " +
+    "p11-kit remote (p11-kit-client.so → p11-kit server → SoftHSM2) on one ECDSA P-256 key, the " +
+    "same C load of --threads threads, in interleaved rounds with medians, with each side's CPU " +
+    "per signature; and svcd alone (bench/httpload.c on its socket) for the breakdown.",
   options: {
-    seconds: { type: "string", default: "5" },
-    rounds: { type: "string", default: "3" },
-    threads: { type: "string", default: "16" },
-    "nginx-workers": { type: "string", default: "auto" },
-    "serve-args": { type: "string", default: "" },
-    without: { type: "string", default: "" },
+    seconds: { type: "string", default: "5", check: positiveNumber, help: "seconds per figure" },
+    rounds: { type: "string", default: "3", check: count, help: "rounds, interleaved" },
+    threads: { type: "string", default: "16", check: count, help: "threads of the C load" },
+    "nginx-workers": {
+      type: "string",
+      default: "auto",
+      check: {
+        what: "auto or a whole number ≥ 1",
+        placeholder: "auto|N",
+        ok: (v) => v === "auto" || count.ok(v),
+      },
+      help: "nginx's worker_processes",
+    },
+    "serve-args": {
+      type: "string",
+      default: "",
+      value: "A,B,…",
+      help: "more options of svcd serve, comma separated, e.g. --serve-args=--threads,2",
+    },
+    without: {
+      type: "string",
+      default: "",
+      check: listOf(oneOf(SWITCHABLE_PARTS)),
+      help: "parts of the daemon switched off (bench/serve.ts; a diagnostic, never the " +
+        "product's figure)",
+    },
   },
+  examples: [
+    "node_modules/.bin/deno run -A bench/p11client.ts --seconds 5 --rounds 3",
+    "node_modules/.bin/deno run -A bench/p11client.ts --without audit --serve-args=--threads,2",
+  ],
 });
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);

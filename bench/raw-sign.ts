@@ -11,7 +11,7 @@
  * ```
  */
 import { createHash } from "node:crypto";
-import { parseArgs } from "node:util";
+import { benchArgs, listOf, oneOf, positiveNumber } from "./_args.ts";
 import {
   CKA,
   CKF_MECHANISM,
@@ -20,8 +20,15 @@ import {
   loadModule,
   ulongBytes,
 } from "../ffi/pkcs11/mod.ts";
-import { KEY_TYPES, type KeyTypeName, type SigningKey, type Token } from "../lib/token/mod.ts";
-import { findObjects, openSession, utf8 } from "../lib/token/session_ops.ts";
+import {
+  findObjects,
+  KEY_TYPES,
+  type KeyTypeName,
+  openSession,
+  type SigningKey,
+  type Token,
+  utf8,
+} from "../lib/token/mod.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../tests/support/token.ts";
 
 /** Figures for one key. */
@@ -162,15 +169,26 @@ function fmt(n: number): string {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
+  const { values } = benchArgs({
+    url: import.meta.url,
+    measures: "Raw signing throughput: C_Sign/s through the binding (Token.sign, nonblocking " +
+      "FFI) at 1 and 16 in flight, beside a plain synchronous C_SignInit + C_Sign loop on one " +
+      "session (the module's own limit on this machine), in the same run.",
     options: {
-      types: { type: "string", default: "ec-p256,ed25519" },
-      seconds: { type: "string", default: "2" },
+      types: {
+        type: "string",
+        default: "ec-p256,ed25519",
+        check: listOf(oneOf(Object.keys(KEY_TYPES))),
+        help: "key types to measure",
+      },
+      seconds: { type: "string", default: "2", check: positiveNumber, help: "seconds per figure" },
     },
+    examples: [
+      "deno run -A bench/raw-sign.ts",
+      "deno run -A bench/raw-sign.ts --types ec-p256,rsa-3072 --seconds 5",
+    ],
   });
   const types = values.types.split(",") as KeyTypeName[];
-  for (const t of types) if (!(t in KEY_TYPES)) throw new Error(`unknown key type ${t}`);
   console.log(
     `raw C_Sign throughput, ${
       Deno.env.get("SVCD_TEST_MODULE") ?? "softhsm"

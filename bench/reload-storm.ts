@@ -3,7 +3,7 @@
  * sign with one granted key (ec-p256, `k1`) without pause while the daemon gets a SIGHUP every
  * `--hup-ms`, until `--requests` answers arrived. Prints the answers by status (every one must be
  * 200), the first answers that were not, how many signatures were checked with Web Crypto and the
- * daemon's RSS once a minute; with `--gc-trace`, V8's collections per isolate (bench/gc_trace.ts).
+ * daemon's RSS once a minute; with `--gc-trace`, V8's collections per isolate (bench/_gc_trace.ts).
  * Exit 0 when every answer was 200 and every checked signature verified.
  *
  * @example
@@ -11,46 +11,40 @@
  * nice -n 10 deno run -A bench/reload-storm.ts --threads 4 --requests 100000
  * ```
  */
-import { benchArgs, usageError } from "./args.ts";
+import { benchArgs, count, positiveNumber, wholeNumber } from "./_args.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import { notOk, reloadStorm, type StormResult } from "../tests/support/reload_storm.ts";
-import { gcTraceReport } from "./gc_trace.ts";
+import { gcTraceReport } from "./_gc_trace.ts";
 
-const HELP = `bench/reload-storm.ts — /sign under a SIGHUP every few ms, every answer counted
-
-  --threads N     the daemon's --threads (default 0)
-  --requests N    answers to wait for (default 100000)
-  --hup-ms MS     pause between two SIGHUPs (default 50)
-  --clients N     clients signing at once (default 8)
-  --gc-trace      V8 traces the daemon's collections; summed up per isolate at the end
-  --help          this text
-
-Exit 0 when every answer was 200 and every checked signature verified.`;
-
-const values = benchArgs("reload-storm", HELP, {
-  threads: { type: "string", default: "0" },
-  requests: { type: "string", default: "100000" },
-  "hup-ms": { type: "string", default: "50" },
-  clients: { type: "string", default: "8" },
-  "gc-trace": { type: "boolean", default: false },
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "/sign under a SIGHUP every few ms until --requests answers arrived: the answers by " +
+    "status (every one must be 200), the signatures checked with Web Crypto, the daemon's RSS " +
+    "once a minute. Exit 0 when every answer was 200 and every checked signature verified.",
+  options: {
+    threads: { type: "string", default: "0", check: wholeNumber, help: "the daemon's --threads" },
+    requests: { type: "string", default: "100000", check: count, help: "answers to wait for" },
+    "hup-ms": {
+      type: "string",
+      default: "50",
+      check: positiveNumber,
+      value: "MS",
+      help: "pause between two SIGHUPs",
+    },
+    clients: { type: "string", default: "8", check: count, help: "clients signing at once" },
+    "gc-trace": {
+      type: "boolean",
+      default: false,
+      help: "V8 traces the daemon's collections; summed up per isolate at the end",
+    },
+  },
+  examples: ["nice -n 10 deno run -A bench/reload-storm.ts --threads 4 --requests 100000"],
 });
 const THREADS = Number(values.threads);
 const REQUESTS = Number(values.requests);
 const HUP_MS = Number(values["hup-ms"]);
 const CLIENTS = Number(values.clients);
-for (
-  const [name, n, least] of [["threads", THREADS, 0], ["requests", REQUESTS, 1], [
-    "clients",
-    CLIENTS,
-    1,
-  ]] as const
-) {
-  if (!Number.isInteger(n) || n < least) {
-    usageError("reload-storm", `--${name} must be a whole number ≥ ${least}`);
-  }
-}
-if (!(HUP_MS > 0)) usageError("reload-storm", "--hup-ms must be a positive number");
 
 const SUBJECTS = Array.from({ length: 8 }, (_, i) => `CN=storm${i},O=Example,C=DE`);
 const token = await makeTestToken({ keys: { k1: "ec-p256" } });

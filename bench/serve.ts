@@ -9,7 +9,8 @@
  * deno run -A bench/serve.ts --audit-stand-in next-turn --proxy-uid 0 --socket /tmp/s.sock ...
  * ```
  */
-import { parseServeArgs } from "../lib/server/daemon/config.ts";
+import { benchArgs, listOf, oneOf } from "./_args.ts";
+import { ConfigError, parseServeArgs, type ServeConfig } from "../lib/server/daemon/config.ts";
 import { type DaemonParts, openAuditLog, runDaemon } from "../lib/server/daemon/daemon.ts";
 
 const NOT_LIMITED = { limited: false } as const;
@@ -80,26 +81,51 @@ const AUDIT_STAND_INS: Record<string, DaemonParts> = {
   },
 };
 
-/** Takes `--name value` out of `args`; the value, or undefined when the option is absent. */
-function takeOption(args: string[], name: string): string | undefined {
-  const at = args.indexOf(name);
-  return at >= 0 ? args.splice(at, 2)[1] : undefined;
+/** `svcd serve`'s configuration of `args`; `fail` is called with what is wrong with them. */
+function serveConfig(args: string[], fail: (problem: string) => never): ServeConfig {
+  try {
+    return parseServeArgs(args);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    return fail(err.message);
+  }
 }
 
+/** The parts `--without` can switch off (what the benches that run this script may pass on). */
+export const SWITCHABLE_PARTS: readonly string[] = Object.keys(NULL_PARTS);
+
 if (import.meta.main) {
-  const args = [...Deno.args];
-  const without = (takeOption(args, "--without") ?? "").split(",").filter(Boolean);
-  const standIn = takeOption(args, "--audit-stand-in");
+  const { values, rest, exitWithUsage } = benchArgs({
+    url: import.meta.url,
+    measures: "The daemon for benchmarks: svcd serve with parts switched off to measure what " +
+      "they cost, or with the audit log replaced by a stand-in that keeps part of its cost " +
+      "(next-turn: the barrier's shape alone, no line, no disk; instant-disk: the real log on a " +
+      "disk that syncs at once). Never an operator command.",
+    options: {
+      without: {
+        type: "string",
+        default: "",
+        check: listOf(oneOf(SWITCHABLE_PARTS)),
+        help: "parts that do nothing",
+      },
+      "audit-stand-in": {
+        type: "string",
+        check: oneOf(Object.keys(AUDIT_STAND_INS)),
+        help: "the stand-in for the audit log",
+      },
+    },
+    passOn: "svcd serve (see `deno task svcd serve --help`)",
+    examples: [
+      "deno run -A bench/serve.ts --without audit,budget --proxy-uid 0 --socket /tmp/s.sock ...",
+      "deno run -A bench/serve.ts --audit-stand-in next-turn --proxy-uid 0 --socket /tmp/s.sock ...",
+    ],
+  });
   const parts: DaemonParts = {};
-  for (const name of without) {
-    if (!NULL_PARTS[name]) throw new Error(`--without: unknown part '${name}' (audit, budget)`);
+  for (const name of values.without.split(",").filter(Boolean)) {
     Object.assign(parts, NULL_PARTS[name]);
   }
-  if (standIn !== undefined) {
-    if (!AUDIT_STAND_INS[standIn]) {
-      throw new Error(`--audit-stand-in: unknown stand-in '${standIn}' (next-turn, instant-disk)`);
-    }
-    Object.assign(parts, AUDIT_STAND_INS[standIn]);
+  if (values["audit-stand-in"] !== undefined) {
+    Object.assign(parts, AUDIT_STAND_INS[values["audit-stand-in"]]);
   }
-  Deno.exit(await runDaemon(parseServeArgs(args), parts));
+  Deno.exit(await runDaemon(serveConfig(rest, exitWithUsage), parts));
 }

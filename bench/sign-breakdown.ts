@@ -21,24 +21,38 @@
  * ```
  */
 import { createHash } from "node:crypto";
-import { parseArgs } from "node:util";
+import { benchArgs, count, listOf, oneOf, positiveNumber } from "./_args.ts";
+import { SWITCHABLE_PARTS } from "./serve.ts";
 import { CKA, CKM, CKO, encodeMechanism, loadModule, ulongBytes } from "../ffi/pkcs11/mod.ts";
 import { AuditLog } from "../lib/audit/mod.ts";
 import { RequestReader } from "../lib/http/parse.ts";
 import { serializeResponse } from "../lib/http/response.ts";
-import { findObjects, openSession, utf8 } from "../lib/token/session_ops.ts";
-import type { Token } from "../lib/token/mod.ts";
+import { findObjects, openSession, type Token, utf8 } from "../lib/token/mod.ts";
 import { startDaemon, type TestDaemon } from "../tests/support/daemon.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../tests/support/token.ts";
 import { runLoad } from "./load.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "Where the CPU of one /sign request goes: the daemon under load (CPU µs and, with " +
+    "perf, instructions per request by thread), perf record of the same daemon by thread and " +
+    "library, and the parts on their own in this process (instructions per operation). Without " +
+    "a usable perf only the /proc figures.",
   options: {
-    seconds: { type: "string", default: "3" },
-    concurrency: { type: "string", default: "16" },
-    without: { type: "string", default: "" },
+    seconds: { type: "string", default: "3", check: positiveNumber, help: "seconds per figure" },
+    concurrency: { type: "string", default: "16", check: count, help: "requests in flight" },
+    without: {
+      type: "string",
+      default: "",
+      check: listOf(oneOf(SWITCHABLE_PARTS)),
+      help: "parts of the daemon switched off (bench/serve.ts)",
+    },
   },
+  examples: [
+    "node_modules/.bin/deno run -A bench/sign-breakdown.ts",
+    "node_modules/.bin/deno run -A bench/sign-breakdown.ts --seconds 5 --concurrency 16 " +
+    "--without audit",
+  ],
 });
 const seconds = Number(values.seconds);
 const concurrency = Number(values.concurrency);

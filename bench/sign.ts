@@ -15,10 +15,11 @@
  * deno run -A bench/sign.ts --keys ec-p256 --variants full,no-audit
  * ```
  */
-import { parseArgs } from "node:util";
+import { benchArgs, count, listOf, oneOf, positiveNumber } from "./_args.ts";
 import { measureRawSign } from "./raw-sign.ts";
 import { runLoad } from "./load.ts";
-import { daemonCpu } from "./proc_cpu.ts";
+import { daemonCpu } from "./_proc_cpu.ts";
+import { KEY_TYPES } from "../lib/token/mod.ts";
 import { makeTestToken, openTestToken, testTokenPin } from "../tests/support/token.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import { request } from "../tests/support/http_client.ts";
@@ -32,14 +33,37 @@ const VARIANTS: Record<string, string[]> = {
   "no-budget": ["--without", "budget"],
 };
 
-const { values } = parseArgs({
-  args: Deno.args,
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "/sign throughput and latency over the daemon's UNIX socket at each concurrency, " +
+    "beside the raw C_Sign rate of the same key in the same run, with the daemon as shipped and " +
+    "with its audit log or refusal budget switched off; the daemon's CPU (all threads, main " +
+    "thread) and, with perf, instructions per request.",
   options: {
-    seconds: { type: "string", default: "3" },
-    keys: { type: "string", default: "ec-p256,ed25519" },
-    concurrency: { type: "string", default: "1,16,64" },
-    variants: { type: "string", default: "full,no-audit,no-budget" },
+    seconds: { type: "string", default: "3", check: positiveNumber, help: "seconds per figure" },
+    keys: {
+      type: "string",
+      default: "ec-p256,ed25519",
+      check: listOf(oneOf(Object.keys(KEY_TYPES))),
+      help: "key types to sign with",
+    },
+    concurrency: {
+      type: "string",
+      default: "1,16,64",
+      check: listOf(count),
+      help: "concurrency levels",
+    },
+    variants: {
+      type: "string",
+      default: "full,no-audit,no-budget",
+      check: listOf(oneOf(Object.keys(VARIANTS))),
+      help: "daemon variants",
+    },
   },
+  examples: [
+    "deno run -A bench/sign.ts --seconds 3",
+    "deno run -A bench/sign.ts --keys ec-p256 --variants full,no-audit",
+  ],
 });
 const seconds = Number(values.seconds);
 const keyTypes = values.keys.split(",");

@@ -7,7 +7,7 @@
  * fds, p50/p99 of /sign and /verify and the answers by kind; at the end it prints the RSS series
  * and how flat it was over the last half of the run, stops the daemon, counts the signatures a
  * client received that have no audit line (must be 0) and runs `svcd audit verify`. With
- * `--gc-trace` it also sums up V8's garbage collections per isolate (bench/gc_trace.ts): whether
+ * `--gc-trace` it also sums up V8's garbage collections per isolate (bench/_gc_trace.ts): whether
  * the heap in use grows (a leak) or only the heap V8 keeps. Open loop (a late daemon does not slow
  * the offered load), bounded in flight, stops by itself; UNIX socket only.
  *
@@ -19,7 +19,7 @@
  * ```
  */
 import { createHash } from "node:crypto";
-import { benchArgs, usageError } from "./args.ts";
+import { benchArgs, count, positiveNumber, wholeNumber } from "./_args.ts";
 import { runLoad } from "./load.ts";
 import { auditLines, runAuditVerify } from "../tests/support/audit.ts";
 import { startDaemon, type TestDaemon } from "../tests/support/daemon.ts";
@@ -28,34 +28,72 @@ import { verifyIndependently } from "../tests/support/oracle.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 import { publicListenerSetup } from "../tests/support/ca.ts";
 import { certIdFor, encodeOcspRequest, parseOcspResponse } from "../lib/ocsp/mod.ts";
-import { gcTraceReport } from "./gc_trace.ts";
+import { gcTraceReport } from "./_gc_trace.ts";
 
-const HELP = `bench/soak.ts — a mixed load against a fresh daemon, RSS and answers per interval
-
-  --minutes M           how long the load runs (default 30)
-  --report-seconds S    one report (RSS, fds, latencies, answers) every S seconds (default 60)
-  --load-fraction F     offered rate: F × the /sign capacity measured first (default 0.8)
-  --rate R              offered rate in requests/s instead (no capacity measured)
-  --capacity-seconds S  length of the capacity measurement (default 5)
-  --max-in-flight N     most requests in flight; past it the offered load is not met (default 256)
-  --threads N           the daemon's --threads (default 0)
-  --hup-seconds S       one SIGHUP every S seconds (default 30)
-  --gc-trace            V8 traces the daemon's collections; summed up per isolate at the end
-  --help                this text
-
-Exit 0 when no signature was lost, every checked signature verified, the daemon stopped with 0
-and \`svcd audit verify\` passed.`;
-
-const values = benchArgs("soak", HELP, {
-  minutes: { type: "string", default: "30" },
-  "report-seconds": { type: "string", default: "60" },
-  "load-fraction": { type: "string", default: "0.8" },
-  rate: { type: "string" },
-  "capacity-seconds": { type: "string", default: "5" },
-  "max-in-flight": { type: "string", default: "256" },
-  threads: { type: "string", default: "0" },
-  "hup-seconds": { type: "string", default: "30" },
-  "gc-trace": { type: "boolean", default: false },
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "A mixed load against a fresh daemon (signatures, verifications, refused identities, " +
+    "/health, silent connections, OCSP with a nonce, a SIGHUP every --hup-seconds): RSS, fds, " +
+    "latencies and answers per interval; the RSS series and its flatness over the last half. " +
+    "Exit 0 when no signature was lost, every checked signature verified, the daemon stopped " +
+    "with 0 and `svcd audit verify` passed.",
+  options: {
+    minutes: {
+      type: "string",
+      default: "30",
+      check: positiveNumber,
+      value: "M",
+      help: "how long the load runs",
+    },
+    "report-seconds": {
+      type: "string",
+      default: "60",
+      check: positiveNumber,
+      help: "one report (RSS, fds, latencies, answers) every S seconds",
+    },
+    "load-fraction": {
+      type: "string",
+      default: "0.8",
+      check: positiveNumber,
+      value: "F",
+      help: "offered rate: F × the /sign capacity measured first",
+    },
+    rate: {
+      type: "string",
+      check: positiveNumber,
+      value: "R",
+      help: "offered rate in requests/s instead (no capacity measured)",
+    },
+    "capacity-seconds": {
+      type: "string",
+      default: "5",
+      check: positiveNumber,
+      help: "length of the capacity measurement",
+    },
+    "max-in-flight": {
+      type: "string",
+      default: "256",
+      check: count,
+      help: "most requests in flight; past it the offered load is not met",
+    },
+    threads: { type: "string", default: "0", check: wholeNumber, help: "the daemon's --threads" },
+    "hup-seconds": {
+      type: "string",
+      default: "30",
+      check: positiveNumber,
+      help: "one SIGHUP every S seconds",
+    },
+    "gc-trace": {
+      type: "boolean",
+      default: false,
+      help: "V8 traces the daemon's collections; summed up per isolate at the end",
+    },
+  },
+  examples: [
+    "deno run -A bench/soak.ts --minutes 30",
+    "deno run -A bench/soak.ts --minutes 2 --report-seconds 30",
+    "nice -n 10 deno run -A bench/soak.ts --minutes 12 --threads 4 --rate 400 --gc-trace",
+  ],
 });
 const MINUTES = Number(values.minutes);
 const REPORT_MS = Number(values["report-seconds"]) * 1000;
@@ -64,12 +102,6 @@ const HUP_EVERY_MS = Number(values["hup-seconds"]) * 1000;
 const THREADS = Number(values.threads);
 /** Silent connections: the daemon must close them after 1 s; later than this is an error. */
 const SILENT_DEADLINE_MS = 3_000;
-if (!(MINUTES > 0) || !(REPORT_MS > 0) || !(HUP_EVERY_MS > 0)) {
-  usageError("soak", "--minutes, --report-seconds and --hup-seconds must be positive numbers");
-}
-if (!Number.isInteger(THREADS) || THREADS < 0) {
-  usageError("soak", "--threads must be a whole number ≥ 0");
-}
 
 type Kind = "sign" | "verify" | "refused" | "health" | "silent" | "ocsp";
 const MIX: Array<[Kind, number]> = [

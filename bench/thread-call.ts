@@ -10,17 +10,24 @@
  * node_modules/.bin/deno run -A bench/thread-call.ts [--calls 20000] [--rounds 3]
  * ```
  */
+import { benchArgs, count } from "./_args.ts";
 import { answerCall, type CallMessage, callSlot } from "../lib/server/threads/protocol.ts";
-import { cpuSeconds } from "./proc_cpu.ts";
+import { cpuSeconds } from "./_proc_cpu.ts";
 
-function flag(name: string, fallback: number): number {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Number(Deno.args[i + 1]) : fallback;
-}
-
-const calls = flag("calls", 20_000);
-const rounds = flag("rounds", 3);
-const WORKER = new URL("./thread-call-worker.ts", import.meta.url);
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "Cost of one synchronous call from a request Worker to the main isolate (what " +
+    "--threads pays per request for the budget and cap checks): µs per round trip seen by the " +
+    "Worker and the main thread's CPU µs per call; medians of the rounds.",
+  options: {
+    calls: { type: "string", default: "20000", check: count, help: "calls per round" },
+    rounds: { type: "string", default: "3", check: count, help: "rounds" },
+  },
+  examples: ["node_modules/.bin/deno run -A bench/thread-call.ts --calls 20000 --rounds 3"],
+});
+const calls = Number(values.calls);
+const rounds = Number(values.rounds);
+const WORKER = new URL("./_thread-call-worker.ts", import.meta.url);
 
 /** One round: `calls` peek calls from a Worker, answered here as the daemon's main isolate does. */
 async function round(): Promise<{ roundTripUs: number; mainUs: number }> {

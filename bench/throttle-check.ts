@@ -8,15 +8,27 @@
  * node_modules/.bin/deno run -A bench/throttle-check.ts [--entries 10000] [--rounds 5]
  * ```
  */
+import { benchArgs, count } from "./_args.ts";
 import { RefusalBudget } from "../lib/throttle/mod.ts";
 
-function flag(name: string, fallback: number): number {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Number(Deno.args[i + 1]) : fallback;
-}
-
-const entries = flag("entries", 10_000);
-const rounds = flag("rounds", 5);
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "Cost of the refusal budget on the request path: ns per check() for an identity " +
+    "that is not limited (never refused, refused under the threshold) and for a limited one, " +
+    "and µs per recordRefusal() (write-through to sqlite); best of the rounds.",
+  options: {
+    entries: {
+      type: "string",
+      default: "10000",
+      check: count,
+      help: "identities in the table",
+    },
+    rounds: { type: "string", default: "5", check: count, help: "rounds" },
+  },
+  examples: ["node_modules/.bin/deno run -A bench/throttle-check.ts --entries 10000 --rounds 5"],
+});
+const entries = Number(values.entries);
+const rounds = Number(values.rounds);
 const CHECKS = 2_000_000;
 
 /** Best of `rounds` timings of `n` calls, in ns per call (best: the machine is shared). */

@@ -16,10 +16,10 @@ mkdir -p "$ROOT"/{DEBIAN,usr/bin,usr/lib/svcd,usr/lib/systemd/system,usr/lib/sys
   "$ROOT"/{usr/lib/tmpfiles.d,etc/svcd,etc/default,usr/share/doc/svcd,usr/lib/x86_64-linux-gnu/svcd,usr/share/man/man8}
 
 echo "deb: building the PKCS#11 client module"
-make --no-print-directory -C client/pkcs11 build/libsvcd-pkcs11.so >/dev/null
-install -m 0644 client/pkcs11/build/libsvcd-pkcs11.so "$ROOT/usr/lib/x86_64-linux-gnu/svcd/"
+make --no-print-directory -C pkcs11-module build/libsvcd-pkcs11.so >/dev/null
+install -m 0644 pkcs11-module/build/libsvcd-pkcs11.so "$ROOT/usr/lib/x86_64-linux-gnu/svcd/"
 strip --strip-unneeded "$ROOT/usr/lib/x86_64-linux-gnu/svcd/libsvcd-pkcs11.so"
-install -m 0644 client/pkcs11/README.md "$ROOT/usr/share/doc/svcd/libsvcd-pkcs11.md"
+install -m 0644 pkcs11-module/README.md "$ROOT/usr/share/doc/svcd/libsvcd-pkcs11.md"
 
 echo "deb: bundling main.ts"
 bundle_svcd "$ROOT/usr/lib/svcd"
@@ -44,6 +44,7 @@ exec /usr/lib/svcd/deno run --no-config --no-remote --no-npm \\
 SH
 chmod 0755 "$ROOT/usr/bin/svcd"
 install -m 0644 packaging/svcd.service "$ROOT/usr/lib/systemd/system/svcd.service"
+install -m 0644 packaging/svcd-crl.path packaging/svcd-crl-reload.service "$ROOT/usr/lib/systemd/system/"
 install -m 0644 packaging/svcd.sysusers "$ROOT/usr/lib/sysusers.d/svcd.conf"
 install -m 0644 packaging/svcd.tmpfiles "$ROOT/usr/lib/tmpfiles.d/svcd.conf"
 install -m 0644 packaging/svcd.default "$ROOT/etc/default/svcd"
@@ -70,7 +71,7 @@ Priority: optional
 Description: remote signing service in front of a PKCS#11 v3.2 module
  Signs and verifies (ML-DSA, composite ML-DSA-65+Ed25519, ECDSA, Ed25519, RSA-PSS) for clients
  authenticated by a TLS proxy, over a UNIX socket, with a tamper-evident audit log.
- Clients sign with `svcd client`, or from any PKCS#11 application through the client module
+ Clients sign with svcd client, or from any PKCS#11 application through the client module
  /usr/lib/x86_64-linux-gnu/svcd/libsvcd-pkcs11.so.
 CTL
 printf '/etc/svcd/policy\n/etc/default/svcd\n' >"$ROOT/DEBIAN/conffiles"

@@ -92,7 +92,7 @@ sed -e "s|unix:/run/svcd/auth.sock|unix:$SOCK|" -e "s|unix:/run/svcd/public.sock
   -e "s|/etc/svcd/tls/server.pem|$DEMO/tls/server.pem|" \
   -e "s|/etc/svcd/tls/server.key|$DEMO/tls/server.key|" \
   -e "s|/etc/svcd/tls/client-ca.pem|$CA/ca.pem|" \
-  -e "s|/etc/svcd/tls/client-ca.crl|$DEMO/tls/client-ca.crl|" \
+  -e "s|/var/lib/svcd/crl/full.pem|$DEMO/tls/client-ca.crl|" \
   -e "s|listen 443 ssl;|listen 127.0.0.1:$PORT ssl;|" -e "s|listen 80;|listen 127.0.0.1:$PUBLIC_PORT;|" \
   -e "s|listen 9464;|listen 127.0.0.1:$METRICS_PORT;|" packaging/nginx-svcd.conf >"$DEMO/nginx/site.conf"
 {

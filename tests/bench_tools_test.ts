@@ -1,11 +1,11 @@
 /**
  * The memory and reload benches as a reader meets them: `--help` answers with every option the
  * script parses, exit 0, nothing started; a usage mistake is exit 2 with the reason on stderr. And
- * the reading of V8's `--trace-gc` lines they report with (bench/gc_trace.ts).
+ * the reading of V8's `--trace-gc` lines they report with (bench/_gc_trace.ts).
  */
 import assert from "node:assert/strict";
 import { runDeno } from "./support/command.ts";
-import { gcTraceReport, summariseGcTrace } from "../bench/gc_trace.ts";
+import { gcTraceReport, summariseGcTrace } from "../bench/_gc_trace.ts";
 
 const BENCHES: Record<string, string[]> = {
   "bench/soak.ts": [
@@ -55,7 +55,7 @@ const TRACE = [
   "[7:0x7f743c060000]    20000 ms: Mark-Compact 9.0 (30.0) -> 7.0 (28.0) MB, pooled: 0 MB, 1 / 0 ms",
 ].join("\n");
 
-Deno.test("bench/gc_trace.ts: collections per isolate, an address taken again is a new isolate", () => {
+Deno.test("bench/_gc_trace.ts: collections per isolate, an address taken again is a new isolate", () => {
   const isolates = summariseGcTrace(TRACE);
   assert.equal(isolates.length, 3);
   const main = isolates.find((i) => i.isolate === "0x55d8f0bd2000")!;

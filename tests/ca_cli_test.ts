@@ -19,11 +19,19 @@ import {
   type TestToken,
   testTokenPin,
 } from "./support/token.ts";
-import { makeTestCa, openssl, opensslRequest, parseIssued, type TestCa } from "./support/ca.ts";
+import {
+  type Issued,
+  makeTestCa,
+  openssl,
+  opensslRequest,
+  parseIssued,
+  type TestCa,
+} from "./support/ca.ts";
 import { testModule } from "./support/modules.ts";
 import { decryptCredential, runCommand, withTempUser } from "./support/command.ts";
 import { derFromPem } from "../lib/ca/csr.ts";
 import { pem } from "../lib/der/mod.ts";
+import { checkCrl, pythonPointers, verifyWithCrl } from "./support/crl_check.ts";
 
 interface Fixture {
   token: TestToken;
@@ -340,34 +348,6 @@ Deno.test("ca status: a certificate the index does not list is unknown; a delega
   await Deno.writeTextFile(index, text);
 });
 
-/** Python cryptography: the CRL parses, its signature verifies with the CA key, and what it lists. */
-async function pythonCrlCheck(caPem: string, crlPem: string): Promise<string> {
-  const script = `
-import sys
-from cryptography import x509
-from cryptography.x509.oid import ExtensionOID
-ca = x509.load_pem_x509_certificate(open(sys.argv[1], "rb").read())
-crl = x509.load_pem_x509_crl(open(sys.argv[2], "rb").read())
-assert crl.is_signature_valid(ca.public_key()), "CRL signature does not verify"
-assert crl.issuer == ca.subject
-aki = crl.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value.key_identifier
-assert aki == ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value.digest
-number = crl.extensions.get_extension_for_class(x509.CRLNumber).value.crl_number
-days = (crl.next_update - crl.last_update).days
-rows = []
-for r in crl:
-    try:
-        reason = r.extensions.get_extension_for_class(x509.CRLReason).value.reason.name
-    except x509.ExtensionNotFound:
-        reason = "-"
-    rows.append("%X %s" % (r.serial_number, reason))
-print(number, days, " ".join(sorted(rows)))
-`;
-  const r = await runCommand("/usr/bin/python3", ["-c", script, caPem, crlPem]);
-  assert.equal(r.code, 0, r.text);
-  return r.stdout.trim();
-}
-
 Deno.test("ca crl: a CRL of the revoked serials that openssl and Python cryptography verify; cRLNumber increases", async () => {
   const { token } = await fixture();
   const ca = await makeTestCa(token, {
@@ -379,6 +359,12 @@ Deno.test("ca crl: a CRL of the revoked serials that openssl and Python cryptogr
     await ca.issue(["--csr", (await opensslRequest(ca.dir, name, `/CN=${name}`)).request]);
   const [a, b, c] = [await issue("a"), await issue("b"), await issue("c")];
   const crlPem = `${ca.dir}/crl.pem`;
+  // openssl, certtool and pyca verify it; what pyca reads, with the validity in days.
+  const read = async () => {
+    const der = derFromPem(await Deno.readFile(crlPem), "X509 CRL");
+    const crl = await checkCrl(ca.caPem, der, token.dir);
+    return { ...crl, days: (crl.nextUpdate - crl.thisUpdate) / 86_400_000 };
+  };
   const verify = async (cert: string) =>
     (await runCommand("openssl", [
       "verify",
@@ -391,10 +377,14 @@ Deno.test("ca crl: a CRL of the revoked serials that openssl and Python cryptogr
     ])).text;
 
   // Nothing revoked yet: a valid CRL with no entries, the default 7 days.
+  // cRLNumbers: at least thisUpdate in ms (lib/ca/crl_number.ts), and above the last one taken.
+  const before = Date.now();
   const first = await ca.run("crl");
   assert.equal(first.code, 0, first.text);
-  assert.match(first.stdout, /^CRL 1: 0 revoked, next update /);
-  assert.equal(await pythonCrlCheck(ca.caPem, crlPem), "1 7");
+  const firstNumber = BigInt(/^CRL (\d+): 0 revoked, next update /.exec(first.stdout)![1]);
+  assert.ok(firstNumber >= BigInt(Math.floor(before / 1000) * 1000), first.stdout);
+  const empty = await read();
+  assert.deepEqual([empty.number, empty.days, empty.serials], [firstNumber, 7, []]);
   assert.match(await verify(a.path), /: OK\n/);
 
   const revoked = await ca.run("revoke", [a.serial, "--reason", "keyCompromise"]);
@@ -402,11 +392,17 @@ Deno.test("ca crl: a CRL of the revoked serials that openssl and Python cryptogr
   assert.match(revoked.stderr, /svcd ca crl --ca-dir .* && systemctl reload nginx/);
   assert.equal((await ca.run("revoke", [b.serial, "--reason", "unspecified"])).code, 0);
   const out = `${token.dir}/copy-of-crl.pem`;
+  // A counter ahead of the clock (as openssl ca -gencrl or another node may leave it) is followed.
+  const ahead = firstNumber + 1_000_000n;
+  await Deno.writeTextFile(`${ca.dir}/crlnumber`, ahead.toString(16).toUpperCase() + "\n");
   const second = await ca.run("crl", ["--out", out, "--days", "30"]);
   assert.equal(second.code, 0, second.text);
-  assert.match(second.stdout, /^CRL 2: 2 revoked/);
+  assert.match(second.stdout, new RegExp(`^CRL ${ahead}: 2 revoked`));
   assert.equal(await Deno.readTextFile(out), await Deno.readTextFile(crlPem));
-  assert.equal((await Deno.readTextFile(`${ca.dir}/crlnumber`)).trim(), "03");
+  assert.equal(
+    BigInt("0x" + (await Deno.readTextFile(`${ca.dir}/crlnumber`)).trim()),
+    ahead + 1n,
+  );
 
   const verified = await runCommand("openssl", [
     "crl",
@@ -421,16 +417,15 @@ Deno.test("ca crl: a CRL of the revoked serials that openssl and Python cryptogr
   assert.match(verified.text, /verify OK/);
   const text = await openssl(["crl", "-in", crlPem, "-noout", "-text"]);
   assert.match(text, /Version 2 \(0x1\)/);
-  assert.match(text, /X509v3 CRL Number: \n\s+2\n/);
+  assert.match(text, /X509v3 CRL Number: \n\s+\w+\n/);
   assert.match(text, /Signature Algorithm: ecdsa-with-SHA256/);
   assert.match(await verify(a.path), /certificate revoked/);
   assert.match(await verify(b.path), /certificate revoked/);
   assert.match(await verify(c.path), /: OK\n/);
   // unspecified is left out (RFC 5280 §5.3.1), keyCompromise is carried.
-  assert.equal(
-    await pythonCrlCheck(ca.caPem, crlPem),
-    `2 30 ${[`${a.serial} key_compromise`, `${b.serial} -`].sort().join(" ")}`,
-  );
+  const two = await read();
+  assert.deepEqual([two.number, two.days], [ahead, 30]);
+  assert.deepEqual(two.reasons, { [a.serial]: "key_compromise", [b.serial]: null });
 
   // A tampered CRL is refused by both (the checks above can fail).
   const der = derFromPem(await Deno.readFile(crlPem), "X509 CRL");
@@ -509,7 +504,10 @@ Deno.test({
       const responder = new Responder({
         source: new IndexFileSource(`${ca.dir}/index.txt`),
         issuer: caCert.der,
-        signer: { keyType: key.keyType, sign: (tbs) => session.sign(key, tbs) },
+        signer: {
+          keyType: key.keyType,
+          sign: async (tbs) => (await session.sign(key, tbs)).signature,
+        },
       });
       // No nonce: the answer is cached, so only a database change can make it revoked.
       const request = encodeOcspRequest({ certIds: [certIdFor(caCert, cert.serial)] });
@@ -591,4 +589,176 @@ Deno.test({
         assert.ok(!out.includes(pinText), "a command printed the PIN");
       }
     }),
+});
+
+Deno.test("ca urls: issued certificates carry AIA (OCSP, CA issuers) and CRL Distribution Points that openssl and Python cryptography read; the responder keeps ocsp-nocheck", async () => {
+  const { token } = await fixture();
+  const ca = await makeTestCa(token, { keyLabel: "ca-ed", dir: `${token.dir}/ca-urls` });
+  // Before any URL: no pointer, and `urls` says what is missing.
+  const bare = await ca.issue(["--csr", (await opensslRequest(ca.dir, "n", "/CN=n")).request]);
+  assert.deepEqual(await pythonPointers(bare.path), { ocsp: [], caIssuers: [], crl: [] });
+  const shown = await ca.run("urls");
+  assert.equal(shown.code, 0, shown.text);
+  assert.match(shown.stderr, /missing: the OCSP URL/);
+  assert.match(shown.stderr, /missing: the CRL URL/);
+
+  const bad = await ca.run("urls", ["--crl-url", "ftp://pki.example.org/crl"]);
+  assert.equal(bad.code, 2, bad.text);
+  assert.match(bad.stderr, /--crl-url .* is not an http\(s\) URL/);
+  const set = await ca.run("urls", [
+    "--ocsp-url",
+    "http://pki.example.org/ocsp",
+    "--crl-url",
+    "http://pki.example.org/crl/",
+    "--crl-partitions",
+    "4",
+    "--ca-issuers-url",
+    "http://pki.example.org/certificates",
+  ]);
+  assert.equal(set.code, 0, set.text);
+  assert.match(set.stdout, /^crl\thttp:\/\/pki\.example\.org\/crl$/m);
+  assert.doesNotMatch(set.stderr, /missing/);
+  // The CRL URL and partitions are fixed once recorded; the others may change.
+  const moved = await ca.run("urls", ["--crl-partitions", "8"]);
+  assert.equal(moved.code, 1, moved.text);
+  assert.match(moved.stderr, /cannot change/);
+
+  const issued = await ca.issue(["--csr", (await opensslRequest(ca.dir, "p", "/CN=p")).request]);
+  const k = Number(BigInt("0x" + issued.serial) % 4n);
+  assert.deepEqual(await pythonPointers(issued.path), {
+    ocsp: ["http://pki.example.org/ocsp"],
+    caIssuers: ["http://pki.example.org/certificates"],
+    crl: [`http://pki.example.org/crl/${k}.crl`],
+  });
+  const text = await openssl(["x509", "-in", issued.path, "-noout", "-text"]);
+  assert.match(text, /OCSP - URI:http:\/\/pki\.example\.org\/ocsp/);
+  assert.match(text, /CA Issuers - URI:http:\/\/pki\.example\.org\/certificates/);
+  assert.match(
+    text,
+    new RegExp(
+      `X509v3 CRL Distribution Points:\\s+Full Name:\\s+URI:http://pki\\.example\\.org/crl/${k}\\.crl`,
+    ),
+  );
+  assert.equal(
+    (await openssl(["verify", "-CAfile", ca.caPem, "-purpose", "sslclient", issued.path])).trim(),
+    `${issued.path}: OK`,
+  );
+  const r = await ca.run("responder", ["--key-label", "ocsp-ed"]);
+  assert.equal(r.code, 0, r.text);
+  const responderText = await openssl([
+    "x509",
+    "-in",
+    `${ca.dir}/responder.pem`,
+    "-noout",
+    "-text",
+  ]);
+  assert.match(responderText, /OCSP No Check/);
+  assert.match(responderText, /X509v3 CRL Distribution Points/);
+  await pythonCheck(ca.caPem, `${ca.dir}/responder.pem`, "responder");
+});
+
+Deno.test("ca publish: the full CRL and every partition, verified by openssl, certtool and pyca; each partition's IDP is its certificates' CDP; openssl verify -crl_check refuses the revoked; a damaged index or an unwritable folder changes nothing", async () => {
+  const { token } = await fixture();
+  const ca = await makeTestCa(token, { keyLabel: "ca-ec", dir: `${token.dir}/ca-publish` }).catch(
+    async () =>
+      await makeTestCa(token, {
+        keyLabel: "ca-pub",
+        keyType: "ec-p256",
+        dir: `${token.dir}/ca-publish`,
+      }),
+  );
+  const partitions = 3;
+  assert.equal(
+    (await ca.run("urls", [
+      "--crl-url",
+      "http://pki.example.org/crl",
+      "--crl-partitions",
+      String(partitions),
+    ])).code,
+    0,
+  );
+  const certs: Issued[] = [];
+  for (let i = 0; i < 7; i++) {
+    certs.push(
+      await ca.issue(["--csr", (await opensslRequest(ca.dir, `c${i}`, `/CN=c${i}`)).request]),
+    );
+  }
+  const revoked = [certs[0], certs[1], certs[4]];
+  for (const c of revoked) {
+    assert.equal((await ca.run("revoke", [c.serial, "--reason", "keyCompromise"])).code, 0);
+  }
+  const out = await Deno.makeTempDir({ dir: token.dir });
+  const r = await ca.run("publish", [out]);
+  assert.equal(r.code, 0, r.text);
+  const names = [...Deno.readDirSync(out)].map((e) => e.name).sort();
+  assert.deepEqual(names, ["0.crl", "1.crl", "2.crl", "full.crl", "full.pem"]);
+  const full = await checkCrl(ca.caPem, await Deno.readFile(`${out}/full.crl`), out);
+  assert.equal(full.idp, null);
+  assert.deepEqual(full.serials.sort(), revoked.map((c) => c.serial).sort());
+  const numbers = new Set([full.number]);
+  for (let k = 0; k < partitions; k++) {
+    const der = await Deno.readFile(`${out}/${k}.crl`);
+    const read = await checkCrl(ca.caPem, der, out);
+    numbers.add(read.number);
+    const url = `http://pki.example.org/crl/${k}.crl`;
+    assert.deepEqual(read.idp, { uri: url, critical: true });
+    const inPartition = certs.filter((c) =>
+      BigInt("0x" + c.serial) % BigInt(partitions) === BigInt(k)
+    );
+    assert.deepEqual(
+      read.serials.sort(),
+      inPartition.filter((c) => revoked.includes(c)).map((c) => c.serial).sort(),
+    );
+    for (const c of certs) {
+      const cdp = (await pythonPointers(c.path)).crl;
+      const verdict = await verifyWithCrl(ca.caPem, c.path, der, out);
+      if (inPartition.includes(c)) {
+        assert.deepEqual(cdp, [url]);
+        assert.equal(verdict, revoked.includes(c) ? "revoked" : "ok", c.serial);
+      } else {
+        // Another partition's CRL is not the one for this certificate (another scope): no answer.
+        assert.ok(verdict !== "ok" && verdict !== "revoked", verdict);
+      }
+    }
+  }
+  assert.equal(numbers.size, 1, "one set, one cRLNumber");
+  // The full CRL serves every certificate (no IDP): what nginx's ssl_crl reads, as PEM.
+  for (const c of certs) {
+    assert.equal(
+      await verifyWithCrl(ca.caPem, c.path, await Deno.readFile(`${out}/full.crl`), out),
+      revoked.includes(c) ? "revoked" : "ok",
+    );
+  }
+  assert.equal(
+    derFromPem(await Deno.readFile(`${out}/full.pem`), "X509 CRL").toHex(),
+    (await Deno.readFile(`${out}/full.crl`)).toHex(),
+  );
+  // A second publish takes a larger number.
+  assert.equal((await ca.run("publish", [out])).code, 0);
+  const again = await checkCrl(ca.caPem, await Deno.readFile(`${out}/full.crl`), out);
+  assert.ok(again.number > full.number);
+  // A damaged index signs nothing and leaves the files as they were.
+  const index = `${ca.dir}/index.txt`;
+  const good = await Deno.readTextFile(index);
+  await Deno.writeTextFile(index, good + "X\tbroken\n");
+  const before = await Deno.readFile(`${out}/full.crl`);
+  const refused = await ca.run("publish", [out]);
+  assert.equal(refused.code, 1, refused.text);
+  assert.match(refused.stderr, /index line \d+/);
+  assert.deepEqual(await Deno.readFile(`${out}/full.crl`), before);
+  await Deno.writeTextFile(index, good);
+  // A folder that cannot be written (a read-only mount: root writes anywhere else): a clear
+  // error, exit 1, the CRLs there as they were.
+  if (Deno.uid() === 0) {
+    assert.equal((await runCommand("mount", ["--bind", out, out])).code, 0);
+    try {
+      assert.equal((await runCommand("mount", ["-o", "remount,bind,ro", out])).code, 0);
+      const unwritable = await ca.run("publish", [out]);
+      assert.equal(unwritable.code, 1, unwritable.text);
+      assert.match(unwritable.stderr, new RegExp(`cannot write the CRLs into ${out}`));
+      assert.deepEqual(await Deno.readFile(`${out}/full.crl`), before);
+    } finally {
+      assert.equal((await runCommand("umount", ["-l", out])).code, 0);
+    }
+  }
 });

@@ -5,7 +5,8 @@
  * proxy with a relay on a second socket that adds the subject to each request, as nginx does, and
  * hands the daemon's answer back unchanged. Signatures are checked by openssl against the file.
  * Last, the client run with the daemon's permission set (what the daemon's compiled executable
- * has: no network, no SVCD_*) fails in one line that names svcd-client.
+ * has: no network, no SVCD_*) fails in one line that names svcd-client, and `deno task svcd
+ * client` (the same set) with SVCD_ADDR set in one line that names `deno task client`.
  */
 import assert from "node:assert/strict";
 import { makeTestToken } from "./support/token.ts";
@@ -233,4 +234,23 @@ Deno.test("svcd client with the daemon's permissions (its executable): one line 
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("deno task svcd client: the daemon's permissions answer in one line naming deno task client", async () => {
+  const repo = new URL("..", import.meta.url).pathname;
+  const task = (args: string[]) =>
+    runCommand(Deno.execPath(), ["task", "--quiet", "svcd", "client", ...args], {
+      cwd: repo,
+      env: { NO_COLOR: "1", SVCD_ADDR: "https://localhost:65000" },
+    });
+  // SVCD_ADDR is set, but the daemon's task may not read it: no "give --addr" dead end.
+  const keys = await task(["keys"]);
+  assert.equal(keys.code, 1, keys.text);
+  assert.equal(keys.stdout, "");
+  assert.equal(keys.stderr.trim().split("\n").length, 1, keys.stderr);
+  assert.match(keys.stderr, /^svcd client keys: .*may not read SVCD_ADDR\b.*deno task client/);
+  // What needs no permission still works there.
+  const help = await task(["--help"]);
+  assert.equal(help.code, 0, help.text);
+  assert.match(help.stdout, /^usage: svcd client /);
 });

@@ -11,7 +11,7 @@ import { startDaemon, type TestDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
 import { makeTestToken } from "./support/token.ts";
 import { daemonPublicKeys, verifyIndependently } from "./support/oracle.ts";
-import { SLOW_TO_MOVE } from "../lib/token/sign_placement.ts";
+import { SLOW_TO_MOVE } from "../lib/token/mod.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const MOVED = /keys: k signs on the thread pool from now on/;

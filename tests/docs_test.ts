@@ -6,7 +6,8 @@
  * problem type the code serves. Routes and statuses are read from the source (the route tables and
  * the calls that make answers), found by walking lib/, so a new route or status fails here until
  * docs/api.md has it. Every exit code a page names is one of the code's, with the same cause, and
- * the source (lib/, ffi/, main.ts, client/) names no outside specification: it says the rule.
+ * the source (lib/, ffi/, main.ts, pkcs11-module/, pkcs11-common/) names no outside specification:
+ * it says the rule.
  */
 import assert from "node:assert/strict";
 import { helpInvocations } from "./support/help.ts";
@@ -249,7 +250,9 @@ Deno.test("the source names no outside specification: comments and strings say t
     [/\.\.\/shared\b/, "a path outside the repository"],
   ];
   const files = [
-    ...["lib", "ffi", "client"].flatMap((d) => filesUnder(d, [".ts", ".c", ".h", "README.md"])),
+    ...["lib", "ffi", "pkcs11-module", "pkcs11-common"].flatMap((d) =>
+      filesUnder(d, [".ts", ".c", ".h", "README.md"])
+    ),
     "main.ts",
   ];
   assert.ok(files.length > 100, `only ${files.length} source files found`);

@@ -9,7 +9,10 @@ import { type CommandResult, runDeno } from "./support/command.ts";
 import { GROUPS, helpInvocations } from "./support/help.ts";
 import { optionTerm } from "../lib/cli/options.ts";
 import { EXIT_CODES } from "../lib/cli/exit.ts";
-import { SERVE_OPTIONS } from "../lib/server/daemon/config.ts";
+import { SERVE_OPTIONS } from "../lib/server/daemon/serve_options.ts";
+import { optionEntries } from "../lib/cli/option_table.ts";
+import { SHARED_OPTIONS, type SharedFlag } from "../lib/cli/shared_options.ts";
+import { COMMANDS } from "../main.ts";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 const PLACEHOLDER = /^[A-Z][A-Z0-9_]*$/;
@@ -54,9 +57,9 @@ Deno.test("help: every --help fits 80 columns and lists each option of its table
 });
 
 Deno.test("help: the parser takes a value exactly for the options the help shows a placeholder for", () => {
-  for (const o of SERVE_OPTIONS) {
-    if (o.kind === "switch") assert.equal(o.value, undefined, `--${o.flag} is a switch`);
-    else assert.match(o.value ?? "", PLACEHOLDER, `serve --${o.flag} needs a placeholder`);
+  for (const [flag, o] of optionEntries(SERVE_OPTIONS)) {
+    if (o.kind === "switch") assert.equal(o.value, undefined, `--${flag} is a switch`);
+    else assert.match(o.value ?? "", PLACEHOLDER, `serve --${flag} needs a placeholder`);
   }
   for (const group of GROUPS) {
     for (const o of group.options) {
@@ -67,10 +70,10 @@ Deno.test("help: the parser takes a value exactly for the options the help shows
 
 Deno.test("help: serve's defaults are the values the parser uses, never a pointer elsewhere", async () => {
   const help = (await runDeno([MAIN, "serve", "--help"])).stdout.replace(/\n {28}/g, " ");
-  for (const o of SERVE_OPTIONS) {
+  for (const [flag, o] of optionEntries(SERVE_OPTIONS)) {
     if (o.fallback === undefined || o.shownDefault !== undefined) continue;
-    const line = help.split("\n").find((l) => l.startsWith(`  --${o.flag} `))!;
-    assert.ok(line.endsWith(`(default ${o.fallback})`), `--${o.flag}: ${line}`);
+    const line = help.split("\n").find((l) => l.startsWith(`  --${flag} `))!;
+    assert.ok(line.endsWith(`(default ${o.fallback})`), `--${flag}: ${line}`);
   }
   assert.doesNotMatch(help, /default:? (?:see|lib\/)/);
   const groups = [...help.matchAll(/^([a-z][^:\n]*):$/gm)].map((m) => m[1]);
@@ -79,7 +82,7 @@ Deno.test("help: serve's defaults are the values the parser uses, never a pointe
     "token",
     "policy and audit",
     "limits",
-    "public listener (certificates and OCSP)",
+    "public listener (certificates, OCSP and CRLs)",
     "threads",
     "metrics",
     "checkpoints",
@@ -115,5 +118,32 @@ Deno.test("usage mistakes: stderr, exit 2, nothing on stdout, in every command",
     assert.equal(run.code, 2, `${name}: ${run.text}`);
     assert.equal(run.stdout, "", `${name} printed to stdout`);
     assert.notEqual(run.stderr, "", `${name} said nothing`);
+  }
+});
+
+Deno.test("help: a shared option reads the same in every group that takes it", () => {
+  let listed = 0;
+  for (const group of GROUPS) {
+    for (const o of group.options) {
+      if (!(o.flag in SHARED_OPTIONS)) continue;
+      const shared = SHARED_OPTIONS[o.flag as SharedFlag];
+      const fallback = "fallback" in shared ? String(shared.fallback) : undefined;
+      const name = `svcd ${group.name} --${o.flag}`;
+      assert.equal(o.value, shared.value, name);
+      assert.equal(o.default, fallback, name);
+      assert.ok(o.help.startsWith(shared.help), `${name}: ${o.help}`);
+      listed++;
+    }
+  }
+  // module and token in four groups, credential and user in three, audit-dir in two.
+  assert.equal(listed, 16);
+});
+
+Deno.test("help: svcd --help names every command of each group", () => {
+  for (const group of GROUPS) {
+    const entry = COMMANDS.find((c) => c.names[0] === group.name);
+    assert.ok(entry, `svcd --help lacks ${group.name}`);
+    const words = group.commands.map((c) => c.name).join("|");
+    assert.equal(entry.synopsis, `${[group.name, words].filter((w) => w).join(" ")} [options]`);
   }
 });

@@ -21,23 +21,10 @@ import { publicListenerSetup } from "./support/ca.ts";
 import { certIdFor, encodeOcspRequest } from "../lib/ocsp/mod.ts";
 import { moduleTempDir } from "./support/temp_dir.ts";
 import { fillFs, mountSmallTmpfs, smallTmpfsAvailable } from "./support/mounts.ts";
-import { assertPromtoolAccepts, ODD_SUBJECTS, signAs } from "./support/metrics.ts";
+import { assertPromtoolAccepts, ODD_SUBJECTS, sample, scrape, signAs } from "./support/metrics.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const SIGNS = 24;
-
-/** The value of one series line, e.g. `svcd_x_total{a="b"}`; undefined when absent. */
-function sample(text: string, series: string): number | undefined {
-  const line = text.split("\n").find((l) => l.startsWith(series + " "));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
-
-/** GET /metrics on the metrics socket: the exposition text. */
-async function scrape(metricsSocket: string): Promise<string> {
-  const res = await request(metricsSocket, { method: "GET", path: "/metrics" });
-  assert.equal(res.status, 200, res.text());
-  return res.text();
-}
 
 /** How many lines of `log` match `pattern` (a log line a test waits for, counted). */
 function occurrences(log: string, pattern: RegExp): number {

@@ -5,7 +5,9 @@
  * gives the exact /sign count, a non-empty audit fdatasync histogram whose +Inf bucket is its count,
  * and at least one audit line made durable per /sign; `promtool check metrics` finds nothing in a
  * scrape through nginx; and no stored series carries a client's subject or a key label a client
- * sent, even from subjects with unusual bytes.
+ * sent, even from subjects with unusual bytes. The public listener keeps a CA's CRLs (--ca-dir):
+ * `svcd_crl_signed_total` counts their signing, and GET /crl/NAME through nginx's public server is
+ * counted under the one route label `/crl`, whatever NAME a client asks for.
  */
 import assert from "node:assert/strict";
 import { moduleTempDir } from "./support/temp_dir.ts";
@@ -15,9 +17,13 @@ import { startNginx, type TestNginx } from "./support/nginx.ts";
 import { startPrometheus, type TestPrometheus } from "./support/prometheus.ts";
 import { makeTestToken } from "./support/token.ts";
 import { makeProxyWorkDir, startDaemon, type TestDaemon } from "./support/daemon.ts";
+import { makeTestCa } from "./support/ca.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
-const LEAKS = ["alice", "zo", "mallory", "secret", "\ufffd", "\xff", "CN="];
+/** CRL names no CA has: asked for through nginx, they must not become a series of their own. */
+const ODD_CRL_NAMES = ["no-such.crl", "16.crl", "0123456789abcdef.crl"];
+const LEAKS = ["alice", "zo", "mallory", "secret", "\ufffd", "\xff", "CN=", "no-such", "abcdef"];
+const CRL_GETS = 3;
 const WWW_DATA = 33;
 const SIGNS = 40;
 
@@ -35,7 +41,7 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
-    const token = await makeTestToken({ keys: { k: "ec-p256" } });
+    const token = await makeTestToken({ keys: { k: "ec-p256", ca: "ec-p256" } });
     const dir = moduleTempDir("svcd-prometheus-");
     await Deno.chmod(dir, 0o711);
     let daemon: TestDaemon | undefined;
@@ -47,6 +53,8 @@ Deno.test({
       // www-data's group's. The test itself is the authenticated proxy (uid 0).
       const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
       const metricsSocket = `${workDir}/metrics.sock`;
+      const publicSocket = `${workDir}/public.sock`;
+      const ca = await makeTestCa(token, { keyLabel: "ca", dir: `${dir}/ca` });
       daemon = await startDaemon({
         token,
         workDir,
@@ -54,11 +62,17 @@ Deno.test({
         policy: `${ALICE}\tk\n`,
         args: [
           ...["--metrics-socket", metricsSocket, "--metrics-uid", String(WWW_DATA)],
-          ...["--syslog-socket", "none"],
+          ...["--syslog-socket", "none", "--public-socket", publicSocket],
+          ...["--ca-dir", ca.dir, "--ca-cert", ca.caPem, "--ocsp-label", "ca"],
+          ...["--crl-dir", `${dir}/crl`],
         ],
       });
       await daemon.waitForLog("metrics listener on");
-      nginx = await startNginx(dir, pki, { authSocket: daemon.socket, metricsSocket });
+      nginx = await startNginx(dir, pki, {
+        authSocket: daemon.socket,
+        metricsSocket,
+        publicSocket,
+      });
       prometheus = await startPrometheus(dir, `127.0.0.1:${nginx.metricsPort}`);
       await prometheus.waitFor('up{job="svcd"}', (v) => v === 1);
 
@@ -71,6 +85,19 @@ Deno.test({
       }
       for (const subject of ODD_SUBJECTS) {
         assert.equal((await signAs(daemon.socket, subject, "secret-label-\xff")).status, 403);
+      }
+
+      const crlBase = `http://127.0.0.1:${nginx.publicPort}/crl`;
+      for (let i = 0; i < CRL_GETS; i++) {
+        const res = await fetch(`${crlBase}/full.crl`);
+        assert.equal(res.status, 200);
+        assert.equal(res.headers.get("content-type"), "application/pkix-crl");
+        await res.body?.cancel();
+      }
+      for (const name of ODD_CRL_NAMES) {
+        const res = await fetch(`${crlBase}/${name}`);
+        await res.body?.cancel();
+        assert.equal(res.status, 404, name);
       }
 
       const signed =
@@ -89,6 +116,17 @@ Deno.test({
       const lines = await prometheus.value('svcd_audit_group_lines_sum{job="svcd"}');
       assert.ok(lines! >= SIGNS, `svcd_audit_group_lines_sum ${lines}`);
       assert.equal(await prometheus.value('svcd_token_logged_in{job="svcd"}'), 1);
+      // The CRLs: signed at the start (the full CRL, no partitions), and each GET counted under
+      // /crl whatever the name asked for.
+      assert.ok(await prometheus.waitFor('svcd_crl_signed_total{job="svcd"}', (v) => v >= 1) >= 1);
+      const crl =
+        'svcd_http_requests_total{job="svcd",listener="public",route="/crl",status="200"}';
+      assert.equal(await prometheus.waitFor(crl, (v) => v >= CRL_GETS), CRL_GETS);
+      const unknown = crl.replace('status="200"', 'status="404"');
+      assert.equal(
+        await prometheus.waitFor(unknown, (v) => v >= ODD_CRL_NAMES.length),
+        ODD_CRL_NAMES.length,
+      );
 
       // What Prometheus scraped, as nginx serves it: promtool finds nothing.
       const scrape = await fetch(`http://127.0.0.1:${nginx.metricsPort}/metrics`);

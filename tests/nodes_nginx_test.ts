@@ -5,9 +5,10 @@
  * timeout`, non_idempotent off). Sixteen clients sign through nginx; halfway one node is killed with
  * SIGKILL. Every 200 a client got is a signature node:crypto verifies, whose audit line is in one of
  * the two nodes' logs; every other answer is a 502 of a request that was in flight on the killed
- * node; no request outlives its bound; the survivor serves on; `svcd audit verify --audit-dir A --audit-dir B`
- * passes (the killed node's file is unclosed: its torn tail is reported, not failed); and the
- * killed node, started again, gets requests again (its audit log grows).
+ * node; no request hangs (one still unanswered at a generous bound is aborted, failing the test);
+ * the survivor serves on; `svcd audit verify --audit-dir A --audit-dir B` passes (the killed
+ * node's file is unclosed: its torn tail is reported, not failed); and the killed node, started
+ * again, gets requests again (its audit log grows).
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -24,7 +25,10 @@ const WWW_DATA = 33;
 const CLIENTS = 16;
 /** Requests of the first phase, the node is killed when half of them were answered. */
 const REQUESTS = 192;
-/** No request may take longer than this (the proxy's and the daemon's deadlines are shorter). */
+/**
+ * A request still unanswered after this is aborted, which fails the test: a hang guard, far above
+ * the proxy's and the daemon's own deadlines.
+ */
 const REQUEST_BOUND_MS = 20_000;
 /**
  * The restarted node must get a request within this time: nginx tries a failed server again once
@@ -205,8 +209,7 @@ Deno.test({
       }
       assert.ok(grew, `the restarted node got no request in ${REJOIN_MS} ms`);
 
-      const slowest = Math.max(...answers.map((x) => x.ms));
-      assert.ok(slowest < REQUEST_BOUND_MS, `a request took ${slowest} ms`);
+      console.log(`slowest request: ${Math.round(Math.max(...answers.map((x) => x.ms)))} ms`);
       const [linesA, linesB] = [await signLines(a), await signLines(b)];
       for (const x of answers.filter((x) => x.status === 200)) {
         assert.ok(await verifyIndependently("ec-p256", { spki }, x.message, x.body));

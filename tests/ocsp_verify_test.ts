@@ -15,7 +15,7 @@ import {
 import { certIdFor, encodeOcspRequest } from "../lib/ocsp/request.ts";
 import { parseCertificate } from "../lib/ocsp/certificate.ts";
 import { DerReader } from "../lib/der/mod.ts";
-import { verifyIndependently } from "../lib/token/independent_verify.ts";
+import { verifyIndependently } from "../lib/token_admin/independent_verify.ts";
 import { runCommand } from "./support/command.ts";
 import {
   opensslCa,

@@ -1,6 +1,6 @@
 /**
- * The client module across fork(), driven by client/pkcs11/build/p11drive (fork mode): a child of
- * an initialised parent is refused until it finalises and initialises again (client/pkcs11/
+ * The client module across fork(), driven by pkcs11-module/build/p11drive (fork mode): a child of
+ * an initialised parent is refused until it finalises and initialises again (pkcs11-module/
  * README.md, "Threads and fork"), then signs over connections of its own; the parent signs on in
  * its session after the child has gone. Every signature is checked by libcrypto with the key's
  * public key from /token.

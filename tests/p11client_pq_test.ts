@@ -19,8 +19,7 @@ import {
   loadModule,
   readUlong,
 } from "../ffi/pkcs11/mod.ts";
-import { Token } from "../lib/token/mod.ts";
-import { getAttributes } from "../lib/token/session_ops.ts";
+import { getAttributes, Token } from "../lib/token/mod.ts";
 import { verifyIndependently } from "./support/oracle.ts";
 import {
   canRunClientBed,
@@ -154,7 +153,7 @@ Deno.test({
               const key = await token.key(label);
               assert.ok(key, label);
               assert.equal(key.keyType, type);
-              const sig = await token.sign(key, message);
+              const { signature: sig } = await token.sign(key, message);
               assert.ok(await verifiedByNoble(listing.keys.get(label)!, message, sig), label);
               // Token.verify is C_Verify through the daemon's /verify.
               assert.ok(await token.verify(key, message, sig), label);

@@ -4,7 +4,7 @@
  *
  * Built twice: -DHEADER_NSS against NSS's pkcs11.h (an independent transcription of the OASIS
  * headers, v3.0; its CK_C_INITIALIZE_ARGS carries an NSS-only field, so that structure is not taken
- * from it), and -DHEADER_SVCD against the project's v3.2 header (client/pkcs11/include), which
+ * from it), and -DHEADER_SVCD against the project's v3.2 header (pkcs11-common), which
  * alone declares CK_SIGN_ADDITIONAL_CONTEXT. */
 #include <stddef.h>
 #include <stdio.h>

@@ -191,7 +191,7 @@ async function compilerLayout(header: "NSS" | "SVCD", dir: string): Promise<Map<
   const source = new URL("./layouts_check.c", import.meta.url).pathname;
   const include = header === "NSS"
     ? ["-I/usr/include/nss", "-I/usr/include/nspr"]
-    : [`-I${new URL("../../client/pkcs11/include", import.meta.url).pathname}`];
+    : [`-I${new URL("../../pkcs11-common", import.meta.url).pathname}`];
   const exe = `${dir}/layouts_${header}`;
   const cc = await new Deno.Command("gcc", {
     args: ["-Wall", "-Werror", `-DHEADER_${header}`, ...include, "-o", exe, source],

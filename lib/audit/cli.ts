@@ -14,8 +14,9 @@
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/defaults.ts";
-import { asUser, loadPin, Token } from "../token/mod.ts";
+import { DEFAULT_AUDIT_DIR, sharedOption } from "../cli/shared_options.ts";
+import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL, loadPin, Token } from "../token/mod.ts";
+import { asUser } from "../token_admin/mod.ts";
 import { auditFileNumber } from "./format.ts";
 import { listAuditFiles } from "./files.ts";
 import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "./token_keys.ts";
@@ -26,10 +27,7 @@ import {
   judgeCheckpoints,
   parseCollectedCheckpoints,
   wantedSeqs,
-} from "./witness.ts";
-
-/** Where the daemon writes its audit files unless told otherwise (--audit-dir). */
-export const DEFAULT_AUDIT_DIR = "/var/log/svcd";
+} from "./checkpoints.ts";
 
 /** `svcd audit`: its one command and the table of its options. */
 export const AUDIT_COMMAND: CommandGroup = {
@@ -52,15 +50,12 @@ export const AUDIT_COMMAND: CommandGroup = {
     },
   ],
   options: [
-    {
-      flag: "audit-dir",
-      value: "DIR",
-      multiple: true,
-      default: DEFAULT_AUDIT_DIR,
+    sharedOption("audit-dir", {
       group: "log",
-      help: "audit folder; the oldest file must start the chain. Give it once per node to " +
-        "check several nodes' folders in one run (each its own chain)",
-    },
+      multiple: true,
+      note: "the oldest file must start the chain. Give it once per node to check several " +
+        "nodes' folders in one run (each its own chain)",
+    }),
     {
       flag: "checkpoints",
       value: "FILE",
@@ -78,28 +73,9 @@ export const AUDIT_COMMAND: CommandGroup = {
         "checkpoint signatures without the token (seals and MACs are then not checked; " +
         "hashes are)",
     },
-    {
-      flag: "module",
-      value: "PATH",
-      default: DEFAULT_MODULE,
-      group: "keys",
-      help: "PKCS#11 module",
-    },
-    {
-      flag: "token",
-      value: "LABEL",
-      default: DEFAULT_TOKEN_LABEL,
-      group: "keys",
-      help: "token label; with --public-key, use the token as well",
-    },
-    {
-      flag: "credential",
-      value: "FILE",
-      group: "keys",
-      help: "log in with the PIN in this encrypted credential (/etc/svcd/svc-pin.cred), " +
-        "decrypted into memory by systemd-creds (needs root); without it, " +
-        "$CREDENTIALS_DIRECTORY/svc-pin is read",
-    },
+    sharedOption("module", { group: "keys" }),
+    sharedOption("token", { group: "keys", note: "with --public-key, use the token as well" }),
+    sharedOption("credential", { group: "keys" }),
     {
       flag: "plain-credential-dir",
       value: "DIR",
@@ -107,12 +83,7 @@ export const AUDIT_COMMAND: CommandGroup = {
       help: "read the PIN from DIR/svc-pin instead (as 'svcd token init " +
         "--plain-credential-dir' wrote it; tests and demos)",
     },
-    {
-      flag: "user",
-      value: "NAME",
-      group: "keys",
-      help: "run as root, use the token as this user (the daemon's, svcd)",
-    },
+    sharedOption("user", { group: "keys" }),
   ],
   groups: [
     { id: "log", title: "what is checked" },

@@ -1,6 +1,7 @@
 /**
  * The audit directory as files: which `audit.log.NNNNNN` exist, where each one's sealed lines end,
- * and the chain head (seq and chain value of the last sealed line) a new file continues from.
+ * the chain head (seq and chain value of the last sealed line) a new file continues from, and the
+ * creation of the next file.
  *
  * @example
  * ```ts
@@ -163,4 +164,57 @@ async function readAt(file: Deno.FsFile, offset: number, length: number): Promis
     got += n;
   }
   return buf.subarray(0, got);
+}
+
+/**
+ * The name of the file after `current` (undefined: none yet), past every audit file in `dir`: a
+ * new file never takes the number of one that exists or existed before it.
+ *
+ * @example
+ * ```ts
+ * nextAuditFileName("/var/log/svcd", "audit.log.000004"); // "audit.log.000005" in a tidy folder
+ * ```
+ */
+export function nextAuditFileName(dir: string, current: string | undefined): string {
+  let highest = current ? auditFileNumber(current)! : 0;
+  try {
+    for (const e of Deno.readDirSync(dir)) {
+      highest = Math.max(highest, auditFileNumber(e.name) ?? 0);
+    }
+  } catch { /* the directory itself may be gone: creating the file will say so */ }
+  return auditFileName(highest + 1);
+}
+
+/**
+ * Creates `name` in `dir` for writing, mode 0640, never over an existing file (O_EXCL). Its
+ * directory entry is durable only after {@link syncDirectory}.
+ *
+ * @example
+ * ```ts
+ * const file = await createAuditFile("/var/log/svcd", "audit.log.000005");
+ * ```
+ */
+export async function createAuditFile(dir: string, name: string): Promise<Deno.FsFile> {
+  const path = `${dir}/${name}`;
+  try {
+    return await Deno.open(path, { createNew: true, write: true, mode: 0o640 });
+  } catch (err) {
+    if (err instanceof Deno.errors.AlreadyExists) {
+      throw new Error(`${path} already exists: is another svcd writing ${dir}?`);
+    }
+    throw err;
+  }
+}
+
+/**
+ * A new file's directory entry is durable only once the directory itself is synced.
+ *
+ * @example
+ * ```ts
+ * await syncDirectory("/var/log/svcd");
+ * ```
+ */
+export async function syncDirectory(dir: string): Promise<void> {
+  using d = await Deno.open(dir, { read: true });
+  await d.sync();
 }

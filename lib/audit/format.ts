@@ -1,7 +1,7 @@
 /**
- * The bytes of an audit line, the names of audit files and the message a checkpoint signs: one
- * definition shared by the writer ({@link ./log.ts}) and the verifier ({@link ./verify.ts}), so the
- * two cannot disagree. The format is described for operators in ./README.md.
+ * The bytes of an audit line (written, and read back by {@link parseLine}) and the names of audit
+ * files: one definition shared by the writer ({@link ./log.ts}) and the verifier
+ * ({@link ./verify.ts}), so the two cannot disagree. The format is described for operators in ./README.md.
  *
  * @example
  * ```ts
@@ -456,32 +456,72 @@ function memberAtEnd(line: Uint8Array, end: number, head: Uint8Array): Uint8Arra
   return LOWER_HEX_64.test(hex) ? Uint8Array.fromHex(hex) : undefined;
 }
 
-/** What a checkpoint signs: a chain head in one file, and the SHA-256 of the file up to it. */
-export interface CheckpointClaim {
-  file: string;
+/** A line's members, as {@link parseLine} read them. */
+export interface AuditLine {
+  event: string;
+  actor: string;
   seq: number;
-  /** The chain value of line `seq`: its hash (v2) or its MAC (v1). */
-  head: Uint8Array;
-  size: number;
-  sha256: Uint8Array;
-  /** 2 for every checkpoint written now (`through_hash`); 1 for older logs (`through_mac`). */
+  time: string;
+  prev: string;
+  [member: string]: unknown;
+}
+
+/** A line parsed: its members, and the body and values at its end (see {@link splitTrailer}). */
+export interface ParsedLine {
+  line: AuditLine;
+  body: Uint8Array;
   version: 1 | 2;
+  value: Uint8Array;
+  seal?: Uint8Array;
 }
 
 /**
- * The exact bytes an Ed25519 checkpoint signature covers (ASCII, one line, no newline).
+ * Parses one line (without `\n`) into its members, the body its hash or MAC covers and the values
+ * at its end, or says what is wrong with it.
  *
  * @example
  * ```ts
- * declare const head: Uint8Array, sha256: Uint8Array;
- * checkpointMessage({ file: "audit.log.000001", seq: 1000, head, size: 301234, sha256, version: 2 });
- * // "svcd-audit-checkpoint-v2 file=audit.log.000001 seq=1000 hash=… size=301234 sha256=…"
+ * declare const bytes: Uint8Array;
+ * const p = parseLine(bytes); // string = the reason it is not an audit line
  * ```
  */
-export function checkpointMessage(c: CheckpointClaim): Uint8Array {
-  const head = c.version === 1 ? `mac=${c.head.toHex()}` : `hash=${c.head.toHex()}`;
-  return utf8.encode(
-    `svcd-audit-checkpoint-v${c.version} file=${c.file} seq=${c.seq} ${head} size=${c.size} ` +
-      `sha256=${c.sha256.toHex()}`,
-  );
+export function parseLine(bytes: Uint8Array): ParsedLine | string {
+  const parts = splitTrailer(bytes);
+  if (!parts) return "not an audit line: it does not end with its hash or MAC";
+  let value: unknown;
+  try {
+    value = JSON.parse(strictUtf8.decode(bytes));
+  } catch (err) {
+    return `not an audit line: ${(err as Error).message}`;
+  }
+  const line = value as AuditLine;
+  if (typeof line !== "object" || line === null || Array.isArray(line)) {
+    return "not an audit line: not a JSON object";
+  }
+  if (typeof line.event !== "string" || typeof line.actor !== "string" || line.actor === "") {
+    return "not an audit line: event or actor is missing";
+  }
+  if (!Number.isSafeInteger(line.seq) || line.seq < 1) {
+    return "not an audit line: seq is not a positive integer";
+  }
+  if (typeof line.time !== "string" || !isHex(line.prev, MAC_BYTES)) {
+    return "not an audit line: time or prev is missing";
+  }
+  const name = parts.version === 1 ? "mac" : "hash";
+  if (line[name] !== parts.value.toHex() || line.seal !== parts.seal?.toHex()) {
+    return `not an audit line: its ${name} or seal member is not the value at its end`;
+  }
+  return { line, ...parts };
+}
+
+/**
+ * Whether `x` is `bytes` bytes in lowercase hex, as every hash, MAC and seal is written.
+ *
+ * @example
+ * ```ts
+ * isHex("00ff", 2); // true
+ * ```
+ */
+export function isHex(x: unknown, bytes: number): x is string {
+  return typeof x === "string" && x.length === 2 * bytes && /^[0-9a-f]+$/.test(x);
 }

@@ -17,7 +17,9 @@ export {
   DAEMON_KEY_LABELS,
 } from "./token_keys.ts";
 export type { AuditToken } from "./token_keys.ts";
-export { parseLine, verifyAuditFiles } from "./verify.ts";
+export { verifyAuditFiles } from "./verify.ts";
 export type { FileReport, Problem, VerifyOptions, VerifyResult } from "./verify.ts";
 export { AuditDirectoryError, listAuditFiles } from "./files.ts";
-export { actorBytes, auditFileName, auditFileNumber, checkpointMessage } from "./format.ts";
+export { auditObservers } from "./observers.ts";
+export { actorBytes, auditFileName, auditFileNumber, parseLine } from "./format.ts";
+export { checkpointMessage } from "./checkpoints.ts";

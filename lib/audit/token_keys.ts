@@ -12,15 +12,15 @@
  * ```
  */
 import type { AuditKeys } from "./log.ts";
-import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "../token/labels.ts";
+import { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL } from "../token/mod.ts";
 
-export { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL, DAEMON_KEY_LABELS } from "../token/labels.ts";
+export { AUDIT_MAC_LABEL, AUDIT_SIGN_LABEL, DAEMON_KEY_LABELS } from "../token/mod.ts";
 
 /** The part of lib/token's Token the audit log uses. */
 export interface AuditToken<K> {
   mac(secretLabel: string, data: Uint8Array): Promise<Uint8Array>;
   key(label: string): Promise<K | undefined | null>;
-  sign(key: K, message: Uint8Array): Promise<Uint8Array>;
+  sign(key: K, message: Uint8Array): Promise<{ signature: Uint8Array }>;
 }
 
 /**
@@ -49,7 +49,7 @@ export function auditKeysFromToken<K>(token: AuditToken<K>): AuditKeys {
     signCheckpoint: async (data) => {
       signKey ??= findSignKey();
       try {
-        return await token.sign(await signKey, data);
+        return (await token.sign(await signKey, data)).signature;
       } catch (err) {
         signKey = undefined;
         throw err;

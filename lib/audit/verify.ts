@@ -2,7 +2,7 @@
  * The audit verifier: walks files in chain order and checks, line by line, seq continuity, the
  * `prev` links, each line's hash, the seals (when given the MAC key; in logs from before the seals,
  * each line's MAC), the links between files, and every checkpoint (its claim against the file's
- * bytes and, given the public key, its Ed25519 signature). It stops at the first problem and names
+ * bytes and, given the public key, its Ed25519 signature: ./checkpoints.ts). It stops at the first problem and names
  * its file and line. What follows a file's last sealed line — a partial line cut by a crash, or
  * whole lines of a group whose seal never reached the disk — is its torn tail: reported, not part
  * of the chain, and nothing before it is doubted. In a file that a later file continues, the torn
@@ -16,17 +16,17 @@
  * if (!result.ok) console.error(result.problem);
  * ```
  */
-import { createHash, type Hash } from "node:crypto";
 import { bytesEqual, concat } from "../bytes/mod.ts";
+import { CheckpointHashes, checkpointProblem } from "./checkpoints.ts";
 import {
   auditFileNumber,
+  type AuditLine,
   chainInput,
-  checkpointMessage,
   lineHash,
-  MAC_BYTES,
   OPENING_EVENTS,
+  type ParsedLine,
+  parseLine,
   sealInput,
-  splitTrailer,
   ZERO_MAC,
 } from "./format.ts";
 
@@ -87,15 +87,6 @@ export interface VerifyResult {
   lastSeq: number;
 }
 
-interface Line {
-  event: string;
-  actor: string;
-  seq: number;
-  time: string;
-  prev: string;
-  [member: string]: unknown;
-}
-
 /** The last line of a file that a seal (or a v1 MAC) covers, and the chain state there. */
 interface SealedPoint {
   lineNo: number;
@@ -113,7 +104,6 @@ class Found extends Error {
 }
 
 const CHUNK = 1 << 20;
-const MAX_UNHASHED = 64 << 20;
 
 /**
  * Verifies `opts.files` (see the module comment); never throws for a bad log, only for unreadable
@@ -327,7 +317,7 @@ class ChainWalk {
     report.lastSeq = line.seq;
     hashes.add(line.seq, value.toHex(), end, bytes);
     if (line.event === "checkpoint") {
-      const why = await this.#checkpoint(file, line, hashes);
+      const why = await checkpointProblem(file, line, hashes, this.#opts.publicKey);
       if (why) await fail(why);
       report.checkpoints++;
       report.signedThrough = line.through_seq as number;
@@ -339,7 +329,11 @@ class ChainWalk {
   }
 
   /** Line 1 of a file: an opening line that names its file and links to the file before it. */
-  async #opening(file: string, line: Line, fail: (m: string) => Promise<never>): Promise<void> {
+  async #opening(
+    file: string,
+    line: AuditLine,
+    fail: (m: string) => Promise<never>,
+  ): Promise<void> {
     if (!OPENING_EVENTS.has(line.event)) {
       await fail(
         `the first line of a file must be login_ok or audit_reopened, not '${line.event}'`,
@@ -416,59 +410,6 @@ class ChainWalk {
         : `the file ends with ${before.torn} byte(s) after its last sealed line, but ${file} ` +
           `line 1 records ${expected}: the tail a crash left was cut or removed`,
     });
-  }
-
-  /** Checks a checkpoint's claim against the file; returns what is wrong, if anything. */
-  async #checkpoint(
-    file: string,
-    line: Line,
-    hashes: CheckpointHashes,
-  ): Promise<string | undefined> {
-    const { through_seq: seq, through_size: size, sha256, signature } = line;
-    const version = line.through_mac !== undefined ? 1 : 2;
-    const head = version === 1 ? line.through_mac : line.through_hash;
-    const headName = version === 1 ? "through_mac" : "through_hash";
-    if (line.file !== file) {
-      return `the checkpoint names ${JSON.stringify(line.file)}, not this file`;
-    }
-    if (
-      typeof seq !== "number" || typeof size !== "number" || !isHex(head, MAC_BYTES) ||
-      !isHex(sha256, 32) ||
-      typeof signature !== "string"
-    ) {
-      return `the checkpoint lacks through_seq, ${headName}, through_size, sha256 or signature`;
-    }
-    const covered = hashes.through(size);
-    if (typeof covered === "string") return covered;
-    if (covered.seq !== seq || covered.value !== head) {
-      return `the checkpoint claims seq ${seq} with ${headName} ${head}, but the line ending at ` +
-        `byte ${size} is seq ${covered.seq} with ${covered.value}`;
-    }
-    if (covered.sha256 !== sha256) {
-      return `the file's first ${size} bytes do not have the SHA-256 the checkpoint claims`;
-    }
-    if (!this.#opts.publicKey) return undefined;
-    let sig: Uint8Array;
-    try {
-      sig = Uint8Array.fromBase64(signature);
-    } catch {
-      return "the checkpoint signature is not base64";
-    }
-    const message = checkpointMessage({
-      file,
-      seq,
-      head: Uint8Array.fromHex(head),
-      size,
-      sha256: Uint8Array.fromHex(sha256 as string),
-      version,
-    });
-    const ok = await crypto.subtle.verify(
-      "Ed25519",
-      this.#opts.publicKey,
-      sig as BufferSource,
-      message as BufferSource,
-    );
-    return ok ? undefined : "the checkpoint signature does not verify with the public key";
   }
 
   /**
@@ -553,97 +494,6 @@ class MacWindow {
       throw new Found(at);
     }
   }
-}
-
-/** Hashes a file's lines lazily, so a checkpoint can be checked against the bytes up to any earlier line. */
-class CheckpointHashes {
-  #hash: Hash = createHash("sha256");
-  #hashedTo = 0;
-  #last: { seq: number; value: string } | undefined;
-  #pending: { seq: number; value: string; end: number; bytes: Uint8Array }[] = [];
-  #pendingBytes = 0;
-
-  add(seq: number, value: string, end: number, bytes: Uint8Array): void {
-    this.#pending.push({ seq, value, end, bytes: bytes.slice() });
-    this.#pendingBytes += bytes.length + 1;
-    while (this.#pendingBytes > MAX_UNHASHED && this.#pending.length > 1) this.#feed();
-  }
-
-  /** The line ending at byte `size` and the SHA-256 of the bytes before; or what is wrong. */
-  through(size: number): { seq: number; value: string; sha256: string } | string {
-    if (size < this.#hashedTo) {
-      return `the checkpoint covers byte ${size}, which this verifier has already passed`;
-    }
-    while (this.#pending.length > 0 && this.#pending[0].end <= size) this.#feed();
-    if (this.#hashedTo !== size || !this.#last) {
-      return `the checkpoint's through_size ${size} is not the end of a line`;
-    }
-    return { ...this.#last, sha256: (this.#hash.copy().digest() as Uint8Array).toHex() };
-  }
-
-  #feed(): void {
-    const line = this.#pending.shift()!;
-    this.#hash.update(line.bytes);
-    this.#hash.update(NEWLINE);
-    this.#hashedTo = line.end;
-    this.#pendingBytes -= line.bytes.length + 1;
-    this.#last = { seq: line.seq, value: line.value };
-  }
-}
-
-const NEWLINE = new Uint8Array([0x0a]);
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-
-/** A line parsed: its members, and the body and values at its end (see {@link splitTrailer}). */
-export interface ParsedLine {
-  line: Line;
-  body: Uint8Array;
-  version: 1 | 2;
-  value: Uint8Array;
-  seal?: Uint8Array;
-}
-
-/**
- * Parses one line (without `\n`) into its members, the body its hash or MAC covers and the values
- * at its end, or says what is wrong with it.
- *
- * @example
- * ```ts
- * declare const bytes: Uint8Array;
- * const p = parseLine(bytes); // string = the reason it is not an audit line
- * ```
- */
-export function parseLine(bytes: Uint8Array): ParsedLine | string {
-  const parts = splitTrailer(bytes);
-  if (!parts) return "not an audit line: it does not end with its hash or MAC";
-  let value: unknown;
-  try {
-    value = JSON.parse(strictUtf8.decode(bytes));
-  } catch (err) {
-    return `not an audit line: ${(err as Error).message}`;
-  }
-  const line = value as Line;
-  if (typeof line !== "object" || line === null || Array.isArray(line)) {
-    return "not an audit line: not a JSON object";
-  }
-  if (typeof line.event !== "string" || typeof line.actor !== "string" || line.actor === "") {
-    return "not an audit line: event or actor is missing";
-  }
-  if (!Number.isSafeInteger(line.seq) || line.seq < 1) {
-    return "not an audit line: seq is not a positive integer";
-  }
-  if (typeof line.time !== "string" || !isHex(line.prev, MAC_BYTES)) {
-    return "not an audit line: time or prev is missing";
-  }
-  const name = parts.version === 1 ? "mac" : "hash";
-  if (line[name] !== parts.value.toHex() || line.seal !== parts.seal?.toHex()) {
-    return `not an audit line: its ${name} or seal member is not the value at its end`;
-  }
-  return { line, ...parts };
-}
-
-function isHex(x: unknown, bytes: number): x is string {
-  return typeof x === "string" && x.length === 2 * bytes && /^[0-9a-f]+$/.test(x);
 }
 
 function basename(path: string): string {

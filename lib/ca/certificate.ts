@@ -7,7 +7,7 @@
  * @example
  * ```ts
  * import type * as pkijs from "pkijs";
- * import type { Signer } from "../ocsp/algorithms.ts";
+ * import type { Signer } from "../ocsp/mod.ts";
  * declare const issuer: pkijs.RelativeDistinguishedNames, subject: pkijs.RelativeDistinguishedNames;
  * declare const serial: bigint, spki: Uint8Array, caSpki: Uint8Array, signer: Signer;
  * declare const notBefore: Date, notAfter: Date;
@@ -18,7 +18,14 @@
 import { createHash } from "node:crypto";
 import * as asn1js from "asn1js";
 import * as pkijs from "pkijs";
-import { SIGNATURE_ALGORITHMS, type Signer } from "../ocsp/algorithms.ts";
+import { SIGNATURE_ALGORITHMS, type Signer } from "../ocsp/mod.ts";
+import {
+  authorityInfoAccess,
+  type CaUrls,
+  crlDistributionPoints,
+  distributionPointUrl,
+  type ExtensionValue,
+} from "./urls.ts";
 
 /** The fields of one certificate. */
 export interface CertificateFields {
@@ -85,7 +92,7 @@ export function x509Time(date: Date): pkijs.Time {
  *
  * @example
  * ```ts
- * import type { Signer } from "../ocsp/algorithms.ts";
+ * import type { Signer } from "../ocsp/mod.ts";
  * declare const fields: CertificateFields, signer: Signer;
  * const der = await buildCertificate(fields, signer);
  * ```
@@ -174,14 +181,45 @@ export function authorityKeyId(issuerSpki: Uint8Array): pkijs.Extension {
   return extension(OID.authorityKeyIdentifier, false, aki.toSchema());
 }
 
-function endEntity(usage: string, subjectSpki: Uint8Array, issuerSpki: Uint8Array) {
+function endEntity(
+  usage: string,
+  subjectSpki: Uint8Array,
+  issuerSpki: Uint8Array,
+  pointers: pkijs.Extension[],
+) {
   return [
     extension(OID.basicConstraints, true, new pkijs.BasicConstraints({ cA: false }).toSchema()),
     extension(OID.keyUsage, true, keyUsage([KEY_USAGE.digitalSignature])),
     extension(OID.extKeyUsage, false, new pkijs.ExtKeyUsage({ keyPurposes: [usage] }).toSchema()),
     subjectKeyId(subjectSpki),
     authorityKeyId(issuerSpki),
+    ...pointers,
   ];
+}
+
+/** A pkijs extension from an OID, criticality and DER value. */
+export function pkijsExtension(e: ExtensionValue): pkijs.Extension {
+  return new pkijs.Extension({ extnID: e.oid, critical: e.critical, extnValue: ab(e.value) });
+}
+
+/**
+ * Where relying parties find the revocation data of the certificate with this serial: Authority
+ * Information Access (OCSP, CA issuers) and CRL Distribution Points (its partition's CRL), for the
+ * URLs the CA folder records; none when it records none.
+ *
+ * @example
+ * ```ts
+ * revocationPointers({ ocsp: "http://pki.example.org/ocsp" }, 0x1an).length; // 1 (AIA only)
+ * ```
+ */
+export function revocationPointers(urls: CaUrls | undefined, serial: bigint): pkijs.Extension[] {
+  if (!urls) return [];
+  const out: ExtensionValue[] = [];
+  const aia = authorityInfoAccess(urls);
+  if (aia) out.push(aia);
+  const cdp = distributionPointUrl(urls, serial);
+  if (cdp) out.push(crlDistributionPoints(cdp));
+  return out.map(pkijsExtension);
 }
 
 /**
@@ -210,8 +248,12 @@ export function caExtensions(spki: Uint8Array): pkijs.Extension[] {
  * clientExtensions(clientSpki, caSpki);
  * ```
  */
-export function clientExtensions(spki: Uint8Array, issuerSpki: Uint8Array): pkijs.Extension[] {
-  return endEntity(OID.clientAuth, spki, issuerSpki);
+export function clientExtensions(
+  spki: Uint8Array,
+  issuerSpki: Uint8Array,
+  pointers: pkijs.Extension[] = [],
+): pkijs.Extension[] {
+  return endEntity(OID.clientAuth, spki, issuerSpki, pointers);
 }
 
 /**
@@ -224,9 +266,13 @@ export function clientExtensions(spki: Uint8Array, issuerSpki: Uint8Array): pkij
  * responderExtensions(responderSpki, caSpki);
  * ```
  */
-export function responderExtensions(spki: Uint8Array, issuerSpki: Uint8Array): pkijs.Extension[] {
+export function responderExtensions(
+  spki: Uint8Array,
+  issuerSpki: Uint8Array,
+  pointers: pkijs.Extension[] = [],
+): pkijs.Extension[] {
   return [
-    ...endEntity(OID.ocspSigning, spki, issuerSpki),
+    ...endEntity(OID.ocspSigning, spki, issuerSpki, pointers),
     extension(OID.ocspNoCheck, false, new asn1js.Null()),
   ];
 }

@@ -16,7 +16,7 @@ import { Buffer } from "node:buffer";
 import * as asn1js from "asn1js";
 import * as pkijs from "pkijs";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
-import { verifyIndependently } from "../token/independent_verify.ts";
+import { verifyIndependently } from "../token_admin/mod.ts";
 
 /** A request or key the tool refuses to certify; the message says why. */
 export class RequestError extends Error {

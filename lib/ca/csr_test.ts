@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { signatureFields, spkiAlgorithmIdentifier } from "../ocsp/algorithms.ts";
+import { signatureFields, spkiAlgorithmIdentifier } from "../ocsp/mod.ts";
 import { bitString, explicit, integer, oid, sequence, TAG, tlv } from "../der/mod.ts";
 import { runCommand } from "../../tests/support/command.ts";
 import { pqKey, type PqKeyType } from "../../tests/support/ocsp.ts";

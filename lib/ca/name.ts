@@ -14,7 +14,7 @@
  */
 import * as asn1js from "asn1js";
 import * as pkijs from "pkijs";
-import { legacyToRfc4514, subjectFormAdvice } from "../policy/subject_form.ts";
+import { legacyToRfc4514, subjectFormAdvice } from "../policy/mod.ts";
 
 /** Attribute types whose OpenSSL short name is known here (OID → short name). */
 const SHORT_NAMES: ReadonlyMap<string, string> = new Map([

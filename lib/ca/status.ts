@@ -13,14 +13,17 @@
  * ```
  */
 import * as pkijs from "pkijs";
-import { parseCertificate } from "../ocsp/certificate.ts";
+import {
+  certIdFor,
+  encodeOcspRequest,
+  IndexFileSource,
+  parseCertificate,
+  parseOcspResponse,
+  REASON_NAME,
+  Responder,
+} from "../ocsp/mod.ts";
 import { bytesEqual } from "../bytes/mod.ts";
-import { REASON_NAME } from "../ocsp/index_db.ts";
-import { IndexFileSource } from "../ocsp/index_source.ts";
-import { certIdFor, encodeOcspRequest } from "../ocsp/request.ts";
-import { Responder } from "../ocsp/responder.ts";
-import { parseOcspResponse } from "../ocsp/response.ts";
-import type { Token } from "../token/token.ts";
+import type { Token } from "../token/mod.ts";
 import { derFromPem, verifySignature } from "./csr.ts";
 import { nginxSubject } from "./name.ts";
 import { CaFolder } from "./store.ts";
@@ -84,7 +87,7 @@ export async function caStatus(
   const responder = new Responder({
     source: new IndexFileSource(CaFolder.paths(folder.dir).index),
     issuer: folder.caDer,
-    signer: { keyType: key.keyType, sign: (tbs) => token.sign(key, tbs) },
+    signer: { keyType: key.keyType, sign: async (tbs) => (await token.sign(key, tbs)).signature },
     responderCertificate,
     cacheEntries: 0,
   });

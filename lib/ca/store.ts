@@ -26,9 +26,11 @@ import {
   type IndexEntry,
   type IndexLineFields,
   parseIndex,
-} from "../ocsp/index_db.ts";
+} from "../ocsp/mod.ts";
 import { writeFileAtomic } from "./atomic.ts";
 import { derFromPem } from "./csr.ts";
+import { advanceCrlNumber } from "./crl_number.ts";
+import { type CaUrls, checkUrl, MAX_CRL_PARTITIONS, UrlError } from "./urls.ts";
 
 /** Default CA folder. */
 export const DEFAULT_CA_DIR = "/var/lib/svcd/ca";
@@ -37,6 +39,8 @@ export const DEFAULT_CA_DIR = "/var/lib/svcd/ca";
 export interface CaConfig {
   /** Label of the CA key on the token. */
   keyLabel: string;
+  /** Where relying parties find revocation data; absent: certificates carry no AIA or CDP. */
+  urls?: CaUrls;
 }
 
 /** A CA folder problem, with what to do about it. */
@@ -79,6 +83,7 @@ export class CaFolder {
       responder: join(dir, "responder.pem"),
       crl: join(dir, "crl.pem"),
       crlNumber: join(dir, "crlnumber"),
+      crlNumberLock: join(dir, ".crlnumber.lock"),
       lock: join(dir, ".lock"),
     };
   }
@@ -155,7 +160,48 @@ export class CaFolder {
     if (typeof config?.keyLabel !== "string" || config.keyLabel === "") {
       throw new CaFolderError(`${p.config} names no keyLabel; it is not a file svcd ca init wrote`);
     }
+    checkRecordedUrls(config.urls, p.config);
     return new CaFolder(dir, config, derFromPem(caPem, "CERTIFICATE"));
+  }
+
+  /**
+   * Records URLs in ca.json (call under `locked`), merged over those recorded. The CRL URL and the
+   * partition count cannot change once recorded: certificates already issued name them in their
+   * CRL Distribution Points. Returns the folder as it now is.
+   *
+   * @example
+   * ```ts
+   * declare const folder: CaFolder;
+   * await folder.recordUrls({ ocsp: "http://pki.example.org/ocsp" });
+   * ```
+   */
+  async recordUrls(given: CaUrls): Promise<CaFolder> {
+    const now = (await CaFolder.open(this.dir)).config;
+    const before = now.urls ?? {};
+    const urls: CaUrls = { ...before };
+    for (const [key, value] of Object.entries(given) as Array<[keyof CaUrls, unknown]>) {
+      if (value !== undefined) (urls as Record<string, unknown>)[key] = value;
+    }
+    if (urls.crlPartitions !== undefined && !urls.crl) {
+      throw new CaFolderError("--crl-partitions needs --crl-url (the folder URL of the CRLs)");
+    }
+    if (before.crl !== undefined) {
+      const partitions = (u: CaUrls) => u.crlPartitions ?? 1;
+      if (urls.crl !== before.crl || partitions(urls) !== partitions(before)) {
+        throw new CaFolderError(
+          `the CRL URL (${before.crl}, ${partitions(before)} partition(s)) is recorded already ` +
+            `and cannot change: certificates issued since name it in their CRL Distribution ` +
+            `Points; keep serving the CRLs there`,
+        );
+      }
+    }
+    checkRecordedUrls(urls, CaFolder.paths(this.dir).config);
+    const config: CaConfig = { ...now, urls };
+    await writeFileAtomic(
+      CaFolder.paths(this.dir).config,
+      encoder.encode(JSON.stringify(config, null, 2) + "\n"),
+    );
+    return new CaFolder(this.dir, config, this.caDer);
   }
 
   /** Runs `fn` holding the folder's exclusive lock. Example: `await folder.locked(() => …)`. */
@@ -207,17 +253,41 @@ export class CaFolder {
   }
 
   /**
-   * Takes the next cRLNumber from `crlnumber` (1 when the file does not exist yet, as for a CA
-   * that never made a CRL) and advances it (call under `locked`).
+   * Takes a cRLNumber of at least `atLeast` (lib/ca/crl_number.ts: the counter `crlnumber`, shared
+   * with `openssl ca -gencrl` and the daemon, and the time).
    *
    * @example
    * ```ts
    * declare const folder: CaFolder;
-   * const number = await folder.takeCrlNumber();
+   * const number = await folder.takeCrlNumber(BigInt(Date.now()));
    * ```
    */
-  async takeCrlNumber(): Promise<bigint> {
-    return await takeCounter(CaFolder.paths(this.dir).crlNumber, () => 1n);
+  async takeCrlNumber(atLeast: bigint): Promise<bigint> {
+    const p = CaFolder.paths(this.dir);
+    return await advanceCrlNumber(p.crlNumber, p.crlNumberLock, atLeast);
+  }
+
+  /**
+   * Lets group `gid` (the daemon's) advance the cRLNumber counter: `crlnumber` and its lock file
+   * become 0664 with that group, so a daemon that may not write the CA folder still takes its
+   * numbers from the one counter every node and `svcd ca` share (lib/ca/crl_number.ts).
+   *
+   * @example
+   * ```ts
+   * declare const folder: CaFolder;
+   * await folder.shareCrlCounter(998);
+   * ```
+   */
+  async shareCrlCounter(gid: number): Promise<void> {
+    const p = CaFolder.paths(this.dir);
+    if (!(await Deno.stat(p.crlNumber).then(() => true, () => false))) {
+      await writeFileAtomic(p.crlNumber, encoder.encode("01\n"));
+    }
+    (await Deno.open(p.crlNumberLock, { write: true, create: true })).close();
+    for (const path of [p.crlNumber, p.crlNumberLock]) {
+      await Deno.chown(path, null, gid);
+      await Deno.chmod(path, 0o664);
+    }
   }
 
   /**
@@ -293,6 +363,33 @@ export class CaFolder {
     const text = encoder.encode(pem("CERTIFICATE", der));
     for (const target of [path, ...copies]) await writeFileAtomic(target, text);
     return path;
+  }
+}
+
+/** ca.json's urls, checked as `svcd ca urls` checks them; throws CaFolderError naming the file. */
+function checkRecordedUrls(urls: unknown, path: string): void {
+  if (urls === undefined) return;
+  const fail = (why: string) => {
+    throw new CaFolderError(`${path}: ${why}; record the URLs with 'svcd ca urls'`);
+  };
+  if (typeof urls !== "object" || urls === null) fail("urls is not an object");
+  const u = urls as Record<string, unknown>;
+  for (const key of ["ocsp", "crl", "caIssuers"]) {
+    if (u[key] === undefined) continue;
+    if (typeof u[key] !== "string") fail(`urls.${key} is not text`);
+    try {
+      if (checkUrl(u[key] as string, key) !== u[key]) fail(`urls.${key} ends with '/'`);
+    } catch (err) {
+      if (err instanceof UrlError) fail(err.message);
+      throw err;
+    }
+  }
+  const n = u.crlPartitions;
+  if (
+    n !== undefined &&
+    (!Number.isSafeInteger(n) || (n as number) < 1 || (n as number) > MAX_CRL_PARTITIONS)
+  ) {
+    fail(`urls.crlPartitions must be a whole number from 1 to ${MAX_CRL_PARTITIONS}`);
   }
 }
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
-import { parseIndex } from "../ocsp/index_db.ts";
+import { parseIndex } from "../ocsp/mod.ts";
 import { CaFolder, CaFolderError, serialHex } from "./store.ts";
 
 async function folder(): Promise<CaFolder> {

@@ -10,7 +10,7 @@
  * const roff = manPage(AUDIT_COMMAND, "0.1.0"); // ".TH SVCD-AUDIT 8 …"
  * ```
  */
-import { type CliOption, type CommandGroup, optionText } from "./options.ts";
+import { type CliOption, type CommandGroup, optionSections, optionText } from "./options.ts";
 import { EXIT_CODES } from "./exit.ts";
 
 /** The man page names of the command groups, as SEE ALSO lists them. */
@@ -103,13 +103,8 @@ export function manPage(group: CommandGroup, version: string): string {
     }
   }
   lines.push(".SH OPTIONS");
-  const known = new Set(group.groups.map((g) => g.id));
-  for (const g of [...group.groups, { id: "", title: "other options" }]) {
-    const members = group.options.filter((o) =>
-      g.id === "" ? !known.has(o.group ?? "") : o.group === g.id
-    );
-    if (members.length === 0) continue;
-    lines.push(`.SS ${roffText(g.title)}`, ...members.flatMap(optionItem));
+  for (const s of optionSections(group.options, group.groups, "other options")) {
+    lines.push(`.SS ${roffText(s.title)}`, ...s.options.flatMap(optionItem));
   }
   if (group.notes) lines.push(".SH NOTES", ...roffParagraphs(group.notes));
   lines.push(...exitStatus(), ...seeAlso(page));

@@ -2,7 +2,9 @@
  * The command line's documentation as data: every command group (serve, token, ca, audit, client)
  * describes its commands and options once, in a {@link CommandGroup}; `--help` and the man pages
  * (packaging/man.ts) are both rendered from it, and the parser's option table is derived from it,
- * so what is parsed, what `--help` prints and what the man page says cannot disagree.
+ * so what is parsed, what `--help` prints and what the man page says cannot disagree. Options read
+ * with a type per option are declared as an option table (option_table.ts), those several groups
+ * take once (shared_options.ts).
  *
  * @example
  * ```ts
@@ -145,23 +147,34 @@ function optionLines(o: CliOption): string[] {
 }
 
 /**
- * The options under their headings, in the order of `groups` (then any without a group, under
- * "options"); each heading is "title:" on its own line.
+ * The options under their headings, in the order of `groups`, then those without a known group
+ * under `otherTitle`; a heading without options is left out.
+ */
+export function optionSections(
+  options: readonly CliOption[],
+  groups: readonly OptionGroup[],
+  otherTitle: string,
+): Array<{ title: string; options: CliOption[] }> {
+  const known = new Set(groups.map((g) => g.id));
+  return [...groups, { id: "", title: otherTitle }]
+    .map((g) => ({
+      title: g.title,
+      options: options.filter((o) => g.id === "" ? !known.has(o.group ?? "") : o.group === g.id),
+    }))
+    .filter((s) => s.options.length > 0);
+}
+
+/**
+ * The options under their headings (see {@link optionSections}); each heading is "title:" on its
+ * own line.
  */
 export function formatOptions(
   options: readonly CliOption[],
   groups: readonly OptionGroup[],
 ): string {
-  const sections: string[] = [];
-  const known = new Set(groups.map((g) => g.id));
-  for (const g of [...groups, { id: "", title: "options" }]) {
-    const members = options.filter((o) =>
-      g.id === "" ? !known.has(o.group ?? "") : o.group === g.id
-    );
-    if (members.length === 0) continue;
-    sections.push(`${g.title}:\n${members.flatMap(optionLines).join("\n")}`);
-  }
-  return sections.join("\n\n");
+  return optionSections(options, groups, "options")
+    .map((s) => `${s.title}:\n${s.options.flatMap(optionLines).join("\n")}`)
+    .join("\n\n");
 }
 
 /** The options that apply to `command` (all of them without one). */

@@ -172,7 +172,7 @@ export async function runClientCommand(args: string[], io: ClientIo = {}): Promi
   try {
     const values = line.values as Values;
     const job = checkCommand(command, values, positionals);
-    const settings = resolveSettings(values, io.env ?? clientEnvironment());
+    const settings = io.env ? resolveSettings(values, io.env) : settingsFromProcess(values);
     conn = await SvcdConnection.open(settings, io.wait);
     return await job(conn, settings, print);
   } catch (err) {
@@ -273,14 +273,26 @@ function usageError(message: string): number {
 }
 
 /**
- * SVCD_* from the environment; nothing else is read. A variable this process may not read (the
- * daemon's permission set) counts as unset, so the flags still work.
+ * The settings from the flags and this process's SVCD_* variables; nothing else is read. A
+ * variable this process may not read (the daemon's permission set, as `deno task svcd` has it)
+ * counts as unset, so the flags still work; a setting missing then is answered in one line that
+ * says which variables were out of reach and how to run the client with its own permissions.
  */
-function clientEnvironment(): Record<string, string | undefined> {
+function settingsFromProcess(values: Values): Settings {
   const env: Record<string, string | undefined> = {};
-  for (const name of Object.keys(ENVIRONMENT)) {
+  const unreadable: string[] = [];
+  for (const [name, flag] of Object.entries(ENVIRONMENT)) {
     const allowed = Deno.permissions.querySync({ name: "env", variable: name }).state === "granted";
     env[name] = allowed ? Deno.env.get(name) : undefined;
+    if (!allowed && values[flag.slice(2)] === undefined) unreadable.push(name);
   }
-  return env;
+  try {
+    return resolveSettings(values, env);
+  } catch (err) {
+    const missed = unreadable.filter((name) => (err as Error).message.includes(name));
+    if (!(err instanceof ClientError) || missed.length === 0) throw err;
+    throw new ClientError(
+      `${err.message}; this svcd may not read ${missed.join(", ")}: ${NOT_CAPABLE_HINT}`,
+    );
+  }
 }

@@ -19,7 +19,7 @@
 import { createHash, createPublicKey } from "node:crypto";
 import { p256, p384 } from "@noble/curves/nist.js";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
-import { COMPOSITE_MLDSA65_ED25519_LABEL } from "../token/key_types.ts";
+import { COMPOSITE_MLDSA65_ED25519_LABEL } from "../token/mod.ts";
 import { localDigestName, NODE_HASH } from "./digests.ts";
 import type { ClientKey } from "./keys.ts";
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { acceptVerdict, QUEUE_FULL_BYTES } from "./acceptor.ts";
+import { acceptVerdict, QUEUE_FULL_BYTES } from "./_acceptor.ts";
 
 const proxy = { pid: 10, uid: 33, gid: 33 };
 

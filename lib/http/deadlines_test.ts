@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { DeadlineQueue } from "./deadlines.ts";
+import { DeadlineQueue } from "./_connections.ts";
 
 Deno.test("deadline queue: only entries due are dropped, oldest first, and the head says when", () => {
   const q = new DeadlineQueue<{ since: number; name: string }>(100);
@@ -18,4 +18,14 @@ Deno.test("deadline queue: only entries due are dropped, oldest first, and the h
   assert.equal(q.size, 1);
   assert.equal(q.dueAt(), 220);
   assert.ok(q.has(3) && !q.has(1));
+});
+
+Deno.test("deadline queue: an entry is due exactly `ms` after its `since`, not a millisecond before", () => {
+  const q = new DeadlineQueue<{ since: number }>(2000);
+  q.set(5, { since: 1000 });
+  const drop = () => q.delete(5);
+  assert.equal(q.expire(2999, drop), 0);
+  assert.ok(q.has(5));
+  assert.equal(q.expire(3000, drop), 1);
+  assert.equal(q.size, 0);
 });

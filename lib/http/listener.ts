@@ -6,10 +6,12 @@
  *
  * Polling: a synchronous `epoll_wait(…, 0)` first, which is far cheaper than a round trip through
  * the FFI thread pool; only when nothing is ready a `nonblocking` FFI `epoll_wait` with the time to
- * the next deadline. An eventfd
- * wakes that wait on close so the process can exit. Its parts have files of their own: who may hold
- * a connection (acceptor.ts), the connections under each deadline (deadlines.ts), and the parsed
- * requests waiting for a handler slot (work_queue.ts).
+ * the next deadline. An eventfd wakes that wait on close so the process can exit.
+ *
+ * This file is the reactor: the epoll set, accepting, the handlers, the shutdown. Its parts have
+ * files of their own: who may hold a connection (_acceptor.ts), each connection's bytes and
+ * deadlines from accept to close (_connections.ts), and the parsed requests waiting for a handler
+ * slot (_work_queue.ts).
  *
  * @example
  * ```ts
@@ -32,28 +34,27 @@ import {
   libc,
   O_CLOEXEC,
   O_NONBLOCK,
-  type PeerCred,
   peerCred,
   readFd,
   sendFd,
-  SHUT_WR,
   writeFd,
 } from "../../ffi/libc.ts";
-import { type AcceptVerdict, acceptVerdict, QUEUE_FULL_BYTES } from "./acceptor.ts";
-import { DeadlineQueue } from "./deadlines.ts";
-import { DEFAULT_MAX_HEADER_BYTES, type ParsedRequest, RequestReader } from "./parse.ts";
+import { type AcceptVerdict, acceptVerdict, QUEUE_FULL_BYTES } from "./_acceptor.ts";
+import { type Conn, type ConnectionHost, Connections } from "./_connections.ts";
+import { WorkQueue } from "./_work_queue.ts";
+import { DEFAULT_MAX_HEADER_BYTES, type ParsedRequest, pathOf } from "./parse.ts";
 import { problem } from "./problem.ts";
-import { CONTINUE_BYTES, serializeResponse, serializeResponseInto } from "./response.ts";
 import {
   closeUnixListener,
+  heldByOthers,
   LISTEN_BACKLOG,
   openUnixListener,
+  publishHeld,
   removeUnixListenerPath,
+  type SharedSocket,
   type UnixListenerSocket,
 } from "./socket.ts";
-import { heldByOthers, publishHeld, type SharedSocket } from "./shared_socket.ts";
 import type { ContinueCheck, Handler, HttpRequest, HttpResponse, ListenerEvent } from "./types.ts";
-import { WorkQueue } from "./work_queue.ts";
 
 /** Options of one listener. */
 export interface ListenerOptions {
@@ -81,9 +82,14 @@ export interface ListenerOptions {
   continueCheck?: ContinueCheck;
   log?: (event: ListenerEvent) => void;
   /**
+   * The clock every deadline is counted on: milliseconds, monotonic. Default `performance.now`; a
+   * test moves its own, so that "not before its deadline" needs no waiting and no measuring.
+   */
+  now?: () => number;
+  /**
    * Serve a socket opened elsewhere and shared with listeners in other isolates (each accepts from
    * it; the queue depth bounds their sum); `path` is then ignored and close() leaves the socket to
-   * its opener. Example: `{ ...opts, shared: joinSharedSocket(setup, 1) }`.
+   * its opener. Example: `{ ...opts, shared: shareSocket(socket, 2)[0] }`.
    */
   shared?: SharedSocket;
 }
@@ -107,40 +113,10 @@ export interface ListenerStats {
   handlerErrors: number;
 }
 
-type State = "waiting" | "reading" | "queued" | "active" | "writing" | "lingering" | "closed";
-
-interface Conn {
-  fd: number;
-  serial: number;
-  peer: PeerCred;
-  state: State;
-  since: number;
-  reader: RequestReader | null;
-  out: Uint8Array | null;
-  outAt: number;
-  /** The request was not read to its end: drain before close so the peer reads our answer. */
-  unread: boolean;
-  /** Added to epoll yet (a connection whose request is already there never needs to be). */
-  watched: boolean;
-  /** Bytes read and discarded since the answer was sent (lingering). */
-  discarded: number;
-}
-
 const MAX_EVENTS = 256;
-const READ_CHUNK = 64 * 1024;
-const OUT_CHUNK = 16 * 1024;
-const DRAIN_LIMIT = 256 * 1024;
-/**
- * A connection answered before its request was read keeps reading (and discarding) after the
- * answer until the peer closes, for at most this long and this many bytes: a proxy still sending
- * a body past --max-body must not get a reset (it would answer 502 instead of relaying ours).
- */
-const LINGER_MS = 2000;
-const LINGER_LIMIT = 16 * 1024 * 1024;
 const ACCEPT_BATCH = 64;
 const IDLE_WAIT_CAP_MS = 500;
 const ACCEPT_PAUSE_MS = 100;
-const READER_POOL = 64;
 
 /**
  * One listening socket and its reactor.
@@ -156,27 +132,15 @@ const READER_POOL = 64;
  */
 export class Listener {
   #opts:
-    & Required<Omit<ListenerOptions, "log" | "continueCheck" | "shared">>
+    & Required<Omit<ListenerOptions, "log" | "continueCheck" | "shared" | "now">>
     & Pick<ListenerOptions, "log" | "continueCheck" | "shared">;
   #sock: UnixListenerSocket;
   #ep: number;
   #wake: number;
-  #conns = new Map<number, Conn>();
-  /** Connections that have sent nothing yet: the first-byte deadline. */
-  #waiting: DeadlineQueue<Conn>;
-  /** Requests partly read: the request deadline. */
-  #reading: DeadlineQueue<Conn>;
-  /** Responses the peer is slow to take: the same deadline. */
-  #writing: DeadlineQueue<Conn>;
-  /** Answered before their request was read: input discarded until the peer closes. */
-  #lingering = new DeadlineQueue<Conn>(LINGER_MS);
+  #now: () => number;
+  #connections: Connections;
   #work: WorkQueue<[Conn, ParsedRequest]>;
-  #serial = 0;
   #ids = { prefix: randomHex8(), next: 0 };
-  #readers: RequestReader[] = [];
-  #readBuf = new Uint8Array(READ_CHUNK);
-  /** Where responses are serialised; one that cannot be sent at once is copied out of it. */
-  #outBuf = new Uint8Array(OUT_CHUNK);
   #events = new Uint8Array(MAX_EVENTS * EPOLL_EVENT_SIZE);
   #eventView: DataView;
   #ctlBuf = new Uint8Array(EPOLL_EVENT_SIZE);
@@ -187,14 +151,7 @@ export class Listener {
   #serving: Promise<void> | null = null;
   #closed: Promise<void> | null = null;
   #drained: (() => void) | null = null;
-  #counts = {
-    served: 0,
-    refusedUid: 0,
-    queueFull: 0,
-    deadlineDrops: 0,
-    parseErrors: 0,
-    handlerErrors: 0,
-  };
+  #counts = { served: 0, refusedUid: 0, queueFull: 0, handlerErrors: 0 };
 
   private constructor(opts: ListenerOptions, sock: UnixListenerSocket, ep: number, wake: number) {
     this.#opts = {
@@ -205,9 +162,8 @@ export class Listener {
       bodyMs: 10_000,
       ...opts,
     };
-    this.#waiting = new DeadlineQueue(this.#opts.firstByteMs);
-    this.#reading = new DeadlineQueue(this.#opts.bodyMs);
-    this.#writing = new DeadlineQueue(this.#opts.bodyMs);
+    this.#now = opts.now ?? (() => performance.now());
+    this.#connections = new Connections({ ...this.#opts, now: this.#now }, this.#host());
     this.#work = new WorkQueue(this.#opts.workers);
     this.#sock = sock;
     this.#ep = ep;
@@ -264,11 +220,24 @@ export class Listener {
   /** Gauges and counters. */
   stats(): ListenerStats {
     return {
-      waiting: this.#waiting.size,
-      reading: this.#reading.size,
+      waiting: this.#connections.waiting,
+      reading: this.#connections.reading,
       active: this.#work.active,
       queued: this.#work.queued,
       ...this.#counts,
+      ...this.#connections.counts,
+    };
+  }
+
+  /** What the connections are told and asked by their listener. */
+  #host(): ConnectionHost {
+    return {
+      watch: (fd, serial, events, again) =>
+        this.#ctl(again ? EPOLL_CTL.MOD : EPOLL_CTL.ADD, fd, events, serial),
+      requestRead: (conn, request) => this.#enqueue(conn, request),
+      heldChanged: () => this.#publishHeld(),
+      closed: () => this.#connectionClosed(),
+      failed: (id, e) => this.#handlerFailed(id, e),
     };
   }
 
@@ -293,12 +262,10 @@ export class Listener {
   }
 
   #idleTimeout(): number {
-    const now = performance.now();
+    const now = this.#now();
     let next = now + IDLE_WAIT_CAP_MS;
-    for (const queue of [this.#waiting, this.#reading, this.#writing, this.#lingering]) {
-      const due = queue.dueAt();
-      if (due !== undefined) next = Math.min(next, due);
-    }
+    const due = this.#connections.dueAt();
+    if (due !== undefined) next = Math.min(next, due);
     if (this.#acceptPausedUntil > now) next = Math.min(next, this.#acceptPausedUntil);
     return Math.max(0, Math.ceil(next - now));
   }
@@ -307,50 +274,28 @@ export class Listener {
     const v = this.#eventView;
     for (let i = 0; i < n; i++) {
       const at = i * EPOLL_EVENT_SIZE;
-      const events = v.getUint32(at, true);
       const fd = v.getInt32(at + EPOLL_DATA_OFFSET, true);
-      const serial = v.getUint32(at + EPOLL_DATA_OFFSET + 4, true);
       if (fd === this.#sock.fd) this.#acceptSome();
       else if (fd === this.#wake) readFd(this.#wake, new Uint8Array(8), 8);
-      else {
-        const conn = this.#conns.get(fd);
-        if (conn === undefined || conn.serial !== serial) continue; // stale event of a closed fd
-        if (conn.state === "writing") this.#flush(conn);
-        else if (conn.state === "lingering") this.#discard(conn);
-        else if (conn.state === "waiting" || conn.state === "reading") this.#readFrom(conn, events);
-      }
+      else this.#connections.ready(fd, v.getUint32(at + EPOLL_DATA_OFFSET + 4, true));
     }
   }
 
   #expire(): void {
-    const now = performance.now();
+    const now = this.#now();
     if (this.#acceptPausedUntil !== 0 && this.#acceptPausedUntil <= now && !this.#closing) {
       this.#acceptPausedUntil = 0;
       this.#setAccepting(true);
     }
-    let drops = this.#waiting.expire(now, (conn) => {
-      this.#opts.log?.({ kind: "deadline", phase: "first_byte", ms: this.#opts.firstByteMs });
-      this.#closeConn(conn);
-    });
-    drops += this.#reading.expire(now, (conn) => {
-      this.#opts.log?.({ kind: "deadline", phase: "request", ms: this.#opts.bodyMs });
-      conn.unread = true;
-      this.#respond(
-        conn,
-        problem(
-          408,
-          "Request timeout",
-          `the request was not complete ${this.#opts.bodyMs} ms after its first byte`,
-        ),
-      );
-    });
-    drops += this.#writing.expire(now, (conn) => {
-      this.#opts.log?.({ kind: "deadline", phase: "write", ms: this.#opts.bodyMs });
-      this.#closeConn(conn);
-    });
-    this.#counts.deadlineDrops += drops;
-    // The answer is out: a peer still sending at the linger deadline is simply closed.
-    this.#lingering.expire(now, (conn) => this.#closeConn(conn));
+    this.#connections.expire(now);
+  }
+
+  #ctl(op: number, fd: number, events: number, serial: number): boolean {
+    const v = this.#ctlView;
+    v.setUint32(0, events >>> 0, true);
+    v.setInt32(EPOLL_DATA_OFFSET, fd, true);
+    v.setUint32(EPOLL_DATA_OFFSET + 4, serial >>> 0, true);
+    return libc().epoll_ctl(this.#ep, op, fd, this.#ctlBuf) === 0;
   }
 
   // ---- accepting -----------------------------------------------------------------------------
@@ -375,7 +320,7 @@ export class Listener {
 
   /** Out of file descriptors: stop polling the listening socket briefly instead of spinning. */
   #pauseAccept(): void {
-    this.#acceptPausedUntil = performance.now() + ACCEPT_PAUSE_MS;
+    this.#acceptPausedUntil = this.#now() + ACCEPT_PAUSE_MS;
     this.#setAccepting(false);
   }
 
@@ -390,7 +335,10 @@ export class Listener {
   /** Polls the listening socket again, or stops; EPOLLEXCLUSIVE cannot be modified, only re-added. */
   #setAccepting(on: boolean): void {
     const fd = this.#sock.fd;
-    if (!this.#opts.shared) return this.#ctl(EPOLL_CTL.MOD, fd, on ? EPOLL.IN : 0, 0);
+    if (!this.#opts.shared) {
+      this.#ctl(EPOLL_CTL.MOD, fd, on ? EPOLL.IN : 0, 0);
+      return;
+    }
     if (on) this.#ctl(EPOLL_CTL.ADD, fd, this.#acceptEvents(), 0);
     else libc().epoll_ctl(this.#ep, EPOLL_CTL.DEL, fd, this.#ctlBuf);
   }
@@ -400,25 +348,7 @@ export class Listener {
     const held = this.#held() + (this.#opts.shared ? heldByOthers(this.#opts.shared) : 0);
     const verdict = acceptVerdict(peerCred(fd), this.#opts.proxyUid, held, this.#opts.queueDepth);
     if (verdict.kind !== "accept") return this.#refuse(fd, verdict, held);
-    const peer = verdict.peer;
-    const conn: Conn = {
-      fd,
-      serial: (++this.#serial) >>> 0,
-      peer,
-      state: "waiting",
-      since: performance.now(),
-      reader: null,
-      out: null,
-      outAt: 0,
-      unread: false,
-      watched: false,
-      discarded: 0,
-    };
-    this.#conns.set(fd, conn);
-    this.#waiting.set(fd, conn);
-    this.#publishHeld();
-    // A proxy writes its request right after connect: try it now, and only watch it if it is silent.
-    this.#readFrom(conn, 0);
+    this.#connections.hold(fd, verdict.peer);
   }
 
   #refuse(fd: number, verdict: Exclude<AcceptVerdict, { kind: "accept" }>, held: number): void {
@@ -434,14 +364,14 @@ export class Listener {
       this.#counts.queueFull++;
       this.#opts.log?.({ kind: "queue_full", held });
       sendFd(fd, QUEUE_FULL_BYTES, QUEUE_FULL_BYTES.length);
-      this.#drainInput(fd); // a proxy writes its request right after connect
+      this.#connections.drainInput(fd); // a proxy writes its request right after connect
     }
     libc().close(fd);
   }
 
   /** Connections not yet in a handler: what the queue depth bounds. */
   #held(): number {
-    return this.#waiting.size + this.#reading.size + this.#work.queued;
+    return this.#connections.waiting + this.#connections.reading + this.#work.queued;
   }
 
   /** Tells the listeners sharing the socket how many this one holds (at each change). */
@@ -449,83 +379,14 @@ export class Listener {
     if (this.#opts.shared) publishHeld(this.#opts.shared, this.#held());
   }
 
-  // ---- reading -------------------------------------------------------------------------------
-
-  #readFrom(conn: Conn, _events: number): void {
-    const buf = this.#readBuf;
-    for (;;) {
-      const r = readFd(conn.fd, buf, buf.length);
-      if (r > 0) {
-        if (conn.state === "waiting") this.#startReading(conn);
-        const reader = conn.reader!;
-        const step = reader.feed(buf.subarray(0, r));
-        if (step.kind === "done") {
-          this.#reading.delete(conn.fd);
-          this.#releaseReader(conn);
-          this.#enqueue(conn, step.request);
-          return;
-        }
-        if (step.kind === "refuse") {
-          this.#counts.parseErrors++;
-          this.#opts.log?.({ kind: "parse_error", status: step.status, detail: step.detail });
-          conn.unread = true;
-          this.#respond(conn, problem(step.status, step.title, step.detail));
-          return;
-        }
-        if (reader.wantsContinue && !this.#continueOrRefuse(conn, reader)) return;
-        if (r < buf.length) break; // the socket is most likely empty: wait for more
-        continue;
-      }
-      if (r === 0) return this.#closeConn(conn); // the peer left before finishing a request
-      const e = errno();
-      if (e === ERRNO.EAGAIN) break;
-      if (e === ERRNO.EINTR) continue;
-      return this.#closeConn(conn);
+  /** A descriptor came free: accepting resumes if it paused for want of one. */
+  #connectionClosed(): void {
+    this.#publishHeld();
+    if (this.#acceptPausedUntil !== 0 && !this.#closing) {
+      this.#acceptPausedUntil = 0;
+      this.#setAccepting(true);
     }
-    this.#watch(conn, EPOLL.IN | EPOLL.RDHUP | EPOLL.ONESHOT);
-  }
-
-  #watch(conn: Conn, events: number): void {
-    this.#ctl(conn.watched ? EPOLL_CTL.MOD : EPOLL_CTL.ADD, conn.fd, events, conn.serial);
-    conn.watched = true;
-  }
-
-  #startReading(conn: Conn): void {
-    this.#waiting.delete(conn.fd);
-    conn.state = "reading";
-    conn.since = performance.now();
-    conn.reader = this.#readers.pop() ?? new RequestReader(this.#opts);
-    this.#reading.set(conn.fd, conn);
-  }
-
-  /**
-   * `100 Continue` only for a request the handler side would take (route, identity, grant, budget):
-   * any other gets its final answer now, before the client sends a body. False when refused.
-   */
-  #continueOrRefuse(conn: Conn, reader: RequestReader): boolean {
-    const head = reader.head;
-    const refusal = this.#opts.continueCheck?.({
-      ...head,
-      path: pathOf(head.target),
-      peer: conn.peer,
-    });
-    if (refusal) {
-      conn.unread = true;
-      this.#respond(conn, refusal, undefined, head.method === "HEAD");
-      return false;
-    }
-    sendFd(conn.fd, CONTINUE_BYTES, CONTINUE_BYTES.length);
-    reader.continueSent();
-    return true;
-  }
-
-  #releaseReader(conn: Conn): void {
-    const reader = conn.reader;
-    conn.reader = null;
-    if (reader && this.#readers.length < READER_POOL) {
-      reader.reset();
-      this.#readers.push(reader);
-    }
+    this.#checkDrained();
   }
 
   // ---- handling ------------------------------------------------------------------------------
@@ -565,7 +426,9 @@ export class Listener {
     }
     this.#work.finished();
     this.#counts.served++;
-    if (conn.state === "active") this.#respond(conn, res, req.id, req.method === "HEAD");
+    if (conn.state === "active") {
+      this.#connections.respond(conn, res, req.id, req.method === "HEAD");
+    }
     this.#pump();
     this.#checkDrained();
   }
@@ -584,122 +447,6 @@ export class Listener {
     const n = this.#ids.next++ >>> 0;
     if (this.#ids.next > 0xffffffff) this.#ids = { prefix: randomHex8(), next: 0 };
     return this.#ids.prefix + n.toString(16).padStart(8, "0");
-  }
-
-  // ---- writing -------------------------------------------------------------------------------
-
-  #respond(conn: Conn, res: HttpResponse, id?: string, headOnly = false): void {
-    let bytes: Uint8Array;
-    try {
-      bytes = serializeResponseInto(res, headOnly, this.#outBuf);
-    } catch (e) {
-      bytes = serializeResponse(this.#handlerFailed(id ?? "-", e));
-    }
-    this.#reading.delete(conn.fd);
-    this.#releaseReader(conn);
-    this.#publishHeld();
-    conn.out = bytes;
-    conn.outAt = 0;
-    conn.state = "writing";
-    conn.since = performance.now();
-    this.#flush(conn);
-  }
-
-  #flush(conn: Conn): void {
-    const out = conn.out!;
-    while (conn.outAt < out.length) {
-      const rest = conn.outAt === 0 ? out : out.subarray(conn.outAt);
-      const w = sendFd(conn.fd, rest, rest.length);
-      if (w > 0) {
-        conn.outAt += w;
-        continue;
-      }
-      const e = errno();
-      if (e === ERRNO.EINTR) continue;
-      if (e === ERRNO.EAGAIN) {
-        // The shared output buffer is reused by the next response: keep the rest in one's own.
-        if (out.buffer === this.#outBuf.buffer) {
-          conn.out = out.slice(conn.outAt);
-          conn.outAt = 0;
-        }
-        if (!this.#writing.has(conn.fd)) this.#writing.set(conn.fd, conn);
-        this.#watch(conn, EPOLL.OUT | EPOLL.ONESHOT);
-        return;
-      }
-      break; // the peer is gone
-    }
-    if (conn.outAt === out.length && conn.unread) this.#linger(conn);
-    else this.#closeConn(conn);
-  }
-
-  /**
-   * The answer is written but the request was not read (413 from the head, 400, 408, a refused
-   * 100-continue): closing now with input unread would reset the connection. Half-close instead,
-   * so that the peer reads the answer and then its end, and discard what it still sends until it
-   * closes, LINGER_LIMIT bytes or LINGER_MS. Holds no handler slot and counts against no queue.
-   */
-  #linger(conn: Conn): void {
-    libc().shutdown(conn.fd, SHUT_WR);
-    this.#writing.delete(conn.fd);
-    conn.state = "lingering";
-    conn.unread = false;
-    conn.out = null;
-    conn.since = performance.now();
-    this.#lingering.set(conn.fd, conn);
-    this.#discard(conn);
-  }
-
-  /** Reads and drops a lingering connection's input; closes it at its end or past the bound. */
-  #discard(conn: Conn): void {
-    const buf = this.#readBuf;
-    for (;;) {
-      const r = readFd(conn.fd, buf, buf.length);
-      if (r > 0) {
-        conn.discarded += r;
-        if (conn.discarded >= LINGER_LIMIT) return this.#closeConn(conn);
-        continue;
-      }
-      if (r < 0) {
-        const e = errno();
-        if (e === ERRNO.EINTR) continue;
-        if (e === ERRNO.EAGAIN) return this.#watch(conn, EPOLL.IN | EPOLL.RDHUP | EPOLL.ONESHOT);
-      }
-      return this.#closeConn(conn); // the peer closed (or is gone)
-    }
-  }
-
-  /**
-   * Closing with unread input makes the kernel report ECONNRESET to the peer (a proxy then answers
-   * 502 instead of ours): read what is already there, bounded, so the peer sees our answer and then
-   * a clean end.
-   */
-  #drainInput(fd: number): void {
-    for (let drained = 0; drained < DRAIN_LIMIT;) {
-      const r = readFd(fd, this.#readBuf, this.#readBuf.length);
-      if (r <= 0) break;
-      drained += r;
-    }
-  }
-
-  #closeConn(conn: Conn): void {
-    if (conn.state === "closed") return;
-    const c = libc();
-    if (conn.unread) this.#drainInput(conn.fd);
-    c.close(conn.fd);
-    conn.state = "closed";
-    conn.out = null;
-    this.#conns.delete(conn.fd);
-    this.#waiting.delete(conn.fd);
-    this.#reading.delete(conn.fd);
-    this.#writing.delete(conn.fd);
-    this.#lingering.delete(conn.fd);
-    this.#releaseReader(conn);
-    this.#publishHeld();
-    if (this.#acceptPausedUntil !== 0 && !this.#closing) {
-      this.#acceptPausedUntil = 0;
-      this.#setAccepting(true);
-    }
-    this.#checkDrained();
   }
 
   // ---- shutdown ------------------------------------------------------------------------------
@@ -729,29 +476,17 @@ export class Listener {
     this.#stopped = true;
     writeFd(this.#wake, new Uint8Array(new BigUint64Array([1n]).buffer), 8);
     if (this.#serving) await this.#serving;
-    for (const conn of [...this.#conns.values()]) this.#closeConn(conn);
+    this.#connections.closeAll();
     c.close(this.#ep);
     c.close(this.#wake);
   }
 
   #inFlight(): number {
-    return this.#waiting.size + this.#reading.size + this.#writing.size + this.#lingering.size +
-      this.#work.active + this.#work.queued;
+    return this.#connections.inFlight + this.#work.active + this.#work.queued;
   }
 
   #checkDrained(): void {
     if (this.#drained !== null && this.#inFlight() === 0) this.#drained();
-  }
-
-  #ctl(op: number, fd: number, events: number, serial: number): void {
-    const v = this.#ctlView;
-    v.setUint32(0, events >>> 0, true);
-    v.setInt32(EPOLL_DATA_OFFSET, fd, true);
-    v.setUint32(EPOLL_DATA_OFFSET + 4, serial >>> 0, true);
-    if (libc().epoll_ctl(this.#ep, op, fd, this.#ctlBuf) !== 0) {
-      const conn = this.#conns.get(fd);
-      if (conn) this.#closeConn(conn); // e.g. ENOMEM: cannot watch it, so do not keep it
-    }
   }
 }
 
@@ -772,11 +507,6 @@ function checkOptions(opts: ListenerOptions): void {
       `listener option proxyUid must be a uid (integer ≥ 0) or null, got ${opts.proxyUid}`,
     );
   }
-}
-
-function pathOf(target: string): string {
-  const q = target.indexOf("?");
-  return q < 0 ? target : target.slice(0, q);
 }
 
 function randomHex8(): string {

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { AF_UNIX, errno, libc, readFd, SO, SOCK, sockaddrUn, writeFd } from "../../ffi/libc.ts";
-import { type Handler, Listener, type ListenerOptions } from "./mod.ts";
+import { type Handler, Listener, type ListenerEvent, type ListenerOptions } from "./mod.ts";
 import {
   bytes,
   exchange,
@@ -63,48 +63,82 @@ Deno.test("300 silent connections: the 257th gets 503 Retry-After: 1, the held o
   });
 });
 
-Deno.test("a silent connection is released at the first-byte deadline and never takes a worker", async () => {
+/**
+ * A clock for the listener that stands still until the test moves it: "not before its deadline" is
+ * then a fact of the deadline logic, not a measured time.
+ */
+function handClock() {
+  const clock = { t: 0, now: () => clock.t };
+  return clock;
+}
+
+Deno.test("a silent connection is released at its first-byte deadline, not before, and never takes a worker", async () => {
   let calls = 0;
+  const clock = handClock();
+  const events: ListenerEvent[] = [];
   await withListener({
     workers: 1,
     firstByteMs: 2000,
+    now: clock.now,
+    log: (e) => events.push(e),
     handler: () => (calls++, Promise.resolve({ status: 204 })),
   }, async (l, path) => {
-    const start = performance.now();
     const silent = await Deno.connect({ transport: "unix", path });
-    await until(() => l.stats().waiting === 1);
-    // While it waits, the single worker serves others.
+    await until(() => l.stats().waiting === 1); // held since 0
+    let released = false;
+    const answer = readToEnd(silent).finally(() => (released = true));
+    // One millisecond short of its deadline the single worker serves others; each exchange runs
+    // the reactor's expiry at this time, and the silent one is still held.
+    clock.t = 1999;
     for (let i = 0; i < 3; i++) {
       assert.equal(parseRawResponse(await exchange(path, GET)).status, 204);
     }
-    // (Checked only if the machine was fast enough for the silent one to still be inside its 2 s.)
-    if (performance.now() - start < 1900) assert.equal(l.stats().waiting, 1);
-    const got = await readToEnd(silent);
+    assert.equal(l.stats().waiting, 1, "released before its deadline");
+    assert.equal(released, false);
+    assert.equal(l.stats().deadlineDrops, 0);
+    clock.t = 2000;
+    await until(() => released, 30_000, "the release at the deadline");
+    const got = await answer;
     silent.close();
-    assert.equal(got.length, 0);
-    assert.ok(performance.now() - start >= 1990, "not released before its deadline");
-    assert.equal(calls, 3);
+    assert.equal(got.length, 0, "released without a byte");
+    assert.equal(l.stats().waiting, 0);
+    assert.equal(l.stats().deadlineDrops, 1);
+    assert.deepEqual(events, [{ kind: "deadline", phase: "first_byte", ms: 2000 }]);
+    assert.equal(calls, 3, "the silent connection never reached the handler");
   });
 });
 
-Deno.test("a request that stalls is cut with 408 at the body deadline (default 10 s)", async () => {
+Deno.test("a request that stalls is cut with 408 at the body deadline (default 10 s), not before", async () => {
   let calls = 0;
-  await withListener({ handler: () => (calls++, ok({} as never)) }, async (l, path) => {
+  const clock = handClock();
+  const events: ListenerEvent[] = [];
+  await withListener({
+    now: clock.now,
+    log: (e) => events.push(e),
+    handler: () => (calls++, ok({} as never)),
+  }, async (l, path) => {
     const conn = await Deno.connect({ transport: "unix", path });
-    const start = performance.now();
     await writeAll(
       conn,
       bytes("POST /sign HTTP/1.1\r\nHost: svcd\r\nContent-Length: 10\r\n\r\nabc"),
     );
-    await until(() => l.stats().reading === 1);
-    const res = parseRawResponse(await readToEnd(conn));
-    const elapsed = performance.now() - start;
+    await until(() => l.stats().reading === 1); // its first byte at 0
+    let cut = false;
+    const answer = readToEnd(conn).finally(() => (cut = true));
+    clock.t = 9_999;
+    // Another request is served meanwhile (and runs the reactor's expiry at 9 999).
+    assert.equal(parseRawResponse(await exchange(path, GET)).status, 200);
+    assert.equal(l.stats().reading, 1, "cut before its deadline");
+    assert.equal(cut, false);
+    clock.t = 10_000;
+    await until(() => cut, 30_000, "the 408 at the deadline");
+    const res = parseRawResponse(await answer);
     conn.close();
     assert.equal(res.status, 408);
     assert.equal(header(res, "content-type"), "application/problem+json");
-    assert.ok(elapsed >= 9_900, `cut after ${elapsed} ms, not before 10 s`);
-    assert.equal(calls, 0);
+    assert.equal(calls, 1, "only the other request reached the handler");
     assert.equal(l.stats().deadlineDrops, 1);
+    assert.deepEqual(events, [{ kind: "deadline", phase: "request", ms: 10_000 }]);
   });
 });
 

@@ -11,18 +11,19 @@
  * await l.serve();
  * ```
  */
-import { rlimitNofile } from "../../ffi/libc.ts";
-
 export { Listener, type ListenerOptions, type ListenerStats } from "./listener.ts";
-export { type SharedSocket, shareSocket } from "./shared_socket.ts";
 export {
   closeUnixListener,
   LISTEN_BACKLOG,
+  nofileLimit,
   openUnixListener,
   removeUnixListenerPath,
+  type SharedSocket,
+  shareSocket,
   type UnixListenerSocket,
 } from "./socket.ts";
 export { problem, PROBLEM_TYPE, PROBLEM_URN, typedProblem } from "./problem.ts";
+export { headerValues, singleHeader, utf8FromLatin1 } from "./headers.ts";
 export { allowOf, routeFor } from "./routes.ts";
 export { DEFAULT_MAX_HEADER_BYTES } from "./parse.ts";
 export type {
@@ -33,10 +34,3 @@ export type {
   ListenerEvent,
   RequestHead,
 } from "./types.ts";
-
-/**
- * The process's open-file limits (getrlimit RLIMIT_NOFILE), for the start-up check.
- */
-export function nofileLimit(): { soft: number; hard: number } {
-  return rlimitNofile();
-}

@@ -43,6 +43,19 @@ export interface ReaderLimits {
   maxBodyBytes: number;
 }
 
+/**
+ * The request target without its query string: what routes match.
+ *
+ * @example
+ * ```ts
+ * pathOf("/sign?x=1"); // "/sign"
+ * ```
+ */
+export function pathOf(target: string): string {
+  const q = target.indexOf("?");
+  return q < 0 ? target : target.slice(0, q);
+}
+
 // deno-lint-ignore no-explicit-any
 const HTTPParser = NodeHTTPParser as any;
 const K_MESSAGE_BEGIN: number = HTTPParser.kOnMessageBegin;

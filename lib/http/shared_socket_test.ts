@@ -3,8 +3,13 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { type Handler, Listener } from "./mod.ts";
-import { publishHeld, shareSocket } from "./shared_socket.ts";
-import { closeUnixListener, LISTEN_BACKLOG, openUnixListener } from "./socket.ts";
+import {
+  closeUnixListener,
+  LISTEN_BACKLOG,
+  openUnixListener,
+  publishHeld,
+  shareSocket,
+} from "./socket.ts";
 import { exchange, parseRawResponse, readToEnd, until } from "../../tests/support/raw_http.ts";
 
 const GET = "GET / HTTP/1.1\r\nHost: svcd\r\n\r\n";

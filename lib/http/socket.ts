@@ -3,10 +3,19 @@
  * socket someone still listens on), binds, sets mode 0660 before listen() so that no connection can
  * arrive under the umask's mode, and removes the file again only if it is still ours.
  *
+ * One socket can be served by several listeners, one per isolate (thread): each accepts from the
+ * same file descriptor (the kernel hands every connection to exactly one accept), and the queue
+ * depth bounds the connections all of them hold together. Each listener publishes how many it
+ * holds in its own slot of a SharedArrayBuffer at every change; an accept adds the others' slots
+ * to its own count. Two listeners accepting in the same instant can each miss the other's newest
+ * connection, so the bound can be passed by at most one connection per other listener.
+ *
  * @example
  * ```ts
  * const sock = openUnixListener("/run/svcd/auth.sock", 1024);
- * // … later
+ * const shared = shareSocket(sock, 2);
+ * // shared[0] to one Worker's Listener.open({ …, shared: shared[0] }), shared[1] to the other's;
+ * // once every listener has closed:
  * closeUnixListener(sock);
  * ```
  */
@@ -15,6 +24,7 @@ import {
   errno,
   libc,
   O_CLOEXEC,
+  rlimitNofile,
   SOCK,
   SOCKADDR_UN_SIZE,
   sockaddrUn,
@@ -141,4 +151,64 @@ function someoneListens(path: string): boolean {
   } finally {
     c.close(fd);
   }
+}
+
+// ---- one socket, several listeners ----------------------------------------------------------
+
+/** What one listener of a shared socket is given (crosses isolates by structured clone). */
+export interface SharedSocket {
+  socket: UnixListenerSocket;
+  /** Connections each listener holds, one Int32 per listener, on a SharedArrayBuffer. */
+  held: Int32Array;
+  /** This listener's index in `held`. */
+  slot: number;
+}
+
+/**
+ * The shares of `socket` for `listeners` listeners; the caller keeps the socket open until every
+ * listener has closed, then closes it (closeUnixListener).
+ *
+ * @example
+ * ```ts
+ * declare const path: string;
+ * const [first, second] = shareSocket(openUnixListener(path, 1024), 2);
+ * ```
+ */
+export function shareSocket(socket: UnixListenerSocket, listeners: number): SharedSocket[] {
+  if (!Number.isInteger(listeners) || listeners < 1) {
+    throw new Error(`a shared socket needs at least one listener, got ${listeners}`);
+  }
+  const held = new Int32Array(new SharedArrayBuffer(4 * listeners));
+  return Array.from({ length: listeners }, (_, slot) => ({ socket, held, slot }));
+}
+
+/**
+ * Records that this listener now holds `count` connections.
+ */
+export function publishHeld(shared: SharedSocket, count: number): void {
+  Atomics.store(shared.held, shared.slot, count);
+}
+
+/**
+ * Connections the other listeners of the socket hold.
+ */
+export function heldByOthers(shared: SharedSocket): number {
+  let sum = 0;
+  for (let i = 0; i < shared.held.length; i++) {
+    if (i !== shared.slot) sum += Atomics.load(shared.held, i);
+  }
+  return sum;
+}
+
+/**
+ * The process's open-file limits (getrlimit RLIMIT_NOFILE): every connection held is a file
+ * descriptor, so the start-up check sets them against the connections the listeners may hold.
+ *
+ * @example
+ * ```ts
+ * const { soft } = nofileLimit();
+ * ```
+ */
+export function nofileLimit(): { soft: number; hard: number } {
+  return rlimitNofile();
 }

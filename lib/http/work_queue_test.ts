@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { WorkQueue } from "./work_queue.ts";
+import { WorkQueue } from "./_work_queue.ts";
 
 Deno.test("work queue: FIFO, at most `workers` taken until one finishes", () => {
   const work = new WorkQueue<number>(2);

@@ -11,9 +11,8 @@
  * await l.close();
  * ```
  */
-import { Listener } from "../http/mod.ts";
-import { problem } from "../http/problem.ts";
-import type { HttpRequest, HttpResponse, ListenerEvent } from "../http/types.ts";
+import { Listener, problem } from "../http/mod.ts";
+import type { HttpRequest, HttpResponse, ListenerEvent } from "../http/mod.ts";
 import { exposition, EXPOSITION_CONTENT_TYPE } from "./exposition.ts";
 import { metrics } from "./svcd.ts";
 

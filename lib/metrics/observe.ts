@@ -7,13 +7,13 @@
  * @example
  * ```ts
  * import { Listener, type ListenerOptions } from "../http/mod.ts";
- * import type { ContinueCheck, Handler } from "../http/types.ts";
+ * import type { ContinueCheck, Handler } from "../http/mod.ts";
  * import { countedListener } from "./observe.ts";
  * declare const options: ListenerOptions, handler: Handler, continueCheck: ContinueCheck;
  * Listener.open({ ...options, ...countedListener("authenticated", { handler, continueCheck }) });
  * ```
  */
-import type { ContinueCheck, Handler, HttpRequest, HttpResponse } from "../http/types.ts";
+import type { ContinueCheck, Handler, HttpRequest, HttpResponse } from "../http/mod.ts";
 import { countResponse, countSign, metrics, setIsolateGauges } from "./svcd.ts";
 
 /** The shared buffer and the first region of a group of Workers (region = first + its slot). */

@@ -9,8 +9,8 @@
  * countResponse("authenticated", "/sign", 200);
  * ```
  */
-import { KEY_TYPE_NAMES } from "../token/key_types.ts";
-import type { ListenerEvent } from "../http/types.ts";
+import { KEY_TYPE_NAMES } from "../token/mod.ts";
+import type { ListenerEvent } from "../http/mod.ts";
 import { MetricsRegistry } from "./registry.ts";
 import { declareProcessMetrics } from "./process.ts";
 
@@ -27,7 +27,7 @@ const OCSP_RESPONSE_STATUSES = [
   "unauthorized",
 ];
 /** Routes as label values; any other path counts as `other`. */
-const ROUTES = ["/sign", "/verify", "/health", "/token", "/certificates", "/ocsp"];
+const ROUTES = ["/sign", "/verify", "/health", "/token", "/certificates", "/ocsp", "/crl"];
 const STATUSES = [
   "200",
   "400",
@@ -152,6 +152,15 @@ const revocationLoads = metrics.counter(
   "Reads of the revocation database (index.txt) after it changed, by result (failed: unreadable, unparseable or over --ocsp-max-entries; answers are tryLater until it loads).",
   { result: ["ok", "failed"] },
 );
+const crlSigned = metrics.counter(
+  "svcd_crl_signed_total",
+  "CRLs signed and written to the CRL folder (--ca-dir): after a change of their entries, or at half their validity.",
+);
+const crlFailures = metrics.counter(
+  "svcd_crl_failures_total",
+  "Rounds that left the CRLs as they were, by stage (index: the database could not be read; sign: the token did not sign; write: the CRL folder could not be written; number: no cRLNumber could be taken). The last good CRLs are served until their nextUpdate.",
+  { stage: ["index", "sign", "write", "number"] },
+);
 declareProcessMetrics(metrics);
 
 const SIGN_SLOT = signSeconds.slot();
@@ -173,6 +182,7 @@ const signStatus = new Map<string, number[]>(
 /** The route label of a path: a known route (or a sub-path of /ocsp), else `other`. */
 export function routeLabel(path: string): string {
   if (ROUTES.includes(path)) return path;
+  if (path.startsWith("/crl/")) return "/crl";
   return path.startsWith("/ocsp/") ? "/ocsp" : "other";
 }
 
@@ -271,3 +281,13 @@ export const ocspMetrics = {
 export function countRevocationLoad(ok: boolean): void {
   revocationLoads.inc(revocationLoads.slot(ok ? "ok" : "failed"));
 }
+
+/** The CRL keeper's observations (lib/ca CrlKeeper's `onSigned` and `onFailure`). */
+export const crlMetrics = {
+  signed(count: number): void {
+    crlSigned.inc(crlSigned.slot(), count);
+  },
+  failed(stage: "index" | "sign" | "write" | "number"): void {
+    crlFailures.inc(crlFailures.slot(stage));
+  },
+};

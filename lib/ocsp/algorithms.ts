@@ -17,8 +17,7 @@
  * const [algId, sigBits] = await signatureFields(signer, tbs); // SEQUENCE { tbs, algId, sigBits }
  * ```
  */
-import type { KeyTypeName } from "../token/key_types.ts";
-import { KEY_TYPES } from "../token/key_types.ts";
+import { KEY_TYPES, type KeyTypeName } from "../token/mod.ts";
 import {
   bitString,
   DerReader,

@@ -13,7 +13,7 @@ import {
 import { parseCertificate, readCertificates } from "./certificate.ts";
 import { DerReader, TAG } from "../der/mod.ts";
 import { bytesEqual } from "../bytes/mod.ts";
-import { KEY_TYPE_NAMES } from "../token/key_types.ts";
+import { KEY_TYPE_NAMES } from "../token/mod.ts";
 
 const NODE_KEYS = {
   "ec-p256": () => nodeCrypto.generateKeyPairSync("ec", { namedCurve: "P-256" }),

@@ -742,6 +742,48 @@ export class CompactIndex {
   }
 }
 
+/**
+ * Told of one revoked certificate: its serial's unsigned big-endian bytes are `key[from..to)` (the
+ * canonical serial, so no leading zero byte; valid only during the call), the revocation time in
+ * seconds since 1970, and its CRL reason (-1 when the line gives none).
+ */
+export type RevokedVisitor = (
+  key: Uint8Array,
+  from: number,
+  to: number,
+  revokedAtSeconds: number,
+  reason: number,
+) => void;
+
+/**
+ * Every revoked certificate of a loaded memory, in file order (what a CRL lists). Not locked:
+ * ./index_source.ts holds the read lock around it.
+ *
+ * @example
+ * ```ts
+ * declare const memory: IndexMemory;
+ * let n = 0;
+ * forEachRevoked(memory, () => n++);
+ * ```
+ */
+export function forEachRevoked(memory: IndexMemory, fn: RevokedVisitor): void {
+  const v = viewsOf(memory);
+  const { keyEnd, meta, revoked, heap } = v;
+  const count = v.i32[H.count];
+  for (let e = 0; e < count; e++) {
+    const m = meta[e];
+    if ((m & 3) !== 1) continue;
+    const reason = (m >> 2) & 15;
+    fn(
+      heap,
+      keyEnd[e],
+      keyEnd[e + 1],
+      revoked[e] - EPOCH_1950_S,
+      reason === NO_REASON ? -1 : reason,
+    );
+  }
+}
+
 function entryOf(v: Views, e: number): RevocationEntry {
   const meta = v.meta[e];
   const status = STATUS_LETTERS[meta & 3];

@@ -44,6 +44,7 @@ import {
   createIndexMemory,
   errorOf,
   F,
+  forEachRevoked,
   H,
   hashSlot,
   IndexLimitError,
@@ -52,11 +53,18 @@ import {
   loadIndexBytes,
   loadIndexFile,
   MAX_INDEX_ENTRIES,
+  type RevokedVisitor,
   setError,
   viewsOf,
 } from "./index_compact.ts";
 
-export { createIndexMemory, IndexLimitError, type IndexMemory, MAX_INDEX_ENTRIES };
+export {
+  createIndexMemory,
+  IndexLimitError,
+  type IndexMemory,
+  MAX_INDEX_ENTRIES,
+  type RevokedVisitor,
+};
 
 /** With times in whole seconds or milliseconds: a file changed this recently is compared by content. */
 export const RACY_MS = 2000;
@@ -65,6 +73,13 @@ export const RACY_MS = 2000;
  * times (the kernel's file clock advances once per scheduler tick, 1–10 ms; twice that for margin).
  */
 export const RACY_WINDOW_MS = 20;
+/**
+ * How far a file's change time, rounded up to the millisecond, may stand ahead of Date.now(),
+ * rounded down: file systems with fine-grained ("multigrain") times, such as tmpfs on current
+ * kernels, stamp a file from the same fine clock Date.now() reads, so the two roundings alone can
+ * put the file up to 2 ms in Date.now()'s future.
+ */
+const ROUNDING_MS = 2;
 
 /** Options of an IndexFileSource. */
 export interface IndexFileSourceOptions {
@@ -234,7 +249,7 @@ export class IndexFileSource implements RevocationSource {
     this.#waitForReaders();
     if (this.#verified(stamp, arrival)) return this.#answer();
     const wait = stamp.changedAt + stamp.racyWindow - Date.now();
-    if (wait > 0 && wait <= RACY_WINDOW_MS && stamp.racyWindow === RACY_WINDOW_MS) {
+    if (wait > 0 && wait <= RACY_WINDOW_MS + ROUNDING_MS && stamp.racyWindow === RACY_WINDOW_MS) {
       // A read after the window needs no content comparison, now or on later queries.
       Atomics.wait(pause, 0, 0, wait + 1);
       stamp = this.#stat();
@@ -311,6 +326,32 @@ export class IndexFileSource implements RevocationSource {
       setError(this.memory, why);
       this.#report(why);
       this.options.onLoad?.(false);
+    }
+  }
+
+  /**
+   * Every revoked certificate of the database as it is now (checked as `current()` checks it), in
+   * file order, under the read lock so no re-read changes it meanwhile; the version told of, or
+   * null when the database cannot be loaded. Example: `await source.forEachRevoked((…) => …)`.
+   */
+  async forEachRevoked(fn: RevokedVisitor): Promise<number | null> {
+    for (;;) {
+      const snapshot = await this.current();
+      if (snapshot === null) return null;
+      const i32 = this.#i32;
+      Atomics.add(i32, H.readers, 1);
+      try {
+        if (
+          Atomics.load(i32, H.state) !== IDLE ||
+          Atomics.load(i32, H.version) !== snapshot.version || Atomics.load(i32, H.loaded) !== 1
+        ) {
+          continue; // re-read meanwhile: ask again
+        }
+        forEachRevoked(this.memory, fn);
+        return snapshot.version;
+      } finally {
+        if (Atomics.sub(i32, H.readers, 1) === 1) Atomics.notify(i32, H.readers);
+      }
     }
   }
 

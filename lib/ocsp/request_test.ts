@@ -48,11 +48,19 @@ Deno.test("request parser over the pyca/cryptography OCSP vectors: each accepted
     files.length >= 20,
     `vectors missing in ${VECTORS}: apt-get install python3-cryptography-vectors`,
   );
+  // Vectors this table does not name (a newer release of the vectors adds some): Python
+  // cryptography's verdict decides whether it is a request we must accept. The others in the folder
+  // are responses, which are not requests.
+  const unnamed = files.filter((name) => !(name in expected));
+  const pycaVerdict = new Map(
+    pycaAcceptsOcspRequests(unnamed.map((name) => Deno.readFileSync(`${VECTORS}/${name}`)))
+      .map((accepted, i) => [unnamed[i], accepted]),
+  );
   for (const name of files) {
     const der = Deno.readFileSync(`${VECTORS}/${name}`);
-    // Responses sent as requests are not requests.
-    const want = expected[name] ?? "malformed";
-    assert.equal(outcome(der), want, name);
+    const got = outcome(der);
+    if (name in expected) assert.equal(got, expected[name], name);
+    else assert.equal(got !== "malformed", pycaVerdict.get(name), `${name}: ours (${got}) vs pyca`);
     // Every prefix and a flipped byte: refused or accepted, never a crash.
     for (let n = 0; n < der.length; n++) outcome(der.subarray(0, n));
     for (let i = 0; i < der.length; i++) {

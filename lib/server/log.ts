@@ -10,7 +10,7 @@
  *   U+2028/U+2029, a lone surrogate); text a client sent is passed through {@link clientText}, which
  *   also escapes `"`, `\` and every byte outside printable ASCII, so it cannot pose as our own words.
  */
-import type { ListenerEvent } from "../http/types.ts";
+import type { ListenerEvent } from "../http/mod.ts";
 
 /** Lines of one kind written per second before the rest are only counted. */
 export const DEFAULT_LINES_PER_SECOND = 10;

@@ -3,7 +3,7 @@
  * and a lock that stays held fails the wait after its time instead of hanging the thread.
  */
 import assert from "node:assert/strict";
-import { CopyLock, CopyLockTimeout } from "./copy_lock.ts";
+import { CopyLock, CopyLockTimeout } from "./_key_cache.ts";
 import type { CountOrder } from "../../tests/support/copy_lock_worker.ts";
 
 const WORKER = new URL("../../tests/support/copy_lock_worker.ts", import.meta.url);

@@ -126,18 +126,25 @@ function popCount(bits: number): number {
  */
 export class HoldTimer {
   readonly #exactAboveMs: number;
-  readonly #atStart = new ThreadReading();
-  readonly #atEnd = new ThreadReading();
+  readonly #clocks: ThreadClocks;
+  readonly #atStart: ThreadReading;
+  readonly #atEnd: ThreadReading;
   #startedAt = 0;
 
-  /** `exactAboveMs`: wall-clock times up to this are answered as they are. */
-  constructor(exactAboveMs = 0) {
+  /**
+   * `exactAboveMs`: wall-clock times up to this are answered as they are. `clocks`: where the
+   * times come from (this thread's own clocks unless a test scripts them).
+   */
+  constructor(exactAboveMs = 0, clocks: ThreadClocks = THIS_THREAD) {
     this.#exactAboveMs = exactAboveMs;
+    this.#clocks = clocks;
+    this.#atStart = clocks.reading();
+    this.#atEnd = clocks.reading();
   }
 
   /** Marks the start of a call on this thread. */
   start(): void {
-    this.#startedAt = performance.now();
+    this.#startedAt = this.#clocks.wallMs();
     // Without a limit every call is answered with its wall-clock time: the clocks are not needed.
     if (this.#exactAboveMs !== Infinity) this.#atStart.take();
   }
@@ -146,24 +153,48 @@ export class HoldTimer {
   heldMs(): number {
     // The end is read before anything here allocates: a garbage collection would be a sleep.
     if (this.#exactAboveMs !== Infinity) this.#atEnd.take();
-    const wall = performance.now() - this.#startedAt;
+    const wall = this.#clocks.wallMs() - this.#startedAt;
     if (wall <= this.#exactAboveMs || !this.#atStart.ok || !this.#atEnd.ok) return wall;
     if (this.#atEnd.sleeps() !== this.#atStart.sleeps()) return wall;
     return this.#atEnd.cpuMs() - this.#atStart.cpuMs();
   }
 }
 
+/** The clocks a {@link HoldTimer} reads. */
+export interface ThreadClocks {
+  /** The wall clock, in ms. */
+  wallMs(): number;
+  /** A reusable reading of this thread's CPU clock and voluntary context switches. */
+  reading(): ThreadReading;
+}
+
+/** One reading of a thread's clocks, taken at the start or the end of a call. */
+export interface ThreadReading {
+  take(): void;
+  /** False when a clock could not be read (the call is then answered with its wall-clock time). */
+  readonly ok: boolean;
+  /** The thread's CPU time, in ms. */
+  cpuMs(): number;
+  /** The thread's voluntary context switches. */
+  sleeps(): number;
+}
+
+/** The calling thread's own clocks. */
+export const THIS_THREAD: ThreadClocks = {
+  wallMs: () => performance.now(),
+  reading: () => new KernelThreadReading(),
+};
+
 /**
- * One reading of this thread's CPU clock and context switches, kept raw: it is decoded only after
- * both readings of a call were taken, since decoding allocates, and a garbage collection between
- * them (the thread waits for V8's helper threads) would count as a sleep of the call.
+ * A reading from the kernel (CLOCK_THREAD_CPUTIME_ID, getrusage(RUSAGE_THREAD)), kept raw: it is
+ * decoded only after both readings of a call were taken, since decoding allocates, and a garbage
+ * collection between them (the thread waits for V8's helper threads) would count as a sleep.
  */
-class ThreadReading {
+class KernelThreadReading implements ThreadReading {
   readonly #clock = new Uint8Array(TIMESPEC_SIZE);
   readonly #usage = new Uint8Array(RUSAGE.SIZE);
   readonly #clockView = new DataView(this.#clock.buffer);
   readonly #usageView = new DataView(this.#usage.buffer);
-  /** False when a clock could not be read (the call is then answered with its wall-clock time). */
   ok = false;
 
   take(): void {
@@ -171,13 +202,11 @@ class ThreadReading {
       libc().getrusage(RUSAGE_THREAD, this.#usage) === 0;
   }
 
-  /** The thread's CPU time, in ms. */
   cpuMs(): number {
     const v = this.#clockView;
     return Number(v.getBigInt64(0, true)) * 1e3 + Number(v.getBigInt64(8, true)) / 1e6;
   }
 
-  /** The thread's voluntary context switches. */
   sleeps(): number {
     return Number(this.#usageView.getBigInt64(RUSAGE.NVCSW, true));
   }

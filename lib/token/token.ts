@@ -1,12 +1,12 @@
 /**
  * The token as the daemon uses it: one module opening, one login, a session pool, keys by label
- * (key_cache.ts), and sign/verify/mac through the pool with the mechanism the key-type table
- * prescribes. Operator administration (key generation, the user PIN, the MAC key) is admin.ts;
- * the seams tests reach in through are testing.ts. Its other helpers have files named for their
- * job: slots.ts (finding the token by label), public_key.ts (key types and public keys),
- * mechanisms.ts (what the module offers), token_info.ts (what the token says of itself),
- * signing_input.ts (what one C_Sign or C_Verify is given), copy_lock.ts (the one lock all the
- * process's Tokens hold around their key copies and lookups).
+ * (_key_cache.ts), and sign/verify/mac through the pool with the mechanism mechanisms.ts picks;
+ * a signature comes back with the name of the mechanism that made it. Operator administration
+ * (key generation, the user PIN, the MAC key) is lib/token_admin, which works through
+ * {@link Token.administration}. The other files of this folder are named for their job:
+ * module.ts (the module and the token's slot), sessions.ts (the pool and one call on one
+ * session), key_types.ts (key types and public keys), mechanisms.ts (which mechanism, digest
+ * mode), sign_placement.ts (which thread signs), credential.ts (the PIN).
  *
  * @example
  * ```ts
@@ -14,12 +14,15 @@
  * const token = Token.open({ modulePath: "/usr/lib/softhsm/libsofthsm2.so", tokenLabel: "svcd" });
  * await token.login(Token.readPinCredential());
  * const key = await token.key("web-signing");
- * const sig = await token.sign(key!, new TextEncoder().encode("hello"));
+ * const { signature, mechanism } = await token.sign(key!, new TextEncoder().encode("hello"));
  * ```
  */
 import {
   check,
+  CKA,
+  CKF_SESSION,
   CKM,
+  ckmName,
   CKR,
   CKS,
   CKU,
@@ -29,23 +32,34 @@ import {
   type Pkcs11Module,
   SIZE,
 } from "../../ffi/pkcs11/mod.ts";
+import { CopyLock, KeyCache, type KeyInternals, type SigningKey } from "./_key_cache.ts";
 import { readPinCredential } from "./credential.ts";
-import type { DigestName } from "./digest_mode.ts";
 import { isKeyProblem, isTokenDead, loginHint } from "./errors.ts";
-import { CopyLock } from "./copy_lock.ts";
-import { KeyCache, type KeyInternals, type SigningKey } from "./key_cache.ts";
 import type { KeyTypeName, SigningMechanism } from "./key_types.ts";
-import { MechanismCatalogue } from "./mechanisms.ts";
-import { acquireModule, releaseModule } from "./module_state.ts";
-import { type PoolStats, SessionPool } from "./pool.ts";
-import { type Handle, openSession, signOnce, signOnceSync, verifyOnce } from "./session_ops.ts";
+import { choiceOf, type DigestName, MechanismCatalogue, signingAndData } from "./mechanisms.ts";
+import {
+  acquireModule,
+  describeToken,
+  findSlotByLabel,
+  readTokenInfo,
+  releaseModule,
+  type TokenInfo,
+} from "./module.ts";
+import {
+  findObjects,
+  type Handle,
+  openSession,
+  type PoolStats,
+  SessionPool,
+  signOnce,
+  signOnceSync,
+  utf8,
+  verifyOnce,
+} from "./sessions.ts";
 import { HoldTimer } from "./sign_placement.ts";
-import { findSlotByLabel } from "./slots.ts";
-import { choiceOf, signingAndData } from "./signing_input.ts";
-import { describeToken, readTokenInfo, type TokenInfo } from "./token_info.ts";
 
-export type { SigningKey } from "./key_cache.ts";
-export type { TokenInfo } from "./token_info.ts";
+export type { SigningKey } from "./_key_cache.ts";
+export type { TokenInfo } from "./module.ts";
 
 /** How to reach the token. */
 export interface TokenOptions {
@@ -55,11 +69,6 @@ export interface TokenOptions {
   tokenLabel: string;
   /** Most sessions the pool opens (default 127). */
   maxSessions?: number;
-  /**
-   * Test seam: the pool's C_OpenSession answers CKR_HOST_MEMORY once this many sessions are open,
-   * as a module with a session cap does. The daemon never sets it.
-   */
-  fakeSessionCap?: number;
   /**
    * A key's signatures run on the calling thread while most of its recent ones held it less than
    * this many µs (CPU, or waiting when the module slept), else on a thread-pool thread (see
@@ -71,34 +80,44 @@ export interface TokenOptions {
   /** Told when a key's signatures move to the thread pool because they were slow (for the log). */
   onPooled?: (label: string) => void;
   /**
-   * The process's copy lock (./copy_lock.ts) as an already opened Token of this process gives it
+   * The process's copy lock (_key_cache.ts) as an already opened Token of this process gives it
    * ({@link Token.copyLock}). Every Token a thread of the process opens must be given it; one
    * opened without it makes a new lock, which is right only for the first Token of a process.
    */
   copyLock?: SharedArrayBuffer;
 }
 
-/**
- * The parts of a Token that operator administration (admin.ts) and the test seams (testing.ts)
- * work with; the daemon never reaches them. Obtained with tokenParts(token).
- */
-export interface TokenParts {
-  readonly mod: Pkcs11Module;
-  readonly slot: number;
-  readonly offered: MechanismCatalogue;
-  readonly pool: SessionPool;
-  readonly keys: KeyCache;
+/** A signature and the mechanism the token made it with. */
+export interface Signed {
+  signature: Uint8Array;
+  /** The mechanism by name, e.g. "CKM_ECDSA_SHA256", or "CKM_ECDSA" for an EC key in digest mode. */
+  mechanism: string;
 }
+
+/**
+ * What operator administration (lib/token_admin: key generation, the user PIN, the audit MAC key)
+ * works with beyond the daemon's operations: read-write sessions of its own, outside the pool;
+ * what the module offers; whether a label is taken; and a key looked up afresh once made. The
+ * daemon never uses it. Obtained with {@link Token.administration}.
+ */
+export interface TokenAdministration {
+  /** What the module offers (generation, signing), asked once per mechanism. */
+  readonly offered: MechanismCatalogue;
+  /**
+   * Runs `work` in a read-write session of its own (C_OpenSession with CKF_RW_SESSION; it shares
+   * the token's login), closed when `work` settles.
+   */
+  inReadWriteSession<T>(
+    work: (mod: Pkcs11Module, session: Handle) => Promise<T> | T,
+  ): Promise<T>;
+  /** Whether any object on the token or in this process's sessions has the label. */
+  labelTaken(label: string): Promise<boolean>;
+  /** The key labelled `label`, looked up on the token again (not from the cache): one just made. */
+  freshKey(label: string): Promise<SigningKey | undefined>;
+}
+
 const DEFAULT_MAX_SESSIONS = 127;
 const HMAC_LENGTH = 32;
-const partsOfToken = new WeakMap<Token, TokenParts>();
-
-/** The parts of `token` that admin.ts and testing.ts work with (see TokenParts). */
-export function tokenParts(token: Token): TokenParts {
-  const parts = partsOfToken.get(token);
-  if (!parts) throw new Error("not an opened Token");
-  return parts;
-}
 
 /** An opened token. Create with Token.open(); close() at shutdown. */
 export class Token {
@@ -122,27 +141,17 @@ export class Token {
     this.#opts = opts;
     this.#holdTimer = new HoldTimer((opts.inlineSignLimitUs ?? 0) / 1000);
     this.#offered = new MechanismCatalogue(mod, slot);
-    let opened = 0;
     this.#pool = new SessionPool({
       max: opts.maxSessions ?? DEFAULT_MAX_SESSIONS,
       open: () => {
-        if (opts.fakeSessionCap !== undefined && opened >= opts.fakeSessionCap) {
-          return { rv: CKR.HOST_MEMORY };
-        }
-        let handle: Handle;
         try {
-          handle = openSession(mod, slot);
+          return { handle: openSession(mod, slot) };
         } catch (err) {
           if (err instanceof Pkcs11Error) return { rv: err.rv };
           throw err;
         }
-        opened++;
-        return { handle };
       },
-      close: (handle) => {
-        opened--;
-        mod.fn.C_CloseSession(handle);
-      },
+      close: (handle) => mod.fn.C_CloseSession(handle),
       isDead: (err) => this.#noteDead(err),
     });
     this.#copyLock = new CopyLock(opts.copyLock);
@@ -154,13 +163,6 @@ export class Token {
       opts.inlineSignLimitUs ?? 0,
       this.#copyLock,
     );
-    partsOfToken.set(this, {
-      mod,
-      slot,
-      offered: this.#offered,
-      pool: this.#pool,
-      keys: this.#keys,
-    });
   }
 
   /**
@@ -218,7 +220,7 @@ export class Token {
   }
 
   /**
-   * The copy lock this Token holds around its copies and counted lookups (./copy_lock.ts), to give
+   * The copy lock this Token holds around its copies and counted lookups (_key_cache.ts), to give
    * to every other Token of the process (TokenOptions.copyLock), e.g. a Worker's.
    */
   get copyLock(): SharedArrayBuffer {
@@ -279,17 +281,19 @@ export class Token {
 
   /**
    * Signs `message` with the key's mechanism; for CKM_ECDSA the digest is computed here. With
-   * `digest`, `message` is that digest of the message (digest mode, ./digest_mode.ts; the name
-   * must be one of `key.digests`) and the signature is the one over the message.
+   * `digest`, `message` is that digest of the message (digest mode, ./mechanisms.ts; the name
+   * must be one of `key.digests`) and the signature is the one over the message. Resolves with
+   * the signature and the mechanism that made it.
    */
-  async sign(key: SigningKey, message: Uint8Array, digest?: DigestName): Promise<Uint8Array> {
+  async sign(key: SigningKey, message: Uint8Array, digest?: DigestName): Promise<Signed> {
     const taken = this.#keys.acquire(key);
     // Straight into the pool when the key is live: no extra turn of the event loop per request.
     const k = taken instanceof Promise ? await taken : taken;
     try {
-      const [signing, data] = signingAndData(k, message, digest);
-      return await this.#signWith(key.label, k, data, signing)
+      const [signing, data] = signingAndData(k.spec, k.signing, message, digest);
+      const signature = await this.#signWith(key.label, k, data, signing)
         .catch((err) => this.#keys.forgetStaleKey(key, err));
+      return { signature, mechanism: ckmName(signing.mechanism) };
     } finally {
       this.#keys.release(k);
     }
@@ -331,7 +335,7 @@ export class Token {
     // Straight into the pool when the key is live: no extra turn of the event loop per request.
     const k = taken instanceof Promise ? await taken : taken;
     try {
-      const [signing, data] = signingAndData(k, message, digest);
+      const [signing, data] = signingAndData(k.spec, k.signing, message, digest);
       return await this.#pool.use((s) =>
         verifyOnce(this.#mod, s, k.publicHandle, choiceOf(signing), data, signature)
       ).catch((err) => this.#keys.forgetStaleKey(key, err));
@@ -454,6 +458,40 @@ export class Token {
    */
   publicKey(label: string): Promise<Omit<SigningKey, "mechanism" | "digests"> | undefined> {
     return this.#pool.use((s) => this.#keys.publicKeyOf(s, label));
+  }
+
+  /**
+   * What operator administration works with (see TokenAdministration); the daemon never calls it.
+   *
+   * @example
+   * ```ts
+   * import { Token } from "./token.ts";
+   * declare const token: Token;
+   * const admin = token.administration();
+   * if (!(await admin.labelTaken("web"))) console.log(admin.offered.keyTypes());
+   * ```
+   */
+  administration(): TokenAdministration {
+    const mod = this.#mod;
+    const slot = this.#slot;
+    return {
+      offered: this.#offered,
+      inReadWriteSession: async (work) => {
+        const session = openSession(mod, slot, CKF_SESSION.RW_SESSION);
+        try {
+          return await work(mod, session);
+        } finally {
+          mod.fn.C_CloseSession(session);
+        }
+      },
+      labelTaken: (label) =>
+        this.#pool.use((s) => findObjects(mod, s, [{ type: CKA.LABEL, value: utf8(label) }]))
+          .then((found) => found.length > 0),
+      freshKey: (label) => {
+        this.#keys.forgetLookup(label);
+        return this.key(label);
+      },
+    };
   }
 
   /** Closes the pool's sessions and releases the module (finalised if this process initialised it). */

@@ -4,7 +4,7 @@
  * buffer is zero once C_Login has returned.
  */
 import assert from "node:assert/strict";
-import { runTokenCommand } from "./cli.ts";
+import { runTokenCommand } from "../token_admin/mod.ts";
 import { CredentialError, Pkcs11Error, Token } from "./mod.ts";
 import { callCount } from "../../tests/support/pkcs11_calls.ts";
 import {

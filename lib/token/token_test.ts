@@ -1,9 +1,11 @@
 /**
  * Token behaviour against SoftHSM2 that needs a real module: a cached handle that went stale is
- * looked up again, and a token that dies is reported once through `onDead`, whatever operation met
- * it first.
+ * looked up again, a token that dies is reported once through `onDead`, whatever operation met
+ * it first, and a signature comes with the name of the mechanism that made it.
  */
 import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { constants, createHash, createPublicKey, verify as nodeVerify } from "node:crypto";
 import {
   CKA,
   CKF_INIT,
@@ -22,9 +24,8 @@ import {
   testTokenPin,
   withLoggedInToken,
 } from "../../tests/support/token.ts";
-import { findObjects, openSession, utf8 } from "./session_ops.ts";
-import { verifyIndependently } from "./independent_verify.ts";
-import { TokenAdmin } from "./admin.ts";
+import { findObjects, openSession, utf8 } from "./sessions.ts";
+import { TokenAdmin, verifyIndependently } from "../token_admin/mod.ts";
 
 const data = new TextEncoder().encode("audit line");
 
@@ -129,7 +130,7 @@ Deno.test({
         const results = await Promise.allSettled(inFlight);
         assert.deepEqual(results.filter((r) => r.status === "rejected"), [], label);
         // A request that looked its key up just before the SIGHUP signs after it.
-        const signature = await token.sign(key, data);
+        const { signature } = await token.sign(key, data);
         assert.ok(await token.verify((await token.key(label))!, data, signature), label);
         assert.ok(await token.verify(key, data, signature), label);
       }
@@ -163,10 +164,41 @@ Deno.test({
       for (const label of ["ec", "ed", "rsa"]) {
         const key = (await token.key(label))!;
         for (let i = 0; i < 3; i++) { // the first use resolves the key, the next ones are live
-          const signature = await token.sign(key, data);
+          const { signature } = await token.sign(key, data);
           const verdict = await verifyIndependently(key, data, signature);
           assert.ok(verdict.ok, `${label}: ${JSON.stringify(verdict)}`);
         }
       }
     }, { inlineSignLimitUs: Infinity }),
+});
+
+Deno.test({
+  name:
+    "token: sign names the mechanism it used: the key's over a message, the digest's in digest mode (node:crypto verifies both)",
+  sanitizeResources: false,
+  fn: () =>
+    withLoggedInToken({ rsa: "rsa-3072" }, async (token) => {
+      const key = (await token.key("rsa"))!;
+      const publicKey = createPublicKey({
+        key: Buffer.from(key.publicKeySpki!),
+        format: "der",
+        type: "spki",
+      });
+      const rsaPss = (hash: string, salt: number, signature: Uint8Array) =>
+        nodeVerify(hash, data, {
+          key: publicKey,
+          padding: constants.RSA_PKCS1_PSS_PADDING,
+          saltLength: salt,
+        }, signature);
+
+      const plain = await token.sign(key, data);
+      assert.equal(plain.mechanism, "CKM_SHA256_RSA_PKCS_PSS");
+      assert.equal(plain.mechanism, key.mechanism);
+      assert.ok(rsaPss("sha256", 32, plain.signature));
+
+      const digest = createHash("sha384").update(data).digest();
+      const viaDigest = await token.sign(key, digest, "sha-384");
+      assert.equal(viaDigest.mechanism, "CKM_RSA_PKCS_PSS");
+      assert.ok(rsaPss("sha384", 48, viaDigest.signature), "a signature over the message");
+    }),
 });

@@ -8,19 +8,31 @@ import assert from "node:assert/strict";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import { readCertificates } from "../../lib/ocsp/certificate.ts";
 import { oid, sequence } from "../../lib/der/mod.ts";
-import { verifyIndependently } from "../../lib/token/independent_verify.ts";
+import { verifyIndependently } from "../../lib/token_admin/independent_verify.ts";
 import { makeTestToken } from "../support/token.ts";
 import { makeTestCa, openssl, opensslRequest, type TestCa } from "../support/ca.ts";
 import * as pkijs from "pkijs";
 import { derFromPem } from "../../lib/ca/csr.ts";
 
 const PQ = {
-  "ml-dsa-44": { oid: "2.16.840.1.101.3.4.3.17", verify: ml_dsa44.verify },
-  "ml-dsa-65": { oid: "2.16.840.1.101.3.4.3.18", verify: ml_dsa65.verify },
-  "ml-dsa-87": { oid: "2.16.840.1.101.3.4.3.19", verify: ml_dsa87.verify },
-  "composite-mldsa65-ed25519": { oid: "1.3.6.1.5.5.7.6.48", verify: undefined },
+  "ml-dsa-44": { oid: "2.16.840.1.101.3.4.3.17", verify: ml_dsa44.verify, name: "ML-DSA-44" },
+  "ml-dsa-65": { oid: "2.16.840.1.101.3.4.3.18", verify: ml_dsa65.verify, name: "ML-DSA-65" },
+  "ml-dsa-87": { oid: "2.16.840.1.101.3.4.3.19", verify: ml_dsa87.verify, name: "ML-DSA-87" },
+  "composite-mldsa65-ed25519": { oid: "1.3.6.1.5.5.7.6.48", verify: undefined, name: undefined },
 } as const;
 type PqType = keyof typeof PQ;
+
+/**
+ * How `openssl x509 -text` names the signature algorithm of a `type` certificate: OpenSSL 3.5 and
+ * later know ML-DSA by name, OpenSSL 3.0 knows no ML-DSA and prints the OID it parsed; no release
+ * knows the composite draft's OID by name.
+ */
+async function opensslSignatureAlgorithm(type: PqType): Promise<string> {
+  const [major, minor] = (await openssl(["version"])).match(/OpenSSL (\d+)\.(\d+)/)!.slice(1)
+    .map(Number);
+  const knowsMlDsa = major > 3 || (major === 3 && minor >= 5);
+  return (knowsMlDsa ? PQ[type].name : undefined) ?? PQ[type].oid;
+}
 
 /** The issuer's signature over the certificate's TBS, checked with the CA's key bits only. */
 async function independentlySigned(certPath: string, caPath: string, type: PqType) {
@@ -50,7 +62,7 @@ async function crlIndependentlySigned(ca: TestCa, serial: string) {
   assert.equal((await ca.run("revoke", [serial, "--reason", "keyCompromise"])).code, 0);
   const r = await ca.run("crl");
   assert.equal(r.code, 0, r.text);
-  assert.match(r.stdout, /^CRL 1: 1 revoked/);
+  assert.match(r.stdout, /^CRL \d+: 1 revoked/);
   const crl = pkijs.CertificateRevocationList.fromBER(
     derFromPem(await Deno.readFile(`${ca.dir}/crl.pem`), "X509 CRL").slice().buffer,
   );
@@ -94,10 +106,11 @@ Deno.test("ca: ML-DSA-44/65/87 and composite CA keys issue certificates that @no
       await independentlySigned(ca.caPem, ca.caPem, type);
       const [caCert] = readCertificates(await Deno.readFile(ca.caPem));
       assert.deepEqual(caCert.spkiAlgorithm, sequence(oid(PQ[type].oid)));
-      // openssl 3.0 knows no ML-DSA, but parses the structure and names the OID.
+      // openssl parses the structure and names the algorithm as its version knows it.
+      const algorithm = await opensslSignatureAlgorithm(type);
       assert.match(
         await openssl(["x509", "-in", ca.caPem, "-noout", "-text"]),
-        new RegExp(`Signature Algorithm: ${PQ[type].oid.replaceAll(".", "\\.")}`),
+        new RegExp(`Signature Algorithm: ${algorithm.replaceAll(".", "\\.")}\\s`),
       );
       const req = await opensslRequest(ca.dir, "alice", "/C=DE/O=Example/CN=alice");
       const issued = await ca.issue(["--csr", req.request, "--grant", "web"]);

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { createPublicKey, verify as nodeVerify } from "node:crypto";
 import { KEY_TYPE_NAMES, Pkcs11Error, type SigningKey, type Token } from "../../lib/token/mod.ts";
-import { verifyIndependently } from "../../lib/token/independent_verify.ts";
+import { verifyIndependently } from "../../lib/token_admin/independent_verify.ts";
 import { makeTestToken, openTestToken, type TestToken, testTokenPin } from "../support/token.ts";
 
 const te = new TextEncoder();
@@ -64,7 +64,8 @@ Deno.test({
                 crypto.getRandomValues(new Uint8Array(4096)),
               ]
             ) {
-              const sig = await token!.sign(key, message);
+              const { signature: sig, mechanism } = await token!.sign(key, message);
+              assert.equal(mechanism, key.mechanism, "the token names the mechanism it used");
               const independent = await verifyIndependently(key, message, sig);
               assert.ok(independent.ok, `${independent.verifier} rejects a ${type} signature`);
               const viaNode = nodeCryptoVerify(key, message, sig);

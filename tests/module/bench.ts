@@ -9,7 +9,8 @@
  */
 import { ml_dsa65 } from "@noble/post-quantum/ml-dsa.js";
 import { CKA, CKM, CKR, encodeMechanism, ulongBytes } from "../../ffi/pkcs11/mod.ts";
-import { generateKeyPair, getAttributes } from "../../lib/token/session_ops.ts";
+import { getAttributes } from "../../lib/token/mod.ts";
+import { generateKeyPair } from "../../lib/token_admin/mod.ts";
 import { openSvcmod } from "./fixture.ts";
 
 const seconds = Number(Deno.args[0] ?? "3");

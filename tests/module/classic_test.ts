@@ -18,14 +18,8 @@ import {
   encodeTemplate,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
-import {
-  generateKey,
-  generateKeyPair,
-  getAttributes,
-  signOnce,
-  signOnceSync,
-  verifyOnce,
-} from "../../lib/token/session_ops.ts";
+import { getAttributes, signOnce, signOnceSync, verifyOnce } from "../../lib/token/mod.ts";
+import { generateKey, generateKeyPair } from "../../lib/token_admin/mod.ts";
 import { openSvcmod, type SvcmodToken } from "./fixture.ts";
 
 const OID_P256 = Uint8Array.fromHex("06082a8648ce3d030107");

@@ -17,7 +17,8 @@ import {
   encodeTemplate,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
-import { generateKeyPair, getAttributes, signOnce, verifyOnce } from "../../lib/token/session_ops.ts";
+import { getAttributes, signOnce, verifyOnce } from "../../lib/token/mod.ts";
+import { generateKeyPair } from "../../lib/token_admin/mod.ts";
 import { openSvcmod, type SvcmodToken } from "./fixture.ts";
 import { readSharedJson } from "../support/testdata.ts";
 

@@ -19,7 +19,8 @@ import {
   SIZE,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
-import { generateKeyPair, getAttributes, signOnce, verifyOnce } from "../../lib/token/session_ops.ts";
+import { getAttributes, signOnce, verifyOnce } from "../../lib/token/mod.ts";
+import { generateKeyPair } from "../../lib/token_admin/mod.ts";
 import { openSvcmod } from "./fixture.ts";
 
 const SETS = [

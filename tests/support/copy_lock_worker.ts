@@ -1,12 +1,12 @@
 /**
- * A Worker that counts up a shared number inside the copy lock (lib/token/copy_lock.ts), `rounds`
+ * A Worker that counts up a shared number inside the copy lock (lib/token's CopyLock), `rounds`
  * times, then answers "done". The count is read, then written back one higher after a spin, so
  * two threads that were in at once lose a count: the test sums the rounds and compares. Every
  * Worker of a test starts counting once all of them are ready, so that they count at once.
  *
  * Message in: {@link CountOrder}. Answer: "done".
  */
-import { CopyLock } from "../../lib/token/copy_lock.ts";
+import { CopyLock } from "../../lib/token/mod.ts";
 
 /** What the Worker is told to do. */
 export interface CountOrder {

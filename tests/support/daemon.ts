@@ -55,7 +55,7 @@ export interface DaemonOptions {
   command?: string[];
   /**
    * Benches: V8 traces every garbage collection of every isolate (`--trace-gc`) into this file
-   * (bench/gc_trace.ts reads it). Not with `command`.
+   * (bench/_gc_trace.ts reads it). Not with `command`.
    */
   gcTraceFile?: string;
 }

@@ -21,7 +21,7 @@ import { p256, p384 } from "@noble/curves/nist.js";
 import { ed25519 } from "@noble/curves/ed25519.js";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import { compositeRepresentative } from "../../lib/client/verify.ts";
-import { COMPOSITE_MLDSA65_ED25519_LABEL } from "../../lib/token/key_types.ts";
+import { COMPOSITE_MLDSA65_ED25519_LABEL } from "../../lib/token/mod.ts";
 
 /** A software key and how it signs a message or a digest. */
 export interface FakeKey {

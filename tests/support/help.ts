@@ -14,8 +14,8 @@ import {
   groupHelp,
   optionsOf,
 } from "../../lib/cli/options.ts";
-import { SERVE_COMMAND } from "../../lib/server/daemon/config.ts";
-import { TOKEN_COMMAND } from "../../lib/token/cli.ts";
+import { SERVE_COMMAND } from "../../lib/server/daemon/serve_options.ts";
+import { TOKEN_COMMAND } from "../../lib/token_admin/cli.ts";
 import { CA_COMMAND } from "../../lib/ca/cli.ts";
 import { AUDIT_COMMAND } from "../../lib/audit/cli.ts";
 import { CLIENT_COMMAND } from "../../lib/client/cli.ts";

@@ -1,14 +1,17 @@
 /**
  * What the metrics tests share: subjects that must never leak into a series, a /sign as a proxy
- * sends it, and `promtool check metrics` over a scrape.
+ * sends it, a scrape of the metrics socket and one series' value in it, and `promtool check
+ * metrics` over a scrape.
  *
  * @example
  * ```ts
- * declare const socket: string, scrape: string;
+ * declare const socket: string, metricsSocket: string;
  * for (const subject of ODD_SUBJECTS) console.log((await signAs(socket, subject, "k")).status);
- * const check = await promtoolCheckMetrics(scrape);
+ * const text = await scrape(metricsSocket);
+ * console.log(sample(text, 'svcd_http_requests_total{listener="authenticated",route="/sign",status="200"}'));
+ * const check = await promtoolCheckMetrics(text);
  * if (check.code !== 0) throw new Error(check.out);
- * await assertPromtoolAccepts(scrape); // exit 0, and not a word of complaint
+ * await assertPromtoolAccepts(text); // exit 0, and not a word of complaint
  * ```
  */
 import assert from "node:assert/strict";
@@ -29,6 +32,19 @@ export function signAs(socket: string, subject: string, key: string): Promise<Cl
     headers: [["X-SVC-Client-Subject", subject], ["X-SVC-Key", key]],
     body: "message",
   });
+}
+
+/** The value of one series line, e.g. `svcd_x_total{a="b"}`; undefined when absent. */
+export function sample(text: string, series: string): number | undefined {
+  const line = text.split("\n").find((l) => l.startsWith(series + " "));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+/** GET /metrics on the metrics socket: the exposition text. */
+export async function scrape(metricsSocket: string): Promise<string> {
+  const res = await request(metricsSocket, { method: "GET", path: "/metrics" });
+  assert.equal(res.status, 200, res.text());
+  return res.text();
 }
 
 /** `promtool check metrics` over `text`: its exit code and what it printed. */

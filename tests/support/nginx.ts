@@ -28,15 +28,31 @@ export interface NginxSockets {
  * A running nginx: the HTTPS port of the authenticated server, the HTTP ports of the public and
  * the metrics ones (all on 127.0.0.1).
  */
-export interface TestNginx {
-  port: number;
-  publicPort: number;
-  metricsPort: number;
+export interface TestNginx extends NginxPorts {
   /** Re-reads the configuration and the CRL (SIGHUP) and waits until new workers serve it. */
   reload(): Promise<void>;
   /** Rewrites the configuration from another example text (same paths and ports) and reloads. */
   reconfigure(example: string): Promise<void>;
+  /** The configuration file nginx runs with (for `nginx -c FILE -s reload`, as an operator would). */
+  configPath: string;
+  /** The pids of the worker processes now. */
+  workers(): Promise<number[]>;
   stop(): Promise<void>;
+}
+
+/** The loopback ports of the example's three servers: authenticated (TLS), public, metrics. */
+export interface NginxPorts {
+  port: number;
+  publicPort: number;
+  metricsPort: number;
+}
+
+/**
+ * Free ports for {@link startNginx}, chosen before it starts: a test that must write a public URL
+ * into what it makes (a certificate's AIA) knows the port first.
+ */
+export function freeNginxPorts(): NginxPorts {
+  return { port: freePort(), publicPort: freePort(), metricsPort: freePort() };
 }
 
 /**
@@ -48,7 +64,7 @@ export async function nginxConfig(
   dir: string,
   pki: Pki | undefined,
   sockets: NginxSockets | undefined,
-  ports: { port: number; publicPort: number; metricsPort: number },
+  ports: NginxPorts,
   example?: string,
   workerProcesses = "1",
 ): Promise<string> {
@@ -70,7 +86,7 @@ export async function nginxConfig(
       ["/etc/svcd/tls/server.pem", pki.serverCert],
       ["/etc/svcd/tls/server.key", pki.serverKey],
       ["/etc/svcd/tls/client-ca.pem", pki.caCert],
-      ["/etc/svcd/tls/client-ca.crl", pki.crl],
+      ["/var/lib/svcd/crl/full.pem", pki.crl],
     );
   }
   const site = replaceAll(text, [
@@ -113,6 +129,7 @@ export function freePort(): number {
  * Starts nginx with the example for `sockets` in `dir` (which www-data must be able to enter) and
  * waits until it accepts. `workerProcesses` is nginx's `worker_processes`: 1 for tests (one
  * worker's CPU is one process to read), `auto` for benches (one per core, as Debian's nginx.conf).
+ * `ports` default to free ones.
  */
 export async function startNginx(
   dir: string,
@@ -120,8 +137,8 @@ export async function startNginx(
   sockets: NginxSockets | undefined,
   example?: string,
   workerProcesses = "1",
+  ports: NginxPorts = freeNginxPorts(),
 ): Promise<TestNginx> {
-  const ports = { port: freePort(), publicPort: freePort(), metricsPort: freePort() };
   const config = (text?: string) => nginxConfig(dir, pki, sockets, ports, text, workerProcesses);
   await Deno.writeTextFile(`${dir}/nginx.conf`, await config(example));
   const child = new Deno.Command("/usr/sbin/nginx", {
@@ -146,6 +163,8 @@ export async function startNginx(
   };
   return {
     ...ports,
+    configPath: `${dir}/nginx.conf`,
+    workers: () => workerPids(child.pid),
     reload,
     reconfigure: async (text: string) => {
       await Deno.writeTextFile(`${dir}/nginx.conf`, await config(text));

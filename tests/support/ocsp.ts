@@ -31,9 +31,8 @@ import {
   tlv,
   x509Time,
 } from "../../lib/der/mod.ts";
-import type { KeyTypeName } from "../../lib/token/key_types.ts";
-import { COMPOSITE_MLDSA65_ED25519_LABEL } from "../../lib/token/key_types.ts";
-import { compositeMessage } from "../../lib/token/independent_verify.ts";
+import { COMPOSITE_MLDSA65_ED25519_LABEL, type KeyTypeName } from "../../lib/token/mod.ts";
+import { compositeMessage } from "../../lib/token_admin/independent_verify.ts";
 import { pem } from "../../lib/der/mod.ts";
 import { runCommand } from "./command.ts";
 import { concat } from "../../lib/bytes/mod.ts";

@@ -1,7 +1,7 @@
 /**
  * Independent signature checks for tests — Web Crypto for classical keys, @noble/post-quantum for
  * ML-DSA, both over the draft's M' for the composite; never the module under test. A thin adapter
- * over lib/token/independent_verify.ts (which `svcd token selftest` uses) for tests that hold a
+ * over lib/token_admin/independent_verify.ts (which `svcd token selftest` uses) for tests that hold a
  * public key from the daemon's /token answer rather than a SigningKey.
  *
  * @example
@@ -12,7 +12,7 @@
  * ```
  */
 import assert from "node:assert/strict";
-import { verifyIndependently as verifyKey } from "../../lib/token/independent_verify.ts";
+import { verifyIndependently as verifyKey } from "../../lib/token_admin/independent_verify.ts";
 import { isKeyTypeName } from "../../lib/token/mod.ts";
 import { request } from "./http_client.ts";
 import { type CommandResult, runCommand } from "./command.ts";

@@ -1,7 +1,7 @@
 /**
  * The client module's test bed: a token with keys, svcd on it, Debian's nginx in front (TLS and a
  * client certificate, the packaged example configuration), and the environment that points
- * client/pkcs11/build/libsvcd-pkcs11.so at it (SVCD_ADDR, SVCD_CACERT, SVCD_CLIENT_CERT,
+ * pkcs11-module/build/libsvcd-pkcs11.so at it (SVCD_ADDR, SVCD_CACERT, SVCD_CLIENT_CERT,
  * SVCD_CLIENT_KEY), as `svcd client` takes it.
  *
  * @example
@@ -32,11 +32,11 @@ import {
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
 
-/** The client module built by `make setup` (client/pkcs11). */
+/** The client module built by `make setup` (pkcs11-module). */
 export const CLIENT_MODULE =
-  new URL("../../client/pkcs11/build/libsvcd-pkcs11.so", import.meta.url).pathname;
+  new URL("../../pkcs11-module/build/libsvcd-pkcs11.so", import.meta.url).pathname;
 /** The load and fault driver built beside it. */
-export const CLIENT_DRIVER = new URL("../../client/pkcs11/build/p11drive", import.meta.url)
+export const CLIENT_DRIVER = new URL("../../pkcs11-module/build/p11drive", import.meta.url)
   .pathname;
 
 export const ALICE = "CN=alice,O=Example,C=DE";

@@ -14,7 +14,7 @@ import { Token, type TokenOptions } from "../../lib/token/mod.ts";
 import { type TestModule, testModule, type TestModuleName } from "./modules.ts";
 import { type CommandResult, runDeno } from "./command.ts";
 
-const CLI = new URL("../../lib/token/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../../lib/token_admin/cli.ts", import.meta.url).pathname;
 const CA_CLI = new URL("../../lib/ca/cli.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 /** Exit code of `svcd token keygen` when the module does not offer a requested type. */

@@ -14,9 +14,9 @@
  * ```
  */
 
-/** A unit's [Service] settings and how to run its commands. */
+/** A unit's settings of one section ([Service]) and how to run its commands. */
 export interface ServiceUnit {
-  /** Every value of a [Service] key, in file order. */
+  /** Every value of a key of the section, in file order. */
   values(key: string): string[];
   /** The last value of a key (or undefined). */
   value(key: string): string | undefined;
@@ -27,15 +27,17 @@ export interface ServiceUnit {
 }
 
 /**
- * Reads a unit file (continuation lines joined, comments dropped).
+ * Reads a unit file (continuation lines joined, comments dropped): the settings of `section`,
+ * [Service] unless another is named (a path unit's are in [Path]).
  *
  * @example
  * ```ts
  * declare const path: string;
  * (await readUnit(path)).value("User"); // "svcd"
+ * (await readUnit("packaging/svcd-crl.path", "Path")).value("PathChanged");
  * ```
  */
-export async function readUnit(path: string): Promise<ServiceUnit> {
+export async function readUnit(path: string, wanted = "Service"): Promise<ServiceUnit> {
   const text = (await Deno.readTextFile(path)).replace(/\\\n/g, " ");
   const service: Array<[string, string]> = [];
   let section = "";
@@ -48,7 +50,7 @@ export async function readUnit(path: string): Promise<ServiceUnit> {
       continue;
     }
     const eq = line.indexOf("=");
-    if (section === "Service" && eq > 0) service.push([line.slice(0, eq), line.slice(eq + 1)]);
+    if (section === wanted && eq > 0) service.push([line.slice(0, eq), line.slice(eq + 1)]);
   }
   const values = (key: string) => service.filter(([k]) => k === key).map(([, v]) => v);
   return {

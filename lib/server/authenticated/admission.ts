@@ -1,10 +1,10 @@
 /**
  * Admission: whether an identity's next request may run now. The refusal budget is asked first (an
  * identity it limits takes no slot), then the concurrency cap, which gives the request a slot it
- * holds until its answer is made. The routes see one {@link Admission}; it is
- * {@link admissionInThisThread} with `--threads 0`, and with `--threads N` the request thread's
- * view of the one budget and cap in the main isolate (../threads/request_thread.ts), which itself
- * answers with {@link admissionInThisThread}.
+ * holds until its answer is made. The routes see one {@link Admission}, part of the main isolate's
+ * services (./main_services.ts): {@link admissionInThisThread} with `--threads 0`, and with
+ * `--threads N` the request thread's view of the one budget and cap in the main isolate
+ * (../threads/services_across_threads.ts), which itself answers with {@link admissionInThisThread}.
  */
 import type { ConcurrencyCap, RefusalBudget } from "../../throttle/mod.ts";
 

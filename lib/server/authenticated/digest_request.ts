@@ -7,6 +7,9 @@
  * - `digest-unsupported`: the key's type has no such digest mode, or the module lacks its mechanism;
  * - `digest-length`: the digest is not that digest's length.
  *
+ * Which key type takes which digest, and with which mechanism, is lib/token's (mechanisms.ts):
+ * the token signs and says which mechanism it used.
+ *
  * The routes ask only after the key's grant is checked: a subject not granted the key gets the one
  * 403 whatever it asks, so digest mode never tells a stranger a key's type.
  *
@@ -18,19 +21,16 @@
  * const mode = digestMode(req.headers); // { digest: "sha-256" } | { digest: undefined } | problem
  * ```
  */
-import { ckmName } from "../../../ffi/pkcs11/mod.ts";
 import type { HttpResponse } from "../../http/mod.ts";
-import { typedProblem } from "../../http/mod.ts";
+import { singleHeader, typedProblem } from "../../http/mod.ts";
 import {
   DIGEST_LENGTH,
   DIGEST_NAMES,
+  digestMechanism,
   type DigestName,
-  DIGESTS_BY_KEY_TYPE,
-  digestSigning,
+  digestsOfKeyType,
   parseDigestName,
-} from "../../token/digest_mode.ts";
-import { isKeyTypeName, KEY_TYPES } from "../../token/key_types.ts";
-import { singleHeader } from "./identity.ts";
+} from "../../token/mod.ts";
 
 /** What a request asks: a digest name (digest mode) or none (message mode). */
 export interface DigestMode {
@@ -62,16 +62,6 @@ export function digestRequest(
 }
 
 /**
- * The mechanism a digest-mode signature of this key type is made with, by name (the audit line
- * and the X-SVC-Mechanism header say it). Example: `digestMechanism("ml-dsa-65", "ml-dsa-mu")`.
- */
-export function digestMechanism(keyType: string, digest: DigestName): string {
-  const signing = isKeyTypeName(keyType) ? digestSigning(KEY_TYPES[keyType], digest) : undefined;
-  if (!signing) throw new RangeError(`${keyType} keys take no ${digest} digest mode`);
-  return ckmName(signing.mechanism);
-}
-
-/**
  * The mode a request's X-SVC-Digest header asks (none: message mode), or the `digest-unknown`
  * problem for a name nobody knows or a repeated header.
  */
@@ -97,9 +87,8 @@ export function digestMode(
  */
 export function digestUnsupported(key: DigestKey, digest: DigestName): HttpResponse | undefined {
   if (key.digests.includes(digest)) return undefined;
-  const ofType = isKeyTypeName(key.keyType) ? DIGESTS_BY_KEY_TYPE[key.keyType] : [];
   let detail: string;
-  if (ofType.includes(digest)) {
+  if (digestsOfKeyType(key.keyType).includes(digest)) {
     detail = `The PKCS#11 module behind svcd lacks ${digestMechanism(key.keyType, digest)}, ` +
       `which ${digest} needs for ${key.keyType} keys; send the message itself, without ` +
       `X-SVC-Digest.`;

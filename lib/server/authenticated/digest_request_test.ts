@@ -2,7 +2,6 @@ import assert from "node:assert/strict";
 import type { HttpResponse } from "../../http/mod.ts";
 import {
   digestLengthWrong,
-  digestMechanism,
   digestMode,
   digestRequest,
   digestUnsupported,
@@ -66,11 +65,4 @@ Deno.test("digestRequest: unknown before unsupported before length; same bytes e
   assert.equal(problemOf(ask("ml-dsa-mu", 1)).type, "urn:svcd:problem:digest-length");
   assert.deepEqual(ask("ml-dsa-mu", 64), { digest: "ml-dsa-mu" });
   assert.deepEqual(ask("sha-256", 1), ask("sha-256", 1));
-});
-
-Deno.test("digestMechanism: the mechanism a digest signature is made with", () => {
-  assert.equal(digestMechanism("ec-p384", "sha-256"), "CKM_ECDSA");
-  assert.equal(digestMechanism("rsa-3072", "sha-512"), "CKM_RSA_PKCS_PSS");
-  assert.equal(digestMechanism("ml-dsa-87", "ml-dsa-mu"), "CKM_ML_DSA_EXTERNAL_MU");
-  assert.throws(() => digestMechanism("ed25519", "sha-256"), RangeError);
 });

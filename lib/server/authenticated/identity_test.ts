@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
+import { clientIdentity } from "./identity.ts";
 
 Deno.test("identity: exactly one header, name in any case", () => {
   assert.deepEqual(clientIdentity([["x-SVC-client-subject", "CN=a"]]), {
@@ -25,17 +25,4 @@ Deno.test("identity: a look-alike header name is not the identity", () => {
     ok: false,
     reason: "missing",
   });
-});
-
-Deno.test("singleHeader: absent, once, repeated", () => {
-  assert.equal(singleHeader([], "x-svc-key"), undefined);
-  assert.equal(singleHeader([["X-Svc-Key", "k"]], "x-svc-key"), "k");
-  assert.equal(singleHeader([["X-Svc-Key", "k"], ["x-svc-key", "k"]], "x-svc-key"), null);
-});
-
-Deno.test("utf8FromLatin1: UTF-8 bytes carried in a latin1 header string, or undefined", () => {
-  const wire = String.fromCharCode(...new TextEncoder().encode("clé-ключ"));
-  assert.equal(utf8FromLatin1(wire), "clé-ключ");
-  assert.equal(utf8FromLatin1("plain"), "plain");
-  assert.equal(utf8FromLatin1("\u00e9"), undefined); // a lone latin1 é is not UTF-8
 });

@@ -5,14 +5,18 @@
  */
 import { createHash } from "node:crypto";
 import type { ContinueCheck, HttpRequest, HttpResponse, RequestHead } from "../../http/mod.ts";
-import { allowOf, problem, routeFor } from "../../http/mod.ts";
-import { isKeyProblem, isTokenDead, KeyUnusableError } from "../../token/errors.ts";
-import { clientIdentity, singleHeader, utf8FromLatin1 } from "./identity.ts";
-import { DAEMON_KEY_LABELS } from "../../token/labels.ts";
+import { allowOf, problem, routeFor, singleHeader, utf8FromLatin1 } from "../../http/mod.ts";
+import {
+  DAEMON_KEY_LABELS,
+  type DigestName,
+  isKeyProblem,
+  isTokenDead,
+  KeyUnusableError,
+} from "../../token/mod.ts";
+import { clientIdentity } from "./identity.ts";
 import { clientText } from "../log.ts";
 import type { Admission, AdmissionAnswer } from "./admission.ts";
-import type { DigestName } from "../../token/digest_mode.ts";
-import { digestMechanism, digestRequest } from "./digest_request.ts";
+import { digestRequest } from "./digest_request.ts";
 import { countThrottled } from "../../metrics/svcd.ts";
 
 /** The signing key as the routes see it (a subset of lib/token's SigningKey). */
@@ -28,17 +32,24 @@ export interface RouteKey {
 
 /**
  * What the authenticated routes need from the rest of the daemon; each part is a lib/
- * responsibility. With `--threads 0` they are the daemon's own (../daemon/daemon.ts); in a request
- * thread, the thread's token and policy and the main isolate's budget, cap and audit log
- * (../threads/request_thread.ts).
+ * responsibility. Both thread modes build it with `authenticatedDeps` (./deps.ts): the isolate's
+ * own token and policy, and the main isolate's audit log, budget and cap (./main_services.ts).
+ * `K` is the token's own key type: the key a route got from `key` goes back to `sign` as it is.
  */
-export interface AuthenticatedDeps {
+export interface AuthenticatedDeps<K extends RouteKey = RouteKey> {
   token: {
-    key(label: string): Promise<RouteKey | undefined>;
-    /** With `digest`, `message` is that digest of the message (digest mode). */
-    sign(key: RouteKey, message: Uint8Array, digest?: DigestName): Promise<Uint8Array>;
+    key(label: string): Promise<K | undefined>;
+    /**
+     * With `digest`, `message` is that digest of the message (digest mode). Resolves with the
+     * signature and the mechanism that made it, by name.
+     */
+    sign(
+      key: K,
+      message: Uint8Array,
+      digest?: DigestName,
+    ): Promise<{ signature: Uint8Array; mechanism: string }>;
     verify(
-      key: RouteKey,
+      key: K,
       message: Uint8Array,
       signature: Uint8Array,
       digest?: DigestName,
@@ -60,7 +71,8 @@ export interface AuthenticatedDeps {
     append(event: string, actor: string, fields?: Record<string, unknown>): Promise<number>;
     readonly healthy: boolean;
     readonly lastError: string | undefined;
-    stats?(): { lines: number; syncs: number; maxGroup: number; seals: number };
+    /** The log's counters; undefined when it keeps none. */
+    stats?(): { lines: number; syncs: number; maxGroup: number; seals: number } | undefined;
   };
   /** The refusal budget's bookkeeping; its check is part of {@link admission}. */
   budget: {
@@ -96,7 +108,11 @@ export const FORBIDDEN: Readonly<HttpResponse> = Object.freeze(problem(
   "The key is not available to this client.",
 ));
 
-type Route = (req: HttpRequest, subject: string, deps: AuthenticatedDeps) => Promise<HttpResponse>;
+type Route = <K extends RouteKey>(
+  req: HttpRequest,
+  subject: string,
+  deps: AuthenticatedDeps<K>,
+) => Promise<HttpResponse>;
 
 /** Routes of the authenticated socket: method → path → function. */
 const ROUTES: Record<string, Record<string, Route>> = {
@@ -113,8 +129,8 @@ const GRANT_CHECKED: ReadonlySet<Route> = new Set([signRoute, verifyRoute]);
 const PUBLIC_ONLY = new Set(["/certificates", "/ocsp"]);
 
 /** Builds the handler of the authenticated listener: a request with its body, to its answer. */
-export function authenticatedHandler(
-  deps: AuthenticatedDeps,
+export function authenticatedHandler<K extends RouteKey>(
+  deps: AuthenticatedDeps<K>,
 ): (req: HttpRequest) => Promise<HttpResponse> {
   return (req) => handle(req, deps);
 }
@@ -175,7 +191,10 @@ function tooMany(answer: Exclude<AdmissionAnswer, { kind: "admitted" }>): HttpRe
 }
 
 /** Route, identity and admission first, then the route; the slot is held until the answer. */
-async function handle(req: HttpRequest, deps: AuthenticatedDeps): Promise<HttpResponse> {
+async function handle<K extends RouteKey>(
+  req: HttpRequest,
+  deps: AuthenticatedDeps<K>,
+): Promise<HttpResponse> {
   const routed = routeAndIdentity(req, deps);
   if ("response" in routed) return routed.response;
   const { route, subject } = routed;
@@ -278,11 +297,11 @@ function grantedLabel(
 }
 
 /** Key label of a request, and the key, if the subject may use it; else 400 or the constant 403. */
-async function authorisedKey(
+async function authorisedKey<K extends RouteKey>(
   req: HttpRequest,
   subject: string,
-  deps: AuthenticatedDeps,
-): Promise<RouteKey | HttpResponse> {
+  deps: AuthenticatedDeps<K>,
+): Promise<K | HttpResponse> {
   const label = grantedLabel(req, subject, deps);
   if (typeof label !== "string") return label;
   return await keyByHeaderLabel(label, deps) ?? FORBIDDEN;
@@ -292,22 +311,22 @@ async function authorisedKey(
  * Header values and policy entries are latin1 strings (one char per byte, compared byte for byte);
  * the token's labels are UTF-8 (CKA_LABEL). A label whose bytes are not UTF-8 names no key.
  */
-async function keyByHeaderLabel(
+async function keyByHeaderLabel<K extends RouteKey>(
   label: string,
-  deps: AuthenticatedDeps,
-): Promise<RouteKey | undefined> {
+  deps: AuthenticatedDeps<K>,
+): Promise<K | undefined> {
   const utf8 = utf8FromLatin1(label);
   return utf8 === undefined ? undefined : await deps.token.key(utf8);
 }
 
-function isResponse(x: RouteKey | HttpResponse): x is HttpResponse {
+function isResponse<K extends RouteKey>(x: K | HttpResponse): x is HttpResponse {
   return (x as HttpResponse).status !== undefined;
 }
 
-async function signRoute(
+async function signRoute<K extends RouteKey>(
   req: HttpRequest,
   subject: string,
-  deps: AuthenticatedDeps,
+  deps: AuthenticatedDeps<K>,
 ): Promise<HttpResponse> {
   const key = await authorisedKey(req, subject, deps);
   if (isResponse(key)) return key;
@@ -324,8 +343,7 @@ async function signRoute(
       ],
     );
   }
-  const signature = await deps.token.sign(key, req.body, digest);
-  const mechanism = digest ? digestMechanism(key.keyType, digest) : key.mechanism;
+  const { signature, mechanism } = await deps.token.sign(key, req.body, digest);
   try {
     await deps.audit.append("sign", subject, {
       key: key.label,
@@ -357,10 +375,10 @@ function digestAuditFields(digest: DigestName, value: Uint8Array): Record<string
 /** Largest signature any supported key type produces (ML-DSA-87: 4627 bytes) with headroom. */
 const MAX_SIGNATURE_BYTES = 16384;
 
-async function verifyRoute(
+async function verifyRoute<K extends RouteKey>(
   req: HttpRequest,
   subject: string,
-  deps: AuthenticatedDeps,
+  deps: AuthenticatedDeps<K>,
 ): Promise<HttpResponse> {
   const length = signatureLength(req);
   if (typeof length !== "number") return length;
@@ -441,16 +459,16 @@ function knownToPolicy(subject: string, deps: AuthenticatedDeps): boolean {
   return deps.policy().labelsFor(subject).length > 0;
 }
 
-async function tokenRoute(
+async function tokenRoute<K extends RouteKey>(
   _req: HttpRequest,
   subject: string,
-  deps: AuthenticatedDeps,
+  deps: AuthenticatedDeps<K>,
 ): Promise<HttpResponse> {
   if (!knownToPolicy(subject, deps)) return FORBIDDEN;
   const keys = [];
   for (const label of deps.policy().labelsFor(subject)) {
     if (DAEMON_KEY_LABELS.has(label)) continue;
-    let key: RouteKey | undefined;
+    let key: K | undefined;
     try {
       key = await keyByHeaderLabel(label, deps);
     } catch (err) {

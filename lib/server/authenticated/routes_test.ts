@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { HttpRequest } from "../../http/mod.ts";
 import { CKR, Pkcs11Error } from "../../../ffi/pkcs11/mod.ts";
-import { KeyUnusableError, MechanismUnavailableError } from "../../token/errors.ts";
+import { KeyUnusableError, MechanismUnavailableError } from "../../token/mod.ts";
 import {
   authenticatedContinueCheck,
   type AuthenticatedDeps,
@@ -46,9 +46,12 @@ function fakes(over: Partial<AuthenticatedDeps> = {}) {
         calls.push(`token.key ${label}`);
         return Promise.resolve(label === "k" ? key : undefined);
       },
-      sign: (_k, m) => {
+      sign: (k, m) => {
         calls.push("token.sign");
-        return Promise.resolve(new Uint8Array([...m].reverse()));
+        return Promise.resolve({
+          signature: new Uint8Array([...m].reverse()),
+          mechanism: k.mechanism,
+        });
       },
       verify: (_k, m, s) => {
         calls.push("token.verify");

@@ -19,12 +19,21 @@ import {
 import { nofileLimit } from "../../http/mod.ts";
 import { PolicyFile } from "../../policy/mod.ts";
 import { RefusalBudget, STATE_FILE_NAME, StateError } from "../../throttle/mod.ts";
-import { CredentialError, PIN_CREDENTIAL_NAME, readPinCredential, Token } from "../../token/mod.ts";
-import { isWellFormedPin } from "../../token/pin.ts";
-import { DAEMON_KEY_LABELS } from "../../token/mod.ts";
+import {
+  CredentialError,
+  DAEMON_KEY_LABELS,
+  isWellFormedPin,
+  PIN_CREDENTIAL_NAME,
+  readPinCredential,
+  Token,
+} from "../../token/mod.ts";
 import { IndexFileSource, type IndexMemory } from "../../ocsp/mod.ts";
 import { countRevocationLoad } from "../../metrics/svcd.ts";
 import type { PublicConfig, ServeConfig } from "./config.ts";
+import type { CrlConfig } from "../threads/protocol.ts";
+import { CaFolder } from "../../ca/store.ts";
+import { missingUrls } from "../../ca/urls.ts";
+import { bytesEqual } from "../../bytes/mod.ts";
 import { loadPublicFiles, PublicFileError } from "../public/files.ts";
 import { readPolicyInThread } from "../threads/policy_reader.ts";
 
@@ -96,6 +105,7 @@ export async function startupFindings(
   const revocationMemory = config.public
     ? checkPublicConfig(config.public, config.listener, f)
     : undefined;
+  if (config.public?.crl) await checkCrlConfig(config.public, config.public.crl, f);
   let policy: PolicyFile | undefined;
   await f.run(async () => {
     policy = await loadPolicy(config.policy);
@@ -223,6 +233,49 @@ function checkPublicConfig(
     );
   }
   return source.memory;
+}
+
+/**
+ * --ca-dir: the CA folder opens and is the CA of --ca-cert; the URLs it records (a missing one
+ * is a warning: certificates issued without it point nowhere); the CRL folder is writable; and
+ * whether the CA folder's cRLNumber counter is (else each node counts on its own).
+ */
+async function checkCrlConfig(pub: PublicConfig, crl: CrlConfig, f: Findings): Promise<void> {
+  let folder: CaFolder;
+  try {
+    folder = await CaFolder.open(crl.caDir);
+  } catch (err) {
+    f.fatal(`--ca-dir: ${(err as Error).message}`);
+    return;
+  }
+  try {
+    const chain = loadPublicFiles(pub);
+    if (!bytesEqual(chain.issuer.der, folder.caDer)) {
+      f.fatal(
+        `--ca-dir ${crl.caDir}: its ca.pem is not the first certificate of --ca-cert ` +
+          `${pub.caCertificates}; the CRLs and the OCSP answers must be one CA's: give that ` +
+          "folder's ca.pem as --ca-cert",
+      );
+    }
+  } catch { /* --ca-cert's own finding is made by checkPublicConfig */ }
+  for (const what of missingUrls(folder.config.urls ?? {})) {
+    f.warn(
+      `--ca-dir ${crl.caDir} records no ${what.replace(/^the /, "")}: certificates 'svcd ca' ` +
+        "issues do not point to it; record it with 'svcd ca urls' (certificates issued before " +
+        "keep their extensions)",
+    );
+  }
+  await checkWritableDir(crl.dir, "--crl-dir", "StateDirectory=", "/var/lib/svcd/crl", f);
+  const counter = CaFolder.paths(crl.caDir).crlNumber;
+  const counterOk = mayAccess(crl.caDir, ACCESS.W | ACCESS.X) ||
+    mayAccess(counter, ACCESS.W);
+  if (!counterOk) {
+    f.warn(
+      `--ca-dir: this user cannot write ${counter}; cRLNumbers are counted in ` +
+        `${crl.dir}/crlnumber instead, ordered with other nodes' by the clocks only: make the ` +
+        `file writable by the daemon's group (chgrp svcd ${counter}; chmod g+w ${counter})`,
+    );
+  }
 }
 
 function checkSocket(

@@ -7,23 +7,29 @@
  * Deno.exit(await runServeCommand(["--proxy-uid", "33"], { checkOnly: true }));
  * ```
  */
-import { ConfigError, parseServeArgs, type ServeConfig, servedBy, serveHelp } from "./config.ts";
+import { ConfigError, type ServeConfig, serveConfig, servedBy, syntaxError } from "./config.ts";
+import { SERVE_COMMAND } from "./serve_options.ts";
 import { flushLog, runDaemon, StartupError } from "./daemon.ts";
 import { type Finding, startupFindings, stateFileFinding, tokenFindings } from "./checks.ts";
 import { CredentialError } from "../../token/mod.ts";
 import { EXIT } from "../../cli/exit.ts";
+import { parseCommandLine } from "../../cli/command_line.ts";
 
 /** Runs `serve` (checkOnly false) or `--check-config` (checkOnly true); returns the exit code. */
 export async function runServeCommand(
   args: string[],
   opts: { checkOnly: boolean },
 ): Promise<number> {
-  if (args.includes("--help") || args.includes("-h")) {
-    console.log(serveHelp());
-    return EXIT.ok;
-  }
   try {
-    const config = parseServeArgs(args);
+    const line = parseCommandLine(SERVE_COMMAND, args, {
+      allowPositionals: false,
+      usageError: (message) => {
+        console.error(`svcd: ${syntaxError(message).message}`);
+        return EXIT.usage;
+      },
+    });
+    if ("exit" in line) return line.exit;
+    const config = serveConfig(line.values);
     if (!opts.checkOnly) return await runDaemon(config);
     return await checkOnly(config);
   } catch (err) {

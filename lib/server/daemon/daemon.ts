@@ -9,10 +9,14 @@ import { PolicyFile } from "../../policy/mod.ts";
 import { ConcurrencyCap, RefusalBudget } from "../../throttle/mod.ts";
 import { isTokenDead, Token } from "../../token/mod.ts";
 import type { AuditHealth, PublicThreadSetup, ThreadTokenOptions } from "../threads/protocol.ts";
-import { auditKeysFromToken, AuditLog, type AuditOptions } from "../../audit/mod.ts";
+import {
+  auditKeysFromToken,
+  AuditLog,
+  auditObservers,
+  type AuditOptions,
+} from "../../audit/mod.ts";
 import { type PublicConfig, type ServeConfig, servedBy, type TokenConfig } from "./config.ts";
 import { StartupError, startupFindings } from "./checks.ts";
-import { auditObservers } from "../../audit/observers.ts";
 import { MetricsListener } from "../../metrics/listener.ts";
 import { countedListener, type MetricsShare, sampleGauges } from "../../metrics/observe.ts";
 import {
@@ -25,12 +29,10 @@ import {
 
 export { checkFileLimit, StartupError } from "./checks.ts";
 import { DaemonLog, listenerEventText, pooledMessage } from "../log.ts";
-import {
-  authenticatedContinueCheck,
-  type AuthenticatedDeps,
-  authenticatedHandler,
-} from "../authenticated/routes.ts";
-import { admissionInThisThread } from "../authenticated/admission.ts";
+import { authenticatedContinueCheck, authenticatedHandler } from "../authenticated/routes.ts";
+import { authenticatedDeps } from "../authenticated/deps.ts";
+import { servicesInThisThread } from "../authenticated/services_in_this_thread.ts";
+import type { LocalMainServices } from "../authenticated/main_services.ts";
 import { ServiceNotifier } from "./notify.ts";
 import { coalesced } from "./coalesced.ts";
 import { EXIT } from "../../cli/exit.ts";
@@ -290,15 +292,21 @@ async function serve(
   stop: StopRequest,
   opened: Opened,
 ): Promise<boolean> {
-  const cap = ConcurrencyCap.forWorkers(config.listener.workers);
+  // The one audit log, budget and cap, whichever isolates run the routes.
+  const services = servicesInThisThread({
+    audit: running.audit,
+    budget: running.budget,
+    cap: ConcurrencyCap.forWorkers(config.listener.workers),
+    token: running.token,
+  });
   const startedAt = Date.now();
   // Region 0: this isolate; then one per request thread, then one per public thread.
   const share = config.metrics
     ? metrics.share(1 + config.threads + (config.public?.threads ?? 0))
     : undefined;
   const side = config.threads === 0
-    ? serveInThisThread(config, running, cap, startedAt)
-    : await serveInThreads(config, running, cap, startedAt, stop, opened, share);
+    ? serveInThisThread(config, running, services, startedAt)
+    : await serveInThreads(config, running, services, startedAt, stop, opened, share);
   let publicListener: PublicThreads | undefined;
   let metricsListener: MetricsListener | undefined;
   let publicClosed: boolean | undefined;
@@ -371,20 +379,15 @@ async function sampleTokenState(token: Token): Promise<void> {
 function serveInThisThread(
   config: ServeConfig,
   running: Running,
-  cap: ConcurrencyCap,
+  services: LocalMainServices,
   startedAt: number,
 ): AuthenticatedSide {
-  const deps: AuthenticatedDeps = {
-    token: running.token,
-    policy: () => running.policy.current,
-    audit: running.audit,
-    budget: running.budget,
-    admission: admissionInThisThread({ budget: running.budget, cap }),
+  const deps = authenticatedDeps(running.token, () => running.policy.current, services, {
     publicUrl: config.publicUrl,
     maxBody: config.listener.maxBodyBytes,
     log: (message) => log(message, "authenticated"),
     startedAt,
-  };
+  });
   const listener = Listener.open({
     ...config.listener,
     log: (event) => {
@@ -412,7 +415,7 @@ function serveInThisThread(
 async function serveInThreads(
   config: ServeConfig,
   running: Running,
-  cap: ConcurrencyCap,
+  services: LocalMainServices,
   startedAt: number,
   stop: StopRequest,
   opened: Opened,
@@ -436,7 +439,7 @@ async function serveInThreads(
         metrics: share && { buffer: share, firstRegion: 1 },
       },
       config.threads,
-      { budget: running.budget, cap, audit: running.audit },
+      services,
       {
         log: (message) => log(message, "authenticated"),
         onListenerEvent: (event) => {
@@ -488,7 +491,8 @@ async function startPublicListener(
       onTokenDead: (err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`),
       onFailure: (err) => stop.request(EXIT_LISTENER_FAILED, err.message),
     });
-    log(`public listener on ${pub.socket} (certificates, OCSP; ${pub.threads} threads)`);
+    const crls = pub.crl ? `, CRLs of ${pub.crl.caDir} in ${pub.crl.dir}` : "";
+    log(`public listener on ${pub.socket} (certificates, OCSP${crls}; ${pub.threads} threads)`);
     return started;
   } catch (err) {
     if (err instanceof PublicThreadsError) throw new StartupError(err.message);
@@ -526,6 +530,7 @@ function publicSetup(
     ocspLabel: pub.ocspLabel,
     validitySeconds: pub.validitySeconds,
     nice: pub.nice,
+    crl: pub.crl,
   };
 }
 

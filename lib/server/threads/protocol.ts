@@ -29,7 +29,7 @@ import type { AdmissionAnswer } from "../authenticated/admission.ts";
 /**
  * What a thread needs to open the module the main isolate logged in to (its own sessions): the
  * token part of its setup, with the main isolate's copy lock (every Token of the process shares
- * it: lib/token/copy_lock.ts).
+ * it: lib/token/_key_cache.ts).
  */
 export type ThreadTokenOptions = Required<
   Pick<
@@ -86,6 +86,21 @@ export interface PublicThreadSetup {
   validitySeconds: number;
   /** Nice value the thread gives itself when it is above the thread's own (never lowered). */
   nice: number;
+  /**
+   * The CRLs: every thread serves them from `dir`; the thread of socket slot 0 keeps them fresh
+   * (signs with the CA key and writes them).
+   */
+  crl?: CrlConfig;
+}
+
+/** The CRLs the public listener keeps fresh and serves at /crl/NAME (`--ca-dir`). */
+export interface CrlConfig {
+  /** The CA folder of `svcd ca` (ca.json: the CA key, the URLs, the partitions). */
+  caDir: string;
+  /** Where the signed CRLs are written, and served from. */
+  dir: string;
+  /** nextUpdate − thisUpdate, seconds; each CRL is re-signed when half of it has passed. */
+  validitySeconds: number;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -129,19 +144,44 @@ export type RequestThreadMessage =
   | { kind: "refresh_keys"; ack?: number }
   /** Another thread's /health dropped keys gone from the token: check yours ("ack" with labels). */
   | { kind: "drop_removed_keys"; ack: number }
+  | ServiceAnswer;
+
+/**
+ * Main isolate → request thread: what the main isolate's services (../authenticated/main_services.ts)
+ * answer a thread, and the audit log's health its routes read.
+ */
+export type ServiceAnswer =
   /** The answer to a "drop_removed_keys" report: the labels every thread dropped. */
   | { kind: "keys_dropped"; id: number; labels: string[] }
   | { kind: "audit_health"; health: AuditHealth }
-  /** The answer to an "audit" report: the line is durable, or `error` says why it is not. */
-  | { kind: "audited"; id: number; error?: string }
+  /** The answer to an "audit" report: the line is durable with this seq, or `error` says why not. */
+  | { kind: "audited"; id: number; seq: number }
+  | { kind: "audited"; id: number; error: string }
   /** The answer to an "admit" report. */
   | { kind: "admitted"; id: number; answer: AdmissionAnswer };
+
+/** Every kind of {@link ServiceAnswer} (a kind added to the type must be added here). */
+const SERVICE_ANSWERS: Readonly<Record<ServiceAnswer["kind"], true>> = {
+  keys_dropped: true,
+  audit_health: true,
+  audited: true,
+  admitted: true,
+};
+
+/** Whether `message` is for the thread's view of the main isolate's services. */
+export function isServiceAnswer(message: RequestThreadMessage): message is ServiceAnswer {
+  return Object.hasOwn(SERVICE_ANSWERS, message.kind);
+}
 
 /** Request thread → main isolate, one at a time. */
 export type RequestThreadReport =
   | LifeReport
   /** The answer to a message that carried an `ack`. */
   | { kind: "ack"; ack: number; labels?: string[] }
+  | ServiceRequest;
+
+/** Request thread → main isolate: what a thread asks of the main isolate's services. */
+export type ServiceRequest =
   | CallMessage
   /** A handler's admission: the budget check and a cap slot (answer: "admitted"). */
   | { kind: "admit"; id: number; identity: string }

@@ -3,17 +3,13 @@
  * threads (./request_thread.ts): opens the socket (every thread accepts from it), splits
  * `--workers` over the threads, and keeps what must stay exact across threads in this isolate
  * alone — the refusal budget (one sqlite file), the concurrency cap and the audit log (one chain,
- * one group commit). It answers the threads' admissions and synchronous calls (./protocol.ts),
- * appends their audit lines and answers once each line is durable, relays policy reloads, key
+ * one group commit). With these services of its own it answers what the threads' view of them
+ * asks (./services_across_threads.ts, in the messages of ./protocol.ts): admissions, synchronous
+ * calls, and audit lines, each answered with its seq once durable. It relays policy reloads, key
  * refreshes and the audit log's health to them, and stops them before the token is finalised.
  */
 import type { Policy } from "../../policy/mod.ts";
-import {
-  admissionInThisThread,
-  type AdmissionParts,
-  type LocalAdmission,
-} from "../authenticated/admission.ts";
-import type { AuthenticatedDeps } from "../authenticated/routes.ts";
+import type { LocalMainServices } from "../authenticated/main_services.ts";
 import {
   answerCall,
   type AuditHealth,
@@ -27,12 +23,12 @@ import {
 } from "./protocol.ts";
 import { ListenerThread, ThreadGroup, type ThreadHooks, threadModule } from "./thread_group.ts";
 
-/** What stays in the main isolate: the one budget, the one cap, the one audit log. */
-export interface MainServices {
-  budget: AdmissionParts["budget"] & AuthenticatedDeps["budget"];
-  cap: AdmissionParts["cap"];
-  audit: Pick<AuthenticatedDeps["audit"], "append" | "healthy" | "lastError" | "stats">;
-}
+/**
+ * The main isolate's own services (../authenticated/services_in_this_thread.ts), with which it
+ * answers the threads: the one budget, the one cap, the one audit log. Key copies are the threads'
+ * own: each thread's check reaches the others through {@link RequestThreads}.
+ */
+export type ServicesForThreads = Omit<LocalMainServices, "keys">;
 
 /** The request threads could not start; the message says why. */
 export class RequestThreadsError extends Error {
@@ -81,7 +77,7 @@ export class RequestThreads {
       workers: number;
     },
     threads: number,
-    services: MainServices,
+    services: ServicesForThreads,
     hooks: ThreadHooks,
     module: URL = threadModule("request_thread.ts", "svcd-request-worker.js"),
   ): Promise<RequestThreads> {
@@ -154,8 +150,7 @@ type RequestOnlyReport = Exclude<
 class RequestThread {
   #thread: ListenerThread<RequestThreadMessage, RequestThreadReport>;
   #calls: SharedArrayBuffer;
-  #services: MainServices;
-  #admission: LocalAdmission;
+  #services: ServicesForThreads;
   #hooks: ThreadHooks;
   /** Cap slots this thread holds, per identity (released by its "release" reports). */
   #held = new Map<string, (() => void)[]>();
@@ -169,20 +164,19 @@ class RequestThread {
   private constructor(
     module: URL,
     setup: RequestThreadSetup,
-    services: MainServices,
+    services: ServicesForThreads,
     hooks: ThreadHooks,
   ) {
     this.#thread = new ListenerThread(module, `svcd-req-${setup.shared.slot}`, () => this.#letGo());
     this.#calls = setup.calls;
     this.#services = services;
-    this.#admission = admissionInThisThread(services);
     this.#hooks = hooks;
   }
 
   /** Starts the thread; resolves once it accepts, rejects when it could not start. */
   static async start(
     setup: RequestThreadSetup,
-    services: MainServices,
+    services: ServicesForThreads,
     hooks: ThreadHooks,
     module: URL,
   ): Promise<RequestThread> {
@@ -260,10 +254,10 @@ class RequestThread {
   }
 
   #answerOne(op: CallMessage["op"], identity: string): void {
-    const { budget, audit } = this.#services;
+    const { admission, budget, audit } = this.#services;
     switch (op) {
       case "peek":
-        return answerCall(this.#calls, op, this.#admission.peek(identity));
+        return answerCall(this.#calls, op, admission.peek(identity));
       case "refusal":
         return answerCall(this.#calls, op, budget.recordRefusal(identity));
       case "stats": {
@@ -280,7 +274,7 @@ class RequestThread {
   #admit(identity: string): CallAnswers["peek"] {
     // A thread that has ended (a batch can carry "closed" before a late admit) gets no slot.
     if (this.#thread.ended) return { kind: "capped" };
-    const answer = this.#admission.admit(identity);
+    const answer = this.#services.admission.admit(identity);
     if (answer.kind !== "admitted") return answer;
     const held = this.#held.get(identity);
     if (held) held.push(answer.release);
@@ -297,7 +291,7 @@ class RequestThread {
   /** Appends a thread's line; the answer goes back only once the line is durable (or failed). */
   #append(line: Extract<RequestThreadReport, { kind: "audit" }>): void {
     this.#services.audit.append(line.event, line.actor, line.fields).then(
-      () => this.post({ kind: "audited", id: line.id }),
+      (seq) => this.post({ kind: "audited", id: line.id, seq }),
       (err) => this.post({ kind: "audited", id: line.id, error: (err as Error).message }),
     );
   }

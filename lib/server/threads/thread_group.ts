@@ -22,6 +22,15 @@ import type { LifeReport } from "./protocol.ts";
 /** How long a close waits for a Worker beyond twice the grace (connections, then sessions). */
 const CLOSE_SLACK_MS = 2_000;
 
+/** Runs `fn` after `ms` milliseconds; returns what cancels it. */
+export type Later = (fn: () => void, ms: number) => () => void;
+
+/** `Later` on the event loop's timers. */
+function afterDelay(fn: () => void, ms: number): () => void {
+  const timer = setTimeout(fn, ms);
+  return () => clearTimeout(timer);
+}
+
 /** One Worker of a group, as the group sees it. */
 export interface GroupMember {
   /** Resolves true when the Worker closed its sessions, false when it died or did not answer. */
@@ -99,11 +108,16 @@ export class ThreadEnd {
   #whenEnded: ((clean: boolean) => void) | undefined;
   #onEnded: ((clean: boolean) => void) | undefined;
   #closed: Promise<boolean> | undefined;
+  #later: Later;
 
-  /** `whenEnded` runs once, at the end however it came (the owner lets go of what the Worker held). */
-  constructor(worker: Worker, whenEnded?: (clean: boolean) => void) {
+  /**
+   * `whenEnded` runs once, at the end however it came (the owner lets go of what the Worker held).
+   * `later` times the wait for a close's answer (a test gives its own, to fire it by hand).
+   */
+  constructor(worker: Worker, whenEnded?: (clean: boolean) => void, later: Later = afterDelay) {
     this.#worker = worker;
     this.#whenEnded = whenEnded;
+    this.#later = later;
   }
 
   /** Undefined while the Worker runs; then whether it ended clean. */
@@ -151,9 +165,9 @@ export class ThreadEnd {
         return resolve(this.#clean);
       }
       // No answer in time counts as an end (not clean): the owner lets go of what it held.
-      const timer = setTimeout(() => this.ended(false), 2 * graceMs + CLOSE_SLACK_MS);
+      const cancel = this.#later(() => this.ended(false), 2 * graceMs + CLOSE_SLACK_MS);
       const finish = (clean: boolean) => {
-        clearTimeout(timer);
+        cancel();
         worker.terminate();
         resolve(clean);
       };

@@ -72,17 +72,47 @@ Deno.test("worker group: a path that is not a socket is refused with the given e
   assert.equal(started, 0);
 });
 
+/** A `Later` whose timers fire only when the test says so. */
+function handTimers() {
+  const timers: Array<{ ms: number; fire: () => void; cancelled: boolean }> = [];
+  const later = (fire: () => void, ms: number) => {
+    const timer = { ms, fire, cancelled: false };
+    timers.push(timer);
+    return () => (timer.cancelled = true);
+  };
+  return { timers, later };
+}
+
 Deno.test("worker end: a Worker that already ended closes at once; one that never answers, after twice the grace", async () => {
   const source = `data:application/javascript,${encodeURIComponent("self.onmessage = () => {};")}`;
   const silent = new Worker(source, { type: "module" });
   const ends: boolean[] = [];
-  const end = new ThreadEnd(silent, (clean) => ends.push(clean));
-  const t0 = performance.now();
-  assert.equal(await end.close(1, () => silent.postMessage("close")), false);
-  assert.ok(performance.now() - t0 >= 2, "waited for twice the grace");
+  const { timers, later } = handTimers();
+  const end = new ThreadEnd(silent, (clean) => ends.push(clean), later);
+  let askedSilent = 0;
+  let settled = false;
+  const closing = end.close(1000, () => (askedSilent++, silent.postMessage("close")))
+    .finally(() => (settled = true));
+  assert.equal(askedSilent, 1, "the Worker was asked to close");
+  assert.equal(timers.length, 1);
+  assert.ok(
+    timers[0].ms >= 2 * 1000,
+    `gives up after ${timers[0].ms} ms: less than twice the grace`,
+  );
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(settled, false, "resolved with neither an answer nor its time passed");
+  assert.deepEqual(ends, []);
+  timers[0].fire();
+  assert.equal(await closing, false);
   assert.deepEqual(ends, [false], "no answer in time is an end: the owner lets go once");
   end.ended(true);
   assert.deepEqual(ends, [false], "later ends are ignored");
+
+  const answering = new Worker(source, { type: "module" });
+  const answered = new ThreadEnd(answering, undefined, later);
+  assert.equal(await answered.close(1000, () => answered.ended(true)), true);
+  assert.equal(timers.length, 2);
+  assert.ok(timers[1].cancelled, "an answer in time stops the wait");
 
   const gone = new Worker(source, { type: "module" });
   const ended = new ThreadEnd(gone);

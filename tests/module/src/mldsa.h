@@ -5,21 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MLDSA_SEED_BYTES 32
-#define MLDSA_RND_BYTES 32
-#define MLDSA_MU_BYTES 64
-#define MLDSA_MAX_CONTEXT 255
-#define MLDSA_MAX_PK_BYTES 2592
-#define MLDSA_MAX_SK_BYTES 4896
-#define MLDSA_MAX_SIG_BYTES 4627
+#include "mldsa_params.h"
 
-typedef struct {
-  const char *name; /* "ML-DSA-65" */
-  int k, l, eta, tau, beta, omega;
-  int32_t gamma1, gamma2;
-  size_t ctilde_bytes; /* lambda / 4 */
-  size_t pk_bytes, sk_bytes, sig_bytes;
-} mldsa_params;
 
 /* Parameters by FIPS 204 category name: 44, 65 or 87; NULL for anything else. */
 const mldsa_params *mldsa_params_by_level(int level);

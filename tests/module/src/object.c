@@ -15,12 +15,6 @@
 #include "crypto.h"
 #include "svcmod.h"
 
-void pad_copy(CK_UTF8CHAR *dst, size_t n, const char *src) {
-  size_t len = strlen(src);
-  memset(dst, ' ', n);
-  memcpy(dst, src, len < n ? len : n);
-}
-
 void hex_encode(char *out, const uint8_t *in, size_t n) {
   static const char digits[] = "0123456789abcdef";
   for (size_t i = 0; i < n; i++) {

@@ -363,3 +363,15 @@ void store_refresh(int force) {
     if (!o->seen) object_unlink_free(o);
   }
 }
+
+/* Reads token.db again: counters and initialisation may have been changed by another process. */
+CK_RV token_reload_locked(void) {
+  int fd = store_lock();
+  if (fd < 0) return CKR_DEVICE_ERROR;
+  token_state t;
+  CK_RV rv = store_read_token(&t);
+  store_unlock(fd);
+  if (rv == CKR_OK) g.tok = t;
+  OPENSSL_cleanse(&t, sizeof t);
+  return rv;
+}

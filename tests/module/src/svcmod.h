@@ -11,6 +11,8 @@
 #include <time.h>
 
 #include "pkcs11.h"
+#include "pkcs11_buffer.h"
+#include "pkcs11_search.h"
 
 #define SVCMOD_MAX_SESSIONS 128        /* compile-time maximum */
 #define SVCMOD_DEFAULT_SESSION_CAP 127 /* one less than the maximum, as the hardware module */
@@ -82,7 +84,8 @@ typedef struct object {
 #define OP_SIG_MAX 4736 /* ML-DSA-87 signature: 4627 bytes */
 #define OP_DATA_MAX (64u << 20)
 
-typedef struct {
+/* The struct pkcs11_operation.h drives (C_Sign*, C_Verify*, C_VerifySignature*). */
+typedef struct pkcs11_operation {
   int active;
   int verify_signature; /* started by C_VerifySignatureInit: the signature is in sig */
   int updated;          /* a multi-part Update has been made */
@@ -96,24 +99,21 @@ typedef struct {
   uint8_t key[OP_KEY_MAX];
   size_t siglen;
   uint8_t sig[OP_SIG_MAX];
-  uint8_t *data; /* multi-part input, on the ordinary heap: messages are not secret */
-  size_t datalen, datacap;
+  pkcs11_buffer parts; /* multi-part input, on the ordinary heap: messages are not secret */
 } op_t;
 
 struct op_ops {
   op_t sign, verify;
 };
 
-/* ---- the module's process-wide state (p11_main.c) ---- */
+/* ---- the module's process-wide state (state.c) ---- */
 typedef struct {
   int used, busy;
   CK_SESSION_HANDLE handle;
   CK_FLAGS flags;
   unsigned chunk;       /* index of its reservation in the secure heap */
   struct op_ops *ops;   /* sign/verify state, inside the reservation */
-  CK_OBJECT_HANDLE *found;
-  size_t nfound, foundpos;
-  int finding;
+  pkcs11_search search;
   void *digest; /* EVP_MD_CTX * */
 } session_t;
 
@@ -168,22 +168,43 @@ int object_matches(const object_t *o, const CK_ATTRIBUTE *t, CK_ULONG n);
 CK_RV object_seal(object_t *o);
 CK_RV object_set_attr(object_t *o, CK_ATTRIBUTE_TYPE type, const void *val, CK_ULONG len);
 
-/* p11_main.c: a session is "busy" while one call on it is running; a second concurrent call on
- * the same handle answers CKR_OPERATION_ACTIVE instead of racing. */
+/* session.c: a session is "busy" while one call on it is running; a second concurrent call on
+ * the same handle answers CKR_OPERATION_ACTIVE instead of racing. The *_locked functions are
+ * called with g.lock held. */
 CK_RV session_enter(CK_SESSION_HANDLE h, session_t **out);
 void session_leave(session_t *s);
-CK_RV module_ready(void); /* CKR_OK or CKR_CRYPTOKI_NOT_INITIALIZED; takes no lock */
-/* Test hook (p11_main.c): CKR_OK, or the return value the `faults` file in the token directory
- * injects into this call of `function` (see README.md, "Fault injection"). */
-CK_RV fault_injected(const char *function);
+CK_RV heap_map(void);
+void heap_unmap(void);
+/* A free 24 KiB reservation of the secure heap, zeroed; -1 when none is left. */
+int chunk_alloc(void);
+void logout_locked(void);
+void session_close_locked(session_t *s);
+/* Waits until no call runs on any session, then closes them all. */
+void close_all_locked(void);
 void op_end(op_t *op);
 
+/* state.c */
+CK_RV module_ready(void); /* CKR_OK or CKR_CRYPTOKI_NOT_INITIALIZED; takes no lock */
+
+/* Test hook (fault.c): CKR_OK, or the return value the `faults` file in the token directory
+ * injects into this call of `function` (see README.md, "Fault injection"). */
+CK_RV fault_injected(const char *function);
+
+/* store.c: reads token.db again into g.tok (counters and initialisation may have been changed by
+ * another process); called with g.lock held. */
+CK_RV token_reload_locked(void);
+
+/* create.c */
+/* 44, 65 or 87 for CKP_ML_DSA_44/65/87; 0 for any other parameter set. */
+int level_of_set(CK_ULONG set);
+/* Links new objects with handles (and files, for token objects); g.lock held. */
+CK_RV object_register(session_t *s, object_t **objs, size_t n, CK_OBJECT_HANDLE *out);
+/* The object's key material: a ‖ b. */
+CK_RV object_set_secret(object_t *o, const uint8_t *a, size_t alen, const uint8_t *b, size_t blen);
+
 /* helpers */
-void pad_copy(CK_UTF8CHAR *dst, size_t n, const char *src);
 void hex_encode(char *out, const uint8_t *in, size_t n);
 int hex_decode_into(const char *hex, size_t hexlen, uint8_t *out);
-
-#endif
 
 /* template.c */
 const CK_ATTRIBUTE *tmpl_find(const CK_ATTRIBUTE *t, CK_ULONG n, CK_ATTRIBUTE_TYPE type);
@@ -196,3 +217,8 @@ CK_RV tmpl_ulong(const CK_ATTRIBUTE *t, CK_ULONG n, CK_ATTRIBUTE_TYPE type, CK_U
 CK_RV object_build(CK_OBJECT_CLASS cls, CK_KEY_TYPE kt, CK_MECHANISM_TYPE genmech,
                    const CK_ATTRIBUTE *t, CK_ULONG n, const CK_ATTRIBUTE_TYPE *extra,
                    size_t nextra, object_t **out);
+/* CKA_EC_PARAMS naming P-256 (its OID), or Ed25519 (its OID or the printable "edwards25519"). */
+int tmpl_is_p256_params(const CK_ATTRIBUTE *a);
+int tmpl_is_ed25519_params(const CK_ATTRIBUTE *a);
+
+#endif

@@ -183,3 +183,21 @@ CK_RV object_build(CK_OBJECT_CLASS cls, CK_KEY_TYPE kt, CK_MECHANISM_TYPE genmec
   *out = o;
   return CKR_OK;
 }
+
+/* ---- curves ---------------------------------------------------------------------------------- */
+
+static const uint8_t OID_P256[] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
+static const uint8_t OID_ED25519[] = {0x06, 0x03, 0x2b, 0x65, 0x70};
+static const uint8_t NAME_ED25519[] = {0x13, 0x0c, 'e', 'd', 'w', 'a', 'r', 'd',
+                                       's',  '2',  '5', '5', '1', '9'};
+
+static int attr_is(const CK_ATTRIBUTE *a, const uint8_t *v, size_t n) {
+  return a != NULL && a->ulValueLen == n && a->pValue != NULL && memcmp(a->pValue, v, n) == 0;
+}
+
+int tmpl_is_ed25519_params(const CK_ATTRIBUTE *a) {
+  return attr_is(a, OID_ED25519, sizeof OID_ED25519) ||
+         attr_is(a, NAME_ED25519, sizeof NAME_ED25519);
+}
+
+int tmpl_is_p256_params(const CK_ATTRIBUTE *a) { return attr_is(a, OID_P256, sizeof OID_P256); }

@@ -1,0 +1,111 @@
+import assert from "node:assert/strict";
+import { cliOption, cliOptions, OptionReader, type OptionTable } from "./option_table.ts";
+import { SHARED_OPTIONS, sharedOption } from "./shared_options.ts";
+
+const TABLE = {
+  socket: { kind: "path", group: "g", value: "PATH", fallback: "/run/s.sock", help: "the socket" },
+  uid: { kind: "count", group: "g", value: "UID", required: true, min: 0, max: 10, help: "a uid" },
+  workers: {
+    kind: "count",
+    group: "g",
+    value: "N",
+    fallback: 16,
+    min: 1,
+    max: 64,
+    help: "workers",
+  },
+  label: { kind: "text", group: "g", value: "LABEL", help: "a label" },
+  weak: { kind: "switch", group: "g", help: "allow it" },
+  shown: { kind: "count", group: "g", shownDefault: "the --uid", help: "follows --uid" },
+} as const satisfies OptionTable;
+
+class Mistake extends Error {
+  constructor(readonly flag: string, message: string) {
+    super(message);
+  }
+}
+
+function reader(values: Record<string, string | boolean>) {
+  return new OptionReader(TABLE, values, (flag, message) => new Mistake(flag, message));
+}
+
+function refused(values: Record<string, string | boolean>, read: keyof typeof TABLE, re: RegExp) {
+  assert.throws(
+    () => reader(values).get(read),
+    (e) => e instanceof Mistake && e.flag === read && re.test(e.message),
+    `${read} of ${JSON.stringify(values)}`,
+  );
+}
+
+Deno.test("option table: each value is read as its option declares, or its fallback", () => {
+  const given = reader({ uid: "7", workers: "64", label: "k", weak: true });
+  const uid: number = given.get("uid");
+  const workers: number = given.get("workers");
+  const label: string | undefined = given.get("label");
+  const weak: boolean = given.get("weak");
+  assert.deepEqual([uid, workers, label, weak], [7, 64, "k", true]);
+  const defaults = reader({ uid: "0" });
+  const socket: string = defaults.get("socket");
+  assert.equal(socket, "/run/s.sock");
+  assert.equal(defaults.get("workers"), 16);
+  assert.equal(defaults.get("label"), undefined);
+  assert.equal(defaults.get("weak"), false);
+  assert.equal(defaults.get("shown"), undefined);
+  assert.equal(given.isGiven("workers"), true);
+  assert.equal(defaults.isGiven("workers"), false, "a fallback is not given");
+});
+
+Deno.test("option table: a value that breaks its declaration names the option and what to give", () => {
+  refused({}, "uid", /^--uid is required: a uid$/);
+  refused({ label: "" }, "label", /^--label is empty: give a label$/);
+  for (const bad of ["0", "65", "-1", "1.5", "0x10", "x", "99999999999", " 3"]) {
+    refused({ workers: bad }, "workers", /^--workers must be a whole number from 1 to 64 \(got '/);
+  }
+  refused({ uid: "11" }, "uid", /from 0 to 10/);
+  // Read when asked: a bad value of an option nobody reads refuses nothing.
+  assert.equal(reader({ uid: "1", workers: "0" }).get("uid"), 1);
+});
+
+Deno.test("option table: the table's keys type the accessor", () => {
+  const options = reader({ uid: "1" });
+  // @ts-expect-error a misspelt flag does not compile
+  assert.throws(() => options.get("wokers"));
+  // @ts-expect-error a count is a number, never text
+  const text: string = options.get("workers");
+  // @ts-expect-error an option without a fallback may be undefined
+  const label: string = options.get("label");
+  assert.deepEqual([text, label], [16, undefined]);
+});
+
+Deno.test("option table: --help's view of an option: placeholder, shown default, no value for a switch", () => {
+  const listed = cliOptions(TABLE);
+  assert.deepEqual(listed.map((o) => o.flag), Object.keys(TABLE));
+  assert.deepEqual(cliOption("socket", TABLE.socket), {
+    flag: "socket",
+    group: "g",
+    value: "PATH",
+    help: "the socket",
+    default: "/run/s.sock",
+  });
+  assert.equal(cliOption("workers", TABLE.workers).default, "16");
+  assert.equal(cliOption("uid", TABLE.uid).required, true);
+  assert.equal(cliOption("weak", TABLE.weak).value, undefined);
+  assert.equal(cliOption("shown", TABLE.shown).default, "the --uid");
+  assert.equal(cliOption("shown", TABLE.shown).value, "COUNT", "a placeholder from the kind");
+});
+
+Deno.test("shared options: a group lists the declared option under its heading, with its note", () => {
+  const token = sharedOption("token", { group: "keys", note: "the new token's label" });
+  assert.deepEqual(token, {
+    flag: "token",
+    group: "keys",
+    value: "LABEL",
+    help: `${SHARED_OPTIONS.token.help}; the new token's label`,
+    default: SHARED_OPTIONS.token.fallback,
+  });
+  const dirs = sharedOption("audit-dir", { group: "log", multiple: true, commands: ["verify"] });
+  assert.equal(dirs.multiple, true);
+  assert.deepEqual(dirs.commands, ["verify"]);
+  assert.equal(dirs.help, SHARED_OPTIONS["audit-dir"].help);
+  assert.equal(sharedOption("credential", { group: "g" }).default, undefined);
+});

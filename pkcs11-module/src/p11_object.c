@@ -1,0 +1,49 @@
+/* Object functions: C_GetAttributeValue, C_FindObjectsInit, C_FindObjects, C_FindObjectsFinal.
+ * Each entry point checks its arguments and delegates (object.c, pkcs11_search.c). */
+#include "object.h"
+#include "pkcs11_functions.h"
+#include "session.h"
+
+CK_RV C_GetAttributeValue(CK_SESSION_HANDLE hSession, CK_OBJECT_HANDLE hObject,
+                          CK_ATTRIBUTE *pTemplate, CK_ULONG ulCount) {
+  if (pTemplate == NULL && ulCount > 0) return CKR_ARGUMENTS_BAD;
+  session_t *s;
+  CK_RV rv = session_enter(hSession, &s);
+  if (rv != CKR_OK) return rv;
+  int is_private;
+  remote_key *k = object_key(s->slot, hObject, &is_private);
+  rv = k != NULL ? object_attributes(k, is_private, pTemplate, ulCount) : CKR_OBJECT_HANDLE_INVALID;
+  session_leave(s);
+  return rv;
+}
+
+CK_RV C_FindObjectsInit(CK_SESSION_HANDLE hSession, CK_ATTRIBUTE *pTemplate, CK_ULONG ulCount) {
+  if (pTemplate == NULL && ulCount > 0) return CKR_ARGUMENTS_BAD;
+  session_t *s;
+  CK_RV rv = session_enter(hSession, &s);
+  if (rv != CKR_OK) return rv;
+  rv = s->search.active ? CKR_OPERATION_ACTIVE
+                        : objects_find(s->slot, pTemplate, ulCount, &s->search);
+  session_leave(s);
+  return rv;
+}
+
+CK_RV C_FindObjects(CK_SESSION_HANDLE hSession, CK_OBJECT_HANDLE *phObject,
+                    CK_ULONG ulMaxObjectCount, CK_ULONG *pulObjectCount) {
+  if (phObject == NULL || pulObjectCount == NULL) return CKR_ARGUMENTS_BAD;
+  session_t *s;
+  CK_RV rv = session_enter(hSession, &s);
+  if (rv != CKR_OK) return rv;
+  rv = pkcs11_search_next(&s->search, phObject, ulMaxObjectCount, pulObjectCount);
+  session_leave(s);
+  return rv;
+}
+
+CK_RV C_FindObjectsFinal(CK_SESSION_HANDLE hSession) {
+  session_t *s;
+  CK_RV rv = session_enter(hSession, &s);
+  if (rv != CKR_OK) return rv;
+  rv = pkcs11_search_end(&s->search);
+  session_leave(s);
+  return rv;
+}
