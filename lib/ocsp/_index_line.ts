@@ -287,18 +287,24 @@ function yearOf(bytes: Uint8Array, at: number, digits: number): number {
 
 /**
  * Whether the time's digits at `at` name a time that exists. Four-digit years below 100 are judged
- * as 19YY, as `Date.UTC` reads them.
+ * as 19YY, as `Date.UTC` reads them. Kept small (no calls but the rare leap day's) so that the
+ * compiler takes it into the parser's loop.
  */
 function validTime(bytes: Uint8Array, at: number, digits: number): boolean {
+  const o = at + digits - 10;
+  // A pair of ASCII digits: 10 × (a − 0x30) + (b − 0x30) = 10a + b − 528.
+  const mo = bytes[o] * 10 + bytes[o + 1] - 528, da = bytes[o + 2] * 10 + bytes[o + 3] - 528;
+  if (mo < 1 || mo > 12 || da < 1 || bytes[o + 4] * 10 + bytes[o + 5] - 528 > 23) return false;
+  if (bytes[o + 6] * 10 + bytes[o + 7] - 528 > 59 || bytes[o + 8] * 10 + bytes[o + 9] > 587) {
+    return false;
+  }
+  return da <= DAYS[mo - 1] || (mo === 2 && da === 29 && leapYear(bytes, at, digits));
+}
+
+function leapYear(bytes: Uint8Array, at: number, digits: number): boolean {
   let year = yearOf(bytes, at, digits);
   if (year < 100) year += 1900;
-  const o = at + digits - 10;
-  const mo = digitPair(bytes, o), da = digitPair(bytes, o + 2);
-  if (mo < 1 || mo > 12 || da < 1) return false;
-  if (digitPair(bytes, o + 4) > 23 || digitPair(bytes, o + 6) > 59) return false;
-  if (digitPair(bytes, o + 8) > 59) return false;
-  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
-  return da <= (mo === 2 && leap ? 29 : DAYS[mo - 1]);
+  return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
 }
 
 /**
