@@ -14,7 +14,7 @@
  *
  * | bytes                           | what                                                           |
  * | ------------------------------- | -------------------------------------------------------------- |
- * | 0 … 4095                        | header: lock words, version, counts, the source's record of the file, error text |
+ * | 0 … 4095                        | header: lock words, version, counts; the source's record of the file (stamp, content hash, error text) |
  * | keyEnd: 4 × (maxEntries + 1)    | end offset of each entry's key in the key heap (entry 0 starts at 0) |
  * | revoked: 4 × maxEntries         | revocation time, seconds since 1950-01-01 (UTCTime's range)    |
  * | meta: 1 × maxEntries            | status (2 bits), CRL reason (4 bits, 15 = none), odd-length key (1 bit) |
@@ -282,10 +282,6 @@ class CompactLoad implements IndexStore {
    */
   keysAsBefore: boolean;
   readonly countBefore: number;
-  readonly keyEnd: Uint32Array;
-  readonly revoked: Uint32Array;
-  readonly meta: Uint8Array;
-  readonly heap: Uint8Array;
 
   constructor(readonly v: Views) {
     this.keysAsBefore = Atomics.load(v.i32, H.loaded) === 1;
@@ -293,18 +289,15 @@ class CompactLoad implements IndexStore {
     Atomics.store(v.i32, H.loaded, 0);
     v.i32[H.overLimit] = 0;
     v.keyEnd[0] = 0;
-    this.keyEnd = v.keyEnd;
-    this.revoked = v.revoked;
-    this.meta = v.meta;
-    this.heap = v.heap;
   }
 
   add(bytes: Uint8Array, line: ParsedLine): void {
-    const count = this.count, heap = this.heap;
+    const { keyEnd, revoked, meta, heap, maxEntries } = this.v;
+    const count = this.count;
     // The serial without leading zeros, packed two digits a byte.
     let k = line.key, heapAt = this.heapAt;
     const to = line.serialEnd, odd = (to - k) & 1;
-    if (count === this.v.maxEntries || heapAt + ((to - k + 1) >> 1) > heap.length) {
+    if (count === maxEntries || heapAt + ((to - k + 1) >> 1) > heap.length) {
       throw overLimit(this.v, count);
     }
     // Any difference from the keys the memory held before (bytes, lengths, odd digit counts).
@@ -319,8 +312,8 @@ class CompactLoad implements IndexStore {
       keyDiff |= heap[heapAt] ^ x;
       heap[heapAt++] = x;
     }
-    const status = line.status, meta = this.meta, keyEnd = this.keyEnd;
-    this.revoked[count] = status === REVOKED ? line.revokedAt + EPOCH_1950_S : 0;
+    const status = line.status;
+    revoked[count] = status === REVOKED ? line.revokedAt + EPOCH_1950_S : 0;
     const m = status | ((line.reason < 0 ? NO_REASON : line.reason) << 2) | (odd << 7);
     keyDiff |= ((meta[count] ^ m) & ODD_KEY) | (keyEnd[count + 1] ^ heapAt);
     meta[count] = m;
