@@ -24,4 +24,3 @@ export * from "./index_source.ts";
 export * from "./request.ts";
 export * from "./response.ts";
 export * from "./responder.ts";
-export { MAX_INDEX_ENTRIES } from "./index_compact.ts";
