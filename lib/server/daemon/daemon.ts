@@ -34,6 +34,7 @@ import { authenticatedDeps } from "../authenticated/deps.ts";
 import { servicesInThisThread } from "../authenticated/services_in_this_thread.ts";
 import type { LocalMainServices } from "../authenticated/main_services.ts";
 import { ServiceNotifier } from "./notify.ts";
+import { coalesced } from "./coalesced.ts";
 import { EXIT } from "../../cli/exit.ts";
 import { PublicThreads, PublicThreadsError } from "../threads/public_threads.ts";
 import type { IndexMemory } from "../../ocsp/mod.ts";
@@ -214,7 +215,8 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
   // Signals are ours from the first moment: a SIGTERM during the login or the audit opening stops
   // after that step, with a shutdown line, never by the default action (exit 143, nothing logged).
   // They stay until the process exits: a second SIGTERM while the stop finishes must not kill it.
-  Deno.addSignalListener("SIGHUP", () => void hangUp(opened, policy));
+  const reload = coalesced(() => policy ? reloadPolicy(policy, opened) : Promise.resolve());
+  Deno.addSignalListener("SIGHUP", () => void hangUp(opened, reload));
   const onTerm = () => stop.request(0, "signal");
   Deno.addSignalListener("SIGTERM", onTerm);
   Deno.addSignalListener("SIGINT", onTerm);
@@ -551,15 +553,17 @@ async function release(opened: Opened): Promise<void> {
 
 /**
  * SIGHUP: every key copy is dropped (in each request thread too), then the policy is reloaded.
- * Keys are re-resolved on the token at their next use: one deleted there stops signing now.
+ * Keys are re-resolved on the token at their next use: one deleted there stops signing now. The
+ * reload is `reload` (coalesced): SIGHUPs during a reload share one more, which reads the file as
+ * it is after the last of them — a storm of signals never queues a reload per signal.
  */
-async function hangUp(opened: Opened, policy: PolicyFile | undefined): Promise<void> {
+async function hangUp(opened: Opened, reload: () => Promise<void>): Promise<void> {
   if (opened.token) {
     opened.token.refreshKeys();
     await opened.threads?.refreshKeys();
     log("keys: working copies dropped; each key is looked up on the token again at its next use");
   }
-  if (policy) await reloadPolicy(policy, opened);
+  await reload();
 }
 
 async function reloadPolicy(policy: PolicyFile, opened: Opened): Promise<void> {
