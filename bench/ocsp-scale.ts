@@ -28,6 +28,7 @@ import { makeTestCa, publicListenerArgs } from "../tests/support/ca.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import { request } from "../tests/support/http_client.ts";
 import { buildHttpload, runHttpload } from "./_httpload.ts";
+import { spawnOpensslResponder } from "./_openssl_ocsp.ts";
 
 const { values } = benchArgs({
   url: import.meta.url,
@@ -208,25 +209,7 @@ await withTempDir("ocsp-scale-", async (dir) => {
             },
           };
         } else {
-          const proc = new Deno.Command("openssl", {
-            args: [
-              "ocsp",
-              "-index",
-              index,
-              "-CA",
-              `${dir}/ca.pem`,
-              "-rsigner",
-              `${dir}/ca.pem`,
-              "-rkey",
-              `${dir}/ca.key`,
-              "-port",
-              String(port),
-              "-nmin",
-              "60",
-            ],
-            stdout: "null",
-            stderr: "piped",
-          }).spawn(); // deno-fmt-ignore
+          const proc = spawnOpensslResponder(dir, index, port);
           pid = proc.pid;
           stop = async () => {
             proc.kill();

@@ -45,6 +45,7 @@ import type { LoadResult } from "./load.ts";
 import { daemonCpu } from "./_proc_cpu.ts";
 import { buildHttpload, type HttploadOptions, runHttpload } from "./_httpload.ts";
 import { KEY_TYPES, type KeyTypeName } from "../lib/token/mod.ts";
+import { spawnOpensslResponder } from "./_openssl_ocsp.ts";
 
 const { values } = benchArgs({
   url: import.meta.url,
@@ -133,25 +134,7 @@ async function load(c: number, call: (i: number) => Promise<void>): Promise<Figu
 // Ready when it says so on stderr: a probe connection that sends nothing would wedge its
 // one-at-a-time server. stderr is drained for the whole run (it logs every request).
 async function opensslServer(dir: string, port: number) {
-  const proc = new Deno.Command("openssl", {
-    args: [
-      "ocsp",
-      "-index",
-      `${dir}/index.txt`,
-      "-CA",
-      `${dir}/ca.pem`,
-      "-rsigner",
-      `${dir}/ca.pem`,
-      "-rkey",
-      `${dir}/ca.key`,
-      "-port",
-      String(port),
-      "-nmin",
-      "60",
-    ],
-    stdout: "null",
-    stderr: "piped",
-  }).spawn(); // deno-fmt-ignore
+  const proc = spawnOpensslResponder(dir, `${dir}/index.txt`, port);
   const reader = proc.stderr.pipeThrough(new TextDecoderStream()).getReader();
   let seen = "";
   while (!seen.includes("waiting for OCSP client connections")) {

@@ -264,19 +264,26 @@ export function fileSystemType(path: string): number | null {
   return Number(BigInt.asUintN(32, buf[0]));
 }
 
-/** A file's identity and times as statx(2) reports them, times to the nanosecond. */
-export interface FileStamp {
-  /** Whether it is a regular file. */
-  isFile: boolean;
-  /** Device (major × 2²⁰ + minor) and inode. */
-  dev: number;
+/** A struct statx_timestamp: seconds since 1970 and nanoseconds. */
+export interface StatxTimestamp {
+  sec: number;
+  nsec: number;
+}
+
+/** The fields of struct statx(2) read here, as the file system stores them. */
+export interface Statx {
+  /** File type and mode bits (`S_IFMT` masks the type). */
+  mode: number;
   ino: number;
   size: number;
-  mtimeSec: number;
-  mtimeNsec: number;
-  ctimeSec: number;
-  ctimeNsec: number;
+  mtime: StatxTimestamp;
+  ctime: StatxTimestamp;
+  devMajor: number;
+  devMinor: number;
 }
+
+/** The file type bits of a mode, and the type of a regular file (inode(7)). */
+export const S_IFMT = 0o170000, S_IFREG = 0o100000;
 
 // struct statx (linux/stat.h; the same on every architecture): offsets of the fields read here.
 const STATX = {
@@ -291,7 +298,6 @@ const STATX = {
 } as const;
 const AT_FDCWD = -100;
 const STATX_BASIC_STATS = 0x7ff;
-const S_IFMT = 0o170000, S_IFREG = 0o100000;
 const statxBuf = new Uint8Array(STATX.SIZE);
 const statxView = new DataView(statxBuf.buffer);
 
@@ -300,21 +306,24 @@ const statxView = new DataView(statxBuf.buffer);
  * stat gives times in milliseconds (ctime in whole seconds); this one gives what the file system
  * stores.
  */
-export function fileStamp(path: string): FileStamp | null {
-  const statx = libc().statx;
-  if (statx === null) return null;
-  if (statx(AT_FDCWD, cString(path), 0, STATX_BASIC_STATS, statxBuf) !== 0) return null;
+export function statx(path: string): Statx | null {
+  const call = libc().statx;
+  if (call === null) return null;
+  if (call(AT_FDCWD, cString(path), 0, STATX_BASIC_STATS, statxBuf) !== 0) return null;
   const v = statxView;
   const u64 = (at: number) => v.getUint32(at + 4, true) * 2 ** 32 + v.getUint32(at, true);
+  const time = (at: number) => ({
+    sec: Number(v.getBigInt64(at, true)),
+    nsec: v.getUint32(at + 8, true),
+  });
   return {
-    isFile: (v.getUint16(STATX.MODE, true) & S_IFMT) === S_IFREG,
-    dev: v.getUint32(STATX.DEV_MAJOR, true) * 2 ** 20 + v.getUint32(STATX.DEV_MINOR, true),
+    mode: v.getUint16(STATX.MODE, true),
     ino: u64(STATX.INO),
     size: u64(STATX.FILE_SIZE),
-    mtimeSec: Number(v.getBigInt64(STATX.MTIME, true)),
-    mtimeNsec: v.getUint32(STATX.MTIME + 8, true),
-    ctimeSec: Number(v.getBigInt64(STATX.CTIME, true)),
-    ctimeNsec: v.getUint32(STATX.CTIME + 8, true),
+    mtime: time(STATX.MTIME),
+    ctime: time(STATX.CTIME),
+    devMajor: v.getUint32(STATX.DEV_MAJOR, true),
+    devMinor: v.getUint32(STATX.DEV_MINOR, true),
   };
 }
 

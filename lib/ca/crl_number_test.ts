@@ -9,8 +9,9 @@ const MODULE = new URL("./crl_number.ts", import.meta.url).href;
  * A process of its own taking `count` numbers from the counter, one after the other, once told to
  * go (a line on stdin, so that two such processes start together); prints them, space-separated.
  */
-const TAKER = `
-import { advanceCrlNumber } from ${JSON.stringify(MODULE)};
+/** The taker's script, importing the counter's module from `module`. */
+const takerScript = (module: string) => `
+import { advanceCrlNumber } from ${JSON.stringify(module)};
 const path = Deno.env.get("COUNTER"), lock = Deno.env.get("LOCK");
 const count = Number(Deno.env.get("COUNT")), atLeast = BigInt(Deno.env.get("AT_LEAST"));
 console.log("ready");
@@ -30,7 +31,7 @@ interface Taker {
 
 function startTaker(env: Record<string, string>): Taker {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["eval", TAKER],
+    args: ["eval", takerScript(MODULE)],
     env: { ...env, NO_COLOR: "1" },
     stdin: "piped",
     stdout: "piped",
@@ -155,6 +156,14 @@ Deno.test({
       const denoDir = `${dir}/deno`;
       await Deno.mkdir(denoDir);
       await Deno.chown(denoDir, uid, null);
+      // The user may not read this checkout (a clone in a 0700 temp folder, as CI makes): the
+      // taker imports a copy of the counter's module and its one import from a folder it can read.
+      const source = `${dir}/source`;
+      await Deno.mkdir(source, { mode: 0o755 });
+      for (const file of ["crl_number.ts", "atomic.ts"]) {
+        await Deno.copyFile(new URL(`./${file}`, import.meta.url), `${source}/${file}`);
+        await Deno.chmod(`${source}/${file}`, 0o644);
+      }
       // The taker as that user, with its own Deno cache; stdin closed, so it goes at once.
       const takeAsUser = (count: number) =>
         runCommand("setpriv", [
@@ -169,7 +178,7 @@ Deno.test({
           "AT_LEAST=1",
           Deno.execPath(),
           "eval",
-          TAKER,
+          takerScript(new URL(`file://${source}/crl_number.ts`).href),
         ]);
       const taker = await takeAsUser(2);
       assert.equal(taker.code, 0, taker.text);

@@ -4,11 +4,9 @@
  *
  * Only what an OCSP answer needs is kept: per certificate its serial (canonical: leading `0`
  * digits dropped, as `openssl ocsp -index` compares them), status, revocation time and reason. The
- * other fields are checked as strictly as the line-by-line reader (./index_db.ts `parseIndex`)
- * checks them and then forgotten. Whatever this reader accepts, `parseIndex` accepts with the same
- * meaning, and a file either is refused whole (IndexFormatError naming the same first faulty line
- * with the same message) or not at all (index_compact_test.ts compares the two over generated
- * files).
+ * lines are read by index.txt's one parser (./_index_line.ts), the one `svcd ca`'s entry list
+ * (./index_db.ts `parseIndex`) is read by too: a file is refused whole, with the same first fault
+ * and message as `parseIndex` gives, or not at all.
  *
  * Layout of an {@link IndexMemory} (one SharedArrayBuffer, sized for `maxEntries` when it is made;
  * the kernel backs only the pages a database touches, so an unused reservation costs address space,
@@ -16,7 +14,7 @@
  *
  * | bytes                           | what                                                           |
  * | ------------------------------- | -------------------------------------------------------------- |
- * | 0 … 4095                        | header: lock words, version, counts, file stamp, content hash, error text |
+ * | 0 … 4095                        | header: lock words, version, counts; the source's record of the file (stamp, content hash, error text) |
  * | keyEnd: 4 × (maxEntries + 1)    | end offset of each entry's key in the key heap (entry 0 starts at 0) |
  * | revoked: 4 × maxEntries         | revocation time, seconds since 1950-01-01 (UTCTime's range)    |
  * | meta: 1 × maxEntries            | status (2 bits), CRL reason (4 bits, 15 = none), odd-length key (1 bit) |
@@ -37,11 +35,21 @@
  */
 import { isUtf8 } from "node:buffer";
 import {
+  HASH_SIGN,
   IndexFormatError,
-  parseIndexLine,
-  reasonCodeOf,
-  type RevocationEntry,
-} from "./index_db.ts";
+  type IndexStore,
+  LF,
+  lineError,
+  ParsedLine,
+  parseLines,
+  repeatedSerial,
+  REVOKED,
+  STATUS_LETTERS,
+  TAB,
+  unfinishedLine,
+} from "./_index_line.ts";
+import { type IndexReader, WholeReader } from "./_index_reader.ts";
+import type { RevocationEntry } from "./index_db.ts";
 
 /** Most certificates an index may hold by default (`--ocsp-max-entries`). */
 export const MAX_INDEX_ENTRIES = 10_000_000;
@@ -58,53 +66,29 @@ export const H = {
   readers: 1,
   /** Changes with every load, good or bad. */
   version: 2,
-  /** Parses done in this memory (tests count them). */
-  parses: 3,
   /** 1 when the database answers; 0 when never loaded or the last load failed. */
-  loaded: 4,
-  count: 5,
-  tableCap: 6,
-  /** 1 when the content hash below is that of the bytes parsed (file recent at the load). */
-  hashed: 7,
-  errorLength: 8,
-  maxEntries: 9,
+  loaded: 3,
+  count: 4,
+  tableCap: 5,
+  maxEntries: 6,
   /** 1 when the last load failed because of the entry limit. */
-  overLimit: 10,
+  overLimit: 7,
   /** Checks of the file begun (under the write lock) and finished, by every thread. */
-  checksBegun: 11,
-  checksDone: 12,
-  /** Reads of the file after a change (whole or in chunks), by every thread (tests count them). */
-  reads: 13,
+  checksBegun: 8,
+  checksDone: 9,
   /** The hash table's tag bits (see `tagMaskOf`): a mask, 0 when the table holds no tags. */
-  tagMask: 14,
+  tagMask: 10,
 } as const;
 
-/** Float64 slots of the header (bytes 64…): the stamp of the file the database came from. */
-export const F = {
-  hasStamp: 8,
-  dev: 9,
-  ino: 10,
-  size: 11,
-  mtimeSec: 12,
-  mtimeNsec: 13,
-  ctimeSec: 14,
-  ctimeNsec: 15,
-  /** Latest file time of the stamp (mtime or ctime, rounded up), ms. */
-  changedAt: 16,
-  /** How long after changedAt a rewrite may still leave the stamp unchanged, ms. */
-  racyWindow: 17,
-  /** When the content was last read and matched, ms. */
-  verifiedAt: 18,
-} as const;
-
-const HASH_AT = 160;
-const HASH_BYTES = 32;
-const ERROR_AT = 256;
+/**
+ * Header bytes after the Int32 slots, kept for ./index_source.ts's record of the file the database
+ * was read from (its stamp, its content hash, why it cannot be used); laid out there.
+ */
+export const FILE_RECORD = { at: 64, bytes: HEADER_BYTES - 64 } as const;
 
 /** Seconds from 1970-01-01 to 1950-01-01, UTCTime's first year. */
 const EPOCH_1950_S = 631152000;
 
-const STATUS_LETTERS = ["V", "R", "E"] as const;
 const NO_REASON = 15;
 
 /**
@@ -113,12 +97,6 @@ const NO_REASON = 15;
  */
 export interface IndexMemory {
   buffer: SharedArrayBuffer;
-}
-
-/** Bytes an {@link IndexMemory} for `maxEntries` reserves. Example: `indexMemoryBytes(10)`. */
-export function indexMemoryBytes(maxEntries: number): number {
-  const l = layoutOf(maxEntries);
-  return l.table + 4 * tableCapacity(maxEntries);
 }
 
 /**
@@ -134,7 +112,7 @@ export function createIndexMemory(maxEntries: number = MAX_INDEX_ENTRIES): Index
   if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
     throw new RangeError(`the entry limit must be a whole number ≥ 1, not ${maxEntries}`);
   }
-  const buffer = new SharedArrayBuffer(indexMemoryBytes(maxEntries));
+  const buffer = new SharedArrayBuffer(layoutOf(maxEntries).end);
   new Int32Array(buffer, 0, 16)[H.maxEntries] = maxEntries;
   return { buffer };
 }
@@ -146,6 +124,7 @@ interface Layout {
   heap: number;
   heapBytes: number;
   table: number;
+  end: number;
 }
 
 function layoutOf(maxEntries: number): Layout {
@@ -156,7 +135,15 @@ function layoutOf(maxEntries: number): Layout {
   const heapBytes = HEAP_PER_ENTRY * maxEntries;
   // The table's Uint32 view needs a 4-byte aligned offset.
   const table = (heap + heapBytes + 3) & ~3;
-  return { keyEnd, revoked, meta, heap, heapBytes, table };
+  return {
+    keyEnd,
+    revoked,
+    meta,
+    heap,
+    heapBytes,
+    table,
+    end: table + 4 * tableCapacity(maxEntries),
+  };
 }
 
 function tableCapacity(entries: number): number {
@@ -179,8 +166,6 @@ export class IndexLimitError extends Error {
 /** Views over one memory. */
 class Views {
   readonly i32: Int32Array;
-  readonly f64: Float64Array;
-  readonly bytes: Uint8Array;
   readonly keyEnd: Uint32Array;
   readonly revoked: Uint32Array;
   readonly meta: Uint8Array;
@@ -188,11 +173,8 @@ class Views {
   readonly table: Uint32Array;
   readonly maxEntries: number;
 
-  constructor(readonly memory: IndexMemory) {
-    const buffer = memory.buffer;
-    this.i32 = new Int32Array(buffer, 0, 64);
-    this.f64 = new Float64Array(buffer, 0, 32);
-    this.bytes = new Uint8Array(buffer);
+  constructor(buffer: SharedArrayBuffer) {
+    this.i32 = new Int32Array(buffer, 0, 16);
     const max = this.i32[H.maxEntries];
     this.maxEntries = max;
     const l = layoutOf(max);
@@ -206,20 +188,45 @@ class Views {
 
 const viewCache = new WeakMap<SharedArrayBuffer, Views>();
 
-/** The views of a memory, made once per thread. */
-export function viewsOf(memory: IndexMemory): Views {
+function viewsOf(memory: IndexMemory): Views {
   let v = viewCache.get(memory.buffer);
-  if (!v) viewCache.set(memory.buffer, v = new Views(memory));
+  if (!v) viewCache.set(memory.buffer, v = new Views(memory.buffer));
   return v;
 }
 
-export type { Views as IndexViews };
+/** The header's Int32 slots ({@link H}) of a memory, one view per thread. */
+export function headerOf(memory: IndexMemory): Int32Array {
+  return viewsOf(memory).i32;
+}
 
 /**
- * Parses index.txt's bytes into `memory`, replacing what it held; the caller holds the write lock
- * (./index_source.ts) or is the memory's only user. Throws IndexFormatError (the same first fault
+ * Loads index.txt from `reader` into `memory`, replacing what it held; the caller holds the write
+ * lock (./index_source.ts) or is the memory's only user. The parts are parsed as they come; a file
+ * with a fault (or more certificates than the memory holds) is loaded again from
+ * `reader.whole()`, where its error is found exactly. Throws IndexFormatError (the same first fault
  * and message as `parseIndex`) or IndexLimitError; the memory then holds no database (`loaded` 0).
  * Returns the number of certificates.
+ *
+ * @example
+ * ```ts
+ * import { ChunkedReader } from "./_index_reader.ts";
+ * declare const memory: IndexMemory;
+ * using file = Deno.openSync("/var/lib/svcd/ca/index.txt");
+ * loadIndex(memory, new ChunkedReader(file)); // → certificates loaded
+ * ```
+ */
+export function loadIndex(memory: IndexMemory, reader: IndexReader): number {
+  const v = viewsOf(memory);
+  try {
+    return loadInParts(v, reader);
+  } catch (e) {
+    if (e !== NAME_THE_FAULT && !(e instanceof IndexLimitError)) throw e;
+  }
+  return loadWhole(v, reader.whole());
+}
+
+/**
+ * {@link loadIndex} of bytes in memory.
  *
  * @example
  * ```ts
@@ -228,323 +235,119 @@ export type { Views as IndexViews };
  * ```
  */
 export function loadIndexBytes(memory: IndexMemory, bytes: Uint8Array): number {
-  const v = viewsOf(memory);
-  v.i32[H.parses]++;
-  return loadWhole(v, bytes);
+  return loadIndex(memory, new WholeReader(bytes));
 }
 
-function loadWhole(v: Views, bytes: Uint8Array): number {
-  const cursor = startLoad(v);
-  // The whole file at once, natively: the line loop then treats every byte ≥ 0x80 as text.
-  if (!isUtf8(bytes)) throw NOT_UTF8;
-  const n = bytes.length;
-  if (n > 0 && bytes[n - 1] !== LF) {
-    throw new IndexFormatError(
-      countLines(bytes, n) + 1,
-      "the last line has no newline (file cut short?)",
-    );
-  }
-  readEntries(v, bytes, cursor, (start, line, count) => lineFault(v, bytes, start, line, count));
-  const duplicate = placeKeys(v, cursor);
-  if (duplicate) throw duplicateError(bytes, duplicate);
-  return finishLoad(v, cursor);
-}
+/** Thrown by a load in parts at a fault: the whole file is read for the exact error. */
+const NAME_THE_FAULT = new Error("read the whole file for the error");
 
-/**
- * Loads an index file, opened by the caller and read from its start, as {@link loadIndexBytes}
- * loads its bytes: read `chunkBytes` at a time into one buffer this thread reuses, so that a file of
- * a million lines is never a fresh allocation of its size, whose pages the kernel would first have
- * to fault in and clear. A file with a fault (or more certificates than the memory holds) is read
- * again whole from the same open file (`readWhole`) and loaded as {@link loadIndexBytes} loads it,
- * so its error is the same, naming the same line.
- *
- * @example
- * ```ts
- * declare const memory: IndexMemory;
- * using file = Deno.openSync("/var/lib/svcd/ca/index.txt");
- * loadIndexFile(memory, file); // → certificates loaded
- * ```
- */
-export function loadIndexFile(
-  memory: IndexMemory,
-  file: Deno.FsFile,
-  chunkBytes: number = CHUNK_BYTES,
-  readWhole: (file: Deno.FsFile) => Uint8Array = readAllFrom,
-): number {
-  const v = viewsOf(memory);
-  v.i32[H.parses]++;
-  try {
-    return loadInChunks(v, file, chunkBytes);
-  } catch (e) {
-    if (e !== READ_WHOLE && !(e instanceof IndexLimitError)) throw e;
-  }
-  file.seekSync(0, Deno.SeekMode.Start);
-  return loadWhole(v, readWhole(file));
-}
-
-/** Thrown by a chunked load at a fault: the whole file is read again for the exact error. */
-const READ_WHOLE = new Error("read the whole file for the error");
-const readWhole = (): never => {
-  throw READ_WHOLE;
-};
-
-/** Bytes read at a time by {@link loadIndexFile}; a longer line is read whole. */
-const CHUNK_BYTES = 1 << 20;
-let chunkBuffer: Uint8Array | undefined;
-
-function loadInChunks(v: Views, file: Deno.FsFile, chunkBytes: number): number {
-  if (chunkBuffer?.length !== chunkBytes) chunkBuffer = new Uint8Array(chunkBytes);
-  const buf = chunkBuffer;
-  const cursor = startLoad(v);
-  let kept = 0;
-  for (;;) {
-    const n = file.readSync(buf.subarray(kept));
-    if (n === null || n === 0) break;
-    const filled = kept + n;
+function loadInParts(v: Views, reader: IndexReader): number {
+  const load = new CompactLoad(v);
+  const line = new ParsedLine();
+  for (let part; (part = reader.next()) !== null;) {
     // Whole lines only: a UTF-8 sequence never spans an LF, so each part is checked on its own.
-    const end = buf.lastIndexOf(LF, filled - 1) + 1;
-    if (end === 0) {
-      if (filled === buf.length) throw READ_WHOLE;
-      kept = filled;
-      continue;
-    }
-    const lines = buf.subarray(0, end);
-    if (!isUtf8(lines)) throw READ_WHOLE;
-    readEntries(v, lines, cursor, readWhole);
-    buf.copyWithin(0, end, filled);
-    kept = filled - end;
+    if (part[part.length - 1] !== LF || !isUtf8(part)) throw NAME_THE_FAULT;
+    if (!parseLines(part, line, load)) throw NAME_THE_FAULT;
   }
-  if (kept > 0) throw READ_WHOLE; // the last line has no newline
-  if (placeKeys(v, cursor)) throw READ_WHOLE;
-  return finishLoad(v, cursor);
+  if (load.placeKeys()) throw NAME_THE_FAULT;
+  return load.finish();
 }
 
-/** The rest of an open file, from where it stands to its end. */
-function readAllFrom(file: Deno.FsFile): Uint8Array {
-  let buf = new Uint8Array(Math.max(file.statSync().size + 1, 4096));
-  let got = 0;
-  for (let n; (n = file.readSync(buf.subarray(got))) !== null && n > 0;) {
-    got += n;
-    if (got === buf.length) {
-      const more = new Uint8Array(buf.length * 2);
-      more.set(buf);
-      buf = more;
-    }
+/** Loads the whole file, naming its first fault as `parseIndex` names it. */
+function loadWhole(v: Views, bytes: Uint8Array): number {
+  const load = new CompactLoad(v);
+  // The whole file at once, natively: the parser then treats every byte ≥ 0x80 as text.
+  if (!isUtf8(bytes)) throw NOT_UTF8;
+  const unfinished = unfinishedLine(bytes);
+  if (unfinished) throw unfinished;
+  const line = new ParsedLine();
+  if (!parseLines(bytes, line, load)) {
+    // The first repeated serial before the faulty line comes first.
+    const duplicate = buildTable(v, load.count);
+    if (duplicate) throw duplicateError(bytes, duplicate);
+    throw lineError(bytes, line);
   }
-  return buf.subarray(0, got);
+  const duplicate = load.placeKeys();
+  if (duplicate) throw duplicateError(bytes, duplicate);
+  return load.finish();
 }
 
-/** Where a load stands between two parts of the file. */
-interface LoadCursor {
-  line: number;
-  count: number;
-  heapAt: number;
+/** A load under way: the parser's store, writing each line's entry into the memory. */
+class CompactLoad implements IndexStore {
+  count = 0;
+  heapAt = 0;
   /**
    * Every key so far is the one the memory held at the same place after the last complete load:
    * with the same count at the end, that load's hash table still maps every serial to its entry.
    */
   keysAsBefore: boolean;
-  countBefore: number;
+  readonly countBefore: number;
+
+  constructor(readonly v: Views) {
+    this.keysAsBefore = Atomics.load(v.i32, H.loaded) === 1;
+    this.countBefore = v.i32[H.count];
+    Atomics.store(v.i32, H.loaded, 0);
+    v.i32[H.overLimit] = 0;
+    v.keyEnd[0] = 0;
+  }
+
+  add(bytes: Uint8Array, line: ParsedLine): void {
+    const { keyEnd, revoked, meta, heap, maxEntries } = this.v;
+    const count = this.count;
+    // The serial without leading zeros, packed two digits a byte.
+    let k = line.key, heapAt = this.heapAt;
+    const to = line.serialEnd, odd = (to - k) & 1;
+    if (count === maxEntries || heapAt + ((to - k + 1) >> 1) > heap.length) {
+      throw overLimit(this.v, count);
+    }
+    // Any difference from the keys the memory held before (bytes, lengths, odd digit counts).
+    let keyDiff = 0;
+    if (odd) {
+      const x = NIBBLE[bytes[k++]];
+      keyDiff = heap[heapAt] ^ x;
+      heap[heapAt++] = x;
+    }
+    for (; k < to; k += 2) {
+      const x = (NIBBLE[bytes[k]] << 4) | NIBBLE[bytes[k + 1]];
+      keyDiff |= heap[heapAt] ^ x;
+      heap[heapAt++] = x;
+    }
+    const status = line.status;
+    revoked[count] = status === REVOKED ? line.revokedAt + EPOCH_1950_S : 0;
+    const m = status | ((line.reason < 0 ? NO_REASON : line.reason) << 2) | (odd << 7);
+    keyDiff |= ((meta[count] ^ m) & ODD_KEY) | (keyEnd[count + 1] ^ heapAt);
+    meta[count] = m;
+    keyEnd[count + 1] = heapAt;
+    this.count = count + 1;
+    this.heapAt = heapAt;
+    if (keyDiff !== 0) this.keysAsBefore = false;
+  }
+
+  /**
+   * Fills the hash table unless the serials are the ones it was filled with (a revocation changes
+   * a status, not a serial): then it stands as it is. The first repeated serial, if any.
+   */
+  placeKeys(): Duplicate | null {
+    if (this.keysAsBefore && this.count === this.countBefore) return null;
+    return buildTable(this.v, this.count);
+  }
+
+  finish(): number {
+    this.v.i32[H.count] = this.count;
+    Atomics.store(this.v.i32, H.loaded, 1);
+    return this.count;
+  }
 }
 
-function startLoad(v: Views): LoadCursor {
-  const complete = Atomics.load(v.i32, H.loaded) === 1;
-  Atomics.store(v.i32, H.loaded, 0);
-  v.i32[H.overLimit] = 0;
-  v.keyEnd[0] = 0;
-  return { line: 0, count: 0, heapAt: 0, keysAsBefore: complete, countBefore: v.i32[H.count] };
-}
-
-/**
- * Fills the hash table unless the serials are the ones it was filled with (a revocation changes a
- * status, not a serial): then it stands as it is. The first repeated serial, if any.
- */
-function placeKeys(v: Views, cursor: LoadCursor): Duplicate | null {
-  if (cursor.keysAsBefore && cursor.count === cursor.countBefore) return null;
-  return buildTable(v, cursor.count);
-}
-
-function finishLoad(v: Views, cursor: LoadCursor): number {
-  v.i32[H.count] = cursor.count;
-  Atomics.store(v.i32, H.loaded, 1);
-  return cursor.count;
-}
-
-// Character classes by byte: 1 digit, 2 upper-case hex letter.
-const DIGIT = 1, HEX_LETTER = 2;
-const CLASS = new Uint8Array(256);
-for (let c = 0x30; c <= 0x39; c++) CLASS[c] = DIGIT;
-for (let c = 0x41; c <= 0x46; c++) CLASS[c] = HEX_LETTER;
-
-const TAB = 9, LF = 10, HASH_SIGN = 0x23, COMMA = 0x2c, ZERO = 0x30, Z = 0x5a;
 /** The bit of an entry's meta byte that says its key has an odd number of hex digits. */
 const ODD_KEY = 0x80;
 
-/**
- * One pass over whole lines (each ends with LF; checked as UTF-8 by the caller): each line checked
- * field by field and its entry appended after the ones `cursor` counts. No string is made for a
- * line except the reason of a revoked one. A line that is not valid goes to `fault`.
- */
-function readEntries(
-  v: Views,
-  bytes: Uint8Array,
-  cursor: LoadCursor,
-  fault: (start: number, line: number, count: number) => never,
-): void {
-  const n = bytes.length;
-  const { keyEnd, revoked, meta, heap, maxEntries } = v;
-  const heapLimit = heap.length;
-  let p = 0, { line, count, heapAt } = cursor;
-  // Any difference from the keys the memory held before (bytes, lengths, odd digit counts).
-  let keyDiff = 0;
-  while (p < n) {
-    line++;
-    const start = p;
-    let b = bytes[p];
-    if (b === HASH_SIGN) {
-      while (bytes[p] !== LF) p++;
-      p++;
-      continue;
-    }
-    // status
-    const status = b === 0x56 ? 0 : b === 0x52 ? 1 : b === 0x45 ? 2 : -1;
-    if (status < 0 || bytes[p + 1] !== TAB) return fault(start, line, count);
-    p += 2;
-    // expiry: UTCTime or GeneralizedTime
-    let q = p;
-    while (CLASS[bytes[q]] === DIGIT) q++;
-    const digits = q - p;
-    if ((digits !== 12 && digits !== 14) || bytes[q] !== Z || bytes[q + 1] !== TAB) {
-      return fault(start, line, count);
-    }
-    if (!validTime(bytes, p, digits)) return fault(start, line, count);
-    p = q + 2;
-    // revocation (R only)
-    let revokedAt = 0, reason = NO_REASON;
-    if (status === 1) {
-      q = p;
-      while (CLASS[bytes[q]] === DIGIT) q++;
-      if (q - p !== 12 || bytes[q] !== Z) return fault(start, line, count);
-      if (!validTime(bytes, p, 12)) return fault(start, line, count);
-      revokedAt = unixSeconds(bytes, p) + EPOCH_1950_S;
-      p = q + 1;
-      if (bytes[p] === COMMA) {
-        q = p;
-        while ((b = bytes[q]) !== TAB && b !== LF) q++;
-        const code = reasonOf(bytes, p + 1, q);
-        if (code < 0) return fault(start, line, count);
-        reason = code;
-        p = q;
-      }
-    }
-    if (bytes[p] !== TAB) return fault(start, line, count);
-    p++;
-    // serial: upper-case hex, kept without leading zeros, packed two digits a byte
-    let s = p;
-    while (bytes[s] === ZERO) s++;
-    q = s;
-    while (CLASS[bytes[q]] !== 0) q++;
-    if (bytes[q] !== TAB || q === p) return fault(start, line, count);
-    if (s === q) s--; // all zeros: the serial 0
-    const nibbles = q - s, odd = nibbles & 1;
-    const keyBytes = (nibbles + 1) >> 1;
-    if (count === maxEntries) throw overLimit(v);
-    if (heapAt + keyBytes > heapLimit) {
-      throw overLimit(
-        v,
-        `serials longer than ${HEAP_PER_ENTRY} bytes fill the memory reserved for ` +
-          `${maxEntries} certificates; raise --ocsp-max-entries`,
-      );
-    }
-    let k = s;
-    if (odd) {
-      const x = nibble(bytes[k++]);
-      keyDiff |= heap[heapAt] ^ x;
-      heap[heapAt++] = x;
-    }
-    while (k < q) {
-      const x = (nibble(bytes[k]) << 4) | nibble(bytes[k + 1]);
-      keyDiff |= heap[heapAt] ^ x;
-      heap[heapAt++] = x;
-      k += 2;
-    }
-    p = q + 1;
-    // file: not empty
-    q = p;
-    while ((b = bytes[q]) !== TAB) {
-      if (b === LF) return fault(start, line, count);
-      q++;
-    }
-    if (q === p) return fault(start, line, count);
-    p = q + 1;
-    // subject: anything but TAB up to the newline
-    while ((b = bytes[p]) !== LF) {
-      if (b === TAB) return fault(start, line, count);
-      p++;
-    }
-    p++;
-    revoked[count] = revokedAt;
-    const m = status | (reason << 2) | (odd << 7);
-    keyDiff |= ((meta[count] ^ m) & ODD_KEY) | (keyEnd[count + 1] ^ heapAt);
-    meta[count] = m;
-    keyEnd[++count] = heapAt;
-  }
-  cursor.line = line;
-  cursor.count = count;
-  cursor.heapAt = heapAt;
-  if (keyDiff !== 0) cursor.keysAsBefore = false;
-}
+const ZERO = 0x30;
 
-function nibble(c: number): number {
-  return c <= 0x39 ? c - 0x30 : c - 0x37;
-}
-
-/** The CRL reason of `,name[,argument]` (bytes from..to, after the comma), or -1. */
-function reasonOf(bytes: Uint8Array, from: number, to: number): number {
-  let text = "";
-  for (let i = from; i < to; i++) text += String.fromCharCode(bytes[i]);
-  try {
-    return reasonCodeOf(text.split(","), 0);
-  } catch {
-    return -1;
-  }
-}
-
-const DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-
-const digitPair = (bytes: Uint8Array, at: number) => (bytes[at] - 0x30) * 10 + bytes[at + 1] - 0x30;
-
-/**
- * Whether YYMMDDHHMMSS (12 digits) or YYYYMMDDHHMMSS (14 digits) at `at` is a time that exists.
- * Four-digit years below 100 are judged as 19YY, as `Date.UTC` (the line-by-line reader) reads them.
- */
-function validTime(bytes: Uint8Array, at: number, digits: number): boolean {
-  let year: number, o: number;
-  if (digits === 12) {
-    year = digitPair(bytes, at);
-    year += year < 50 ? 2000 : 1900;
-    o = at + 2;
-  } else {
-    year = digitPair(bytes, at) * 100 + digitPair(bytes, at + 2);
-    if (year < 100) year += 1900;
-    o = at + 4;
-  }
-  const mo = digitPair(bytes, o), da = digitPair(bytes, o + 2);
-  if (mo < 1 || mo > 12 || da < 1) return false;
-  if (digitPair(bytes, o + 4) > 23 || digitPair(bytes, o + 6) > 59) return false;
-  if (digitPair(bytes, o + 8) > 59) return false;
-  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
-  return da <= (mo === 2 && leap ? 29 : DAYS[mo - 1]);
-}
-
-/** Seconds since 1970 of a valid UTCTime's 12 digits at `at` (years below 50 are 20YY). */
-function unixSeconds(bytes: Uint8Array, at: number): number {
-  const yy = digitPair(bytes, at);
-  const d = (i: number) => digitPair(bytes, at + i);
-  return Date.UTC(yy + (yy < 50 ? 2000 : 1900), d(2) - 1, d(4), d(6), d(8), d(10)) / 1000;
-}
-
-const UTF8 = new TextDecoder("utf-8", { fatal: true });
+/** The value of an upper-case hex digit's byte. */
+const NIBBLE = new Uint8Array(256);
+for (let c = 0x30; c <= 0x39; c++) NIBBLE[c] = c - 0x30;
+for (let c = 0x41; c <= 0x46; c++) NIBBLE[c] = c - 0x37;
 
 const NOT_UTF8 = new IndexFormatError(0, "");
 Object.defineProperty(NOT_UTF8, "message", { value: "not UTF-8 text" });
@@ -554,30 +357,14 @@ export function isNotUtf8(e: unknown): boolean {
   return e === NOT_UTF8;
 }
 
-function countLines(bytes: Uint8Array, end: number): number {
-  let lines = 0;
-  for (let i = 0; i < end; i++) if (bytes[i] === LF) lines++;
-  return lines;
-}
-
-function overLimit(v: Views, detail?: string): IndexLimitError {
+/** The memory is full at entry `count`: no room for another entry, or for its serial. */
+function overLimit(v: Views, count: number): IndexLimitError {
   v.i32[H.overLimit] = 1;
+  const detail = count < v.maxEntries
+    ? `serials longer than ${HEAP_PER_ENTRY} bytes fill the memory reserved for ` +
+      `${v.maxEntries} certificates; raise --ocsp-max-entries`
+    : undefined;
   return new IndexLimitError(v.maxEntries, detail);
-}
-
-/**
- * The fault of the line at `start`: the first duplicate before it if any (the line-by-line reader
- * would stop there first), else the line-by-line reader's message for this line.
- */
-function lineFault(v: Views, bytes: Uint8Array, start: number, line: number, count: number): never {
-  if (!isUtf8(bytes)) throw NOT_UTF8;
-  const duplicate = buildTable(v, count);
-  if (duplicate) throw duplicateError(bytes, duplicate);
-  let end = bytes.indexOf(LF, start);
-  if (end < 0) end = bytes.length;
-  const text = UTF8.decode(bytes.subarray(start, end));
-  parseIndexLine(text, line); // throws the reference message
-  throw new IndexFormatError(line, "not a line openssl ca writes");
 }
 
 /** Two entries (their numbers) with the same serial. */
@@ -663,7 +450,7 @@ function sameKey(
   return v.meta[entry] >> 7 === odd;
 }
 
-/** The line-by-line reader's message for a repeated serial: the second line, naming the first. */
+/** The parser's message for a repeated serial: the second line, naming the first. */
 function duplicateError(bytes: Uint8Array, d: Duplicate): IndexFormatError {
   const lines: Array<{ line: number; start: number }> = [];
   let entry = 0, line = 0;
@@ -674,9 +461,10 @@ function duplicateError(bytes: Uint8Array, d: Duplicate): IndexFormatError {
     entry++;
   }
   const [first, second] = lines;
-  const text = UTF8.decode(bytes.subarray(second.start, bytes.indexOf(LF, second.start)));
-  const serial = text.split("\t")[3];
-  return new IndexFormatError(second.line, `serial ${serial} is already on line ${first.line}`);
+  let from = second.start;
+  for (let tabs = 0; tabs < 3; from++) if (bytes[from] === TAB) tabs++;
+  const serial = String.fromCharCode(...bytes.subarray(from, bytes.indexOf(TAB, from)));
+  return repeatedSerial(second.line, serial, first.line);
 }
 
 /**
@@ -791,29 +579,4 @@ function entryOf(v: Views, e: number): RevocationEntry {
   const reason = (meta >> 2) & 15;
   const revokedAt = (v.revoked[e] - EPOCH_1950_S) * 1000;
   return reason === NO_REASON ? { status, revokedAt } : { status, revokedAt, reason };
-}
-
-/** The content hash slot of the header. */
-export function hashSlot(memory: IndexMemory): Uint8Array {
-  return new Uint8Array(memory.buffer, HASH_AT, HASH_BYTES);
-}
-
-/** Stores the reason the database is unavailable, for every thread's `lastError`. */
-export function setError(memory: IndexMemory, why: string | null): void {
-  const v = viewsOf(memory);
-  if (why === null) {
-    v.i32[H.errorLength] = 0;
-    return;
-  }
-  const room = v.bytes.subarray(ERROR_AT, HEADER_BYTES);
-  const { written } = new TextEncoder().encodeInto(why, room);
-  v.i32[H.errorLength] = written;
-}
-
-/** The stored reason, or null. */
-export function errorOf(memory: IndexMemory): string | null {
-  const v = viewsOf(memory);
-  const length = v.i32[H.errorLength];
-  if (length === 0) return null;
-  return new TextDecoder().decode(v.bytes.slice(ERROR_AT, ERROR_AT + length));
 }

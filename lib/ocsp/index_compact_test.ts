@@ -6,7 +6,8 @@ import {
   parseIndex,
   REASON_NAME,
 } from "./index_db.ts";
-import { CompactIndex, createIndexMemory, loadIndexBytes, loadIndexFile } from "./index_compact.ts";
+import { CompactIndex, createIndexMemory, loadIndex, loadIndexBytes } from "./index_compact.ts";
+import { ChunkedReader, type IndexReader } from "./_index_reader.ts";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 
 /** A seeded generator, so a failure names a case that can be run again. */
@@ -106,7 +107,7 @@ const memory = createIndexMemory(2000);
 const FILE = `${moduleTempDir("svcd-index-compact-")}/index.txt`;
 
 /**
- * Chunk sizes for `loadIndexFile`: shorter than most lines (each such line is read whole), a few
+ * Chunk sizes for a ChunkedReader: shorter than most lines (each such line is read whole), a few
  * lines, many lines; each gives lines that straddle two chunks.
  */
 const CHUNKS = [64, 256, 4096];
@@ -125,10 +126,12 @@ function compact(bytes: Uint8Array, serials: Iterable<string>): Outcome {
     let readWhole = 0;
     const read = outcomeOf(() => {
       using file = Deno.openSync(FILE);
-      return loadIndexFile(memory, file, chunk, (f) => {
-        readWhole++;
-        return readRest(f);
-      });
+      const reader = new CountedReader(file, chunk);
+      try {
+        return loadIndex(memory, reader);
+      } finally {
+        readWhole = reader.wholeReads;
+      }
     }, asked);
     assert.deepEqual(read, whole, `the file read in chunks of ${chunk} bytes`);
     // Read again whole only for an error's message, or for a line longer than a chunk.
@@ -138,12 +141,23 @@ function compact(bytes: Uint8Array, serials: Iterable<string>): Outcome {
   return whole;
 }
 
-/** What is left of an open file, as the loader's own whole read takes it. */
-function readRest(file: Deno.FsFile): Uint8Array {
-  const parts: number[] = [];
-  const buf = new Uint8Array(4096);
-  for (let n; (n = file.readSync(buf)) !== null && n > 0;) parts.push(...buf.subarray(0, n));
-  return Uint8Array.from(parts);
+/** A file read in chunks that counts the loader's asking for it whole. */
+class CountedReader implements IndexReader {
+  wholeReads = 0;
+  readonly #chunks: ChunkedReader;
+
+  constructor(file: Deno.FsFile, chunkBytes: number) {
+    this.#chunks = new ChunkedReader(file, chunkBytes);
+  }
+
+  next(): Uint8Array | null {
+    return this.#chunks.next();
+  }
+
+  whole(): Uint8Array {
+    this.wholeReads++;
+    return this.#chunks.whole();
+  }
 }
 
 function outcomeOf(load: () => number, serials: string[]): Outcome {
@@ -296,7 +310,7 @@ Deno.test("compact index: a reload with the same serials keeps its table; any ot
     (text: string) => {
       Deno.writeFileSync(FILE, new TextEncoder().encode(text));
       using file = Deno.openSync(FILE);
-      return loadIndexFile(memory, file, 64);
+      return loadIndex(memory, new ChunkedReader(file, 64));
     },
   ];
   for (const load of loads) {

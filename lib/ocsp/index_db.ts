@@ -8,9 +8,9 @@
  * Parsing is strict and names the line of the first fault: whatever this module accepts, OpenSSL
  * reads the same way (upper-case serials only, OpenSSL's reason names, no duplicate serial).
  *
- * This is the line-by-line reader, one object per line with every field: `svcd ca` edits the file
- * with it, and it is the reference the daemon's compact reader (./index_compact.ts) is tested
- * against. The daemon answers from ./index_source.ts.
+ * This is the entry list, one object per line with every field: `svcd ca` edits the file with it.
+ * The daemon answers from the compact table of ./index_compact.ts (through ./index_source.ts); both
+ * are filled by index.txt's one parser (./_index_line.ts), so they accept and refuse the same lines.
  *
  * @example
  * ```ts
@@ -19,36 +19,26 @@
  * ```
  */
 import { x509Time } from "../der/mod.ts";
+import {
+  canonicalSerial,
+  lineError,
+  ParsedLine,
+  parseLines,
+  REASON_NAME,
+  repeatedSerial,
+  REVOKED,
+  STATUS_LETTERS,
+  timeMs,
+  unfinishedLine,
+} from "./_index_line.ts";
 
-/** CRLReason codes (RFC 5280 §5.3.1). Example: `CRL_REASON.keyCompromise === 1`. */
-export const CRL_REASON = {
-  unspecified: 0,
-  keyCompromise: 1,
-  cACompromise: 2,
-  affiliationChanged: 3,
-  superseded: 4,
-  cessationOfOperation: 5,
-  certificateHold: 6,
-  removeFromCRL: 8,
-  privilegeWithdrawn: 9,
-  aACompromise: 10,
-} as const;
-
-// The names OpenSSL's `ca` writes and reads (apps/ca.c crl_reasons), compared as it does: without
-// case. holdInstruction, keyTime and CAkeyTime carry an argument and stand for a reason code.
-const REASON_NAMES: ReadonlyArray<[name: string, code: number, argument?: "oid" | "time"]> = [
-  ["unspecified", 0],
-  ["keyCompromise", 1],
-  ["CACompromise", 2],
-  ["affiliationChanged", 3],
-  ["superseded", 4],
-  ["cessationOfOperation", 5],
-  ["certificateHold", 6],
-  ["removeFromCRL", 8],
-  ["holdInstruction", 6, "oid"],
-  ["keyTime", 1, "time"],
-  ["CAkeyTime", 2, "time"],
-];
+export {
+  canonicalSerial,
+  CRL_REASON,
+  IndexFormatError,
+  REASON_NAME,
+  reasonCodeOf,
+} from "./_index_line.ts";
 
 /** What an OCSP answer needs of a certificate's line. */
 export interface RevocationEntry {
@@ -75,15 +65,6 @@ export interface IndexEntry {
   subject: string;
   /** 1-based line number in the file. */
   line: number;
-}
-
-/** A fault in the file, with the line it is on. */
-export class IndexFormatError extends Error {
-  /** Example: `new IndexFormatError(3, "expected 6 TAB-separated fields")`. */
-  constructor(readonly line: number, detail: string) {
-    super(`index line ${line}: ${detail}`);
-    this.name = "IndexFormatError";
-  }
 }
 
 /** A parsed database at one moment. */
@@ -118,36 +99,6 @@ export interface RevocationSource {
 }
 
 /**
- * The canonical form of a serial: upper-case hex without leading zeros ("0" for zero).
- *
- * @example
- * ```ts
- * canonicalSerial("00ab") === "AB";
- * ```
- */
-export function canonicalSerial(hex: string): string {
-  let i = 0;
-  while (i < hex.length - 1 && hex[i] === "0") i++;
-  return hex.slice(i).toUpperCase();
-}
-
-const SERIAL = /^[0-9A-F]+$/;
-const UTC_TIME = /^\d{12}Z$/;
-const GENERALIZED_TIME = /^\d{14}Z$/;
-const OID_TEXT = /^[0-2](\.(0|[1-9]\d*))+$/;
-// `openssl ca -crl_hold X` writes X as given and reads it back with OBJ_txt2obj, which takes an
-// object's short or long name as well as the dotted form. The hold instructions' names (RFC 5280
-// §5.3.2 / X9.57) are accepted; other names of objects OpenSSL knows are not hold instructions.
-const HOLD_INSTRUCTION_NAMES = new Set([
-  "holdInstructionNone",
-  "Hold Instruction None",
-  "holdInstructionCallIssuer",
-  "Hold Instruction Call Issuer",
-  "holdInstructionReject",
-  "Hold Instruction Reject",
-]);
-
-/**
  * Parses a whole index.txt. Throws IndexFormatError naming the first faulty line.
  *
  * @example
@@ -157,28 +108,12 @@ const HOLD_INSTRUCTION_NAMES = new Set([
  * ```
  */
 export function parseIndex(text: string): IndexEntry[] {
-  if (text.length > 0 && !text.endsWith("\n")) {
-    throw new IndexFormatError(
-      text.split("\n").length,
-      "the last line has no newline (file cut short?)",
-    );
-  }
-  const lines = text.split("\n");
-  lines.pop();
-  const out: IndexEntry[] = [];
-  const seen = new Map<string, number>();
-  for (let i = 0; i < lines.length; i++) {
-    if (lines[i].startsWith("#")) continue;
-    const entry = parseIndexLine(lines[i], i + 1);
-    const key = canonicalSerial(entry.serial);
-    const first = seen.get(key);
-    if (first !== undefined) {
-      throw new IndexFormatError(i + 1, `serial ${entry.serial} is already on line ${first}`);
-    }
-    seen.set(key, i + 1);
-    out.push(entry);
-  }
-  return out;
+  const list = new EntryList(text);
+  const unfinished = unfinishedLine(list.bytes);
+  if (unfinished) throw unfinished;
+  const line = new ParsedLine();
+  if (!parseLines(list.bytes, line, list)) throw lineError(list.bytes, line);
+  return list.entries;
 }
 
 /**
@@ -190,92 +125,60 @@ export function parseIndex(text: string): IndexEntry[] {
  * ```
  */
 export function parseIndexLine(text: string, line: number): IndexEntry {
-  const fields = text.split("\t");
-  if (fields.length !== 6) {
-    throw new IndexFormatError(line, `expected 6 TAB-separated fields, found ${fields.length}`);
+  const list = new EntryList(`${text}\n`);
+  const parsed = new ParsedLine();
+  parsed.number = line - 1;
+  if (!parseLines(list.bytes, parsed, list) || list.entries.length === 0) {
+    throw lineError(list.bytes, parsed);
   }
-  const [status, expiry, revocation, serial, file, subject] = fields;
-  if (status !== "V" && status !== "R" && status !== "E") {
-    throw new IndexFormatError(line, `status must be V, R or E, not ${JSON.stringify(status)}`);
+  return list.entries[0];
+}
+
+const UTF8 = new TextDecoder();
+
+/** The entries of a text's lines, in file order; a serial seen before is refused at its second line. */
+class EntryList {
+  readonly entries: IndexEntry[] = [];
+  readonly bytes: Uint8Array;
+  readonly #lineOf = new Map<string, number>();
+  /** Whether every character is one byte (ASCII): a field's text is then a slice of `text`. */
+  readonly #ascii: boolean;
+
+  constructor(readonly text: string) {
+    this.bytes = new TextEncoder().encode(text);
+    this.#ascii = this.bytes.length === text.length;
   }
-  const expires = parseIndexTime(expiry, line, "expiry", true);
-  if (!SERIAL.test(serial)) {
-    throw new IndexFormatError(
-      line,
-      `serial must be upper-case hex, not ${JSON.stringify(serial)}`,
-    );
+
+  add(bytes: Uint8Array, line: ParsedLine): void {
+    const entry = this.#entryOf(bytes, line);
+    const key = this.#text(bytes, line.key, line.serialEnd);
+    const first = this.#lineOf.get(key);
+    if (first !== undefined) throw repeatedSerial(line.number, entry.serial, first);
+    this.#lineOf.set(key, line.number);
+    this.entries.push(entry);
   }
-  if (file === "") throw new IndexFormatError(line, "empty file field (OpenSSL writes 'unknown')");
-  const entry: IndexEntry = { status, expires, serial, file, subject, line };
-  if (status !== "R") {
-    if (revocation !== "") {
-      throw new IndexFormatError(line, `status ${status} with a revocation field`);
-    }
+
+  #text(bytes: Uint8Array, from: number, to: number): string {
+    return this.#ascii ? this.text.slice(from, to) : UTF8.decode(bytes.subarray(from, to));
+  }
+
+  #entryOf(bytes: Uint8Array, line: ParsedLine): IndexEntry {
+    const entry: IndexEntry = {
+      status: STATUS_LETTERS[line.status],
+      expires: timeMs(bytes, line.expiry, line.expiryDigits),
+      serial: this.#text(bytes, line.serial, line.serialEnd),
+      file: this.#text(bytes, line.serialEnd + 1, line.fileEnd),
+      subject: this.#text(bytes, line.fileEnd + 1, line.end),
+      line: line.number,
+    };
+    if (line.status !== REVOKED) return entry;
+    entry.revokedAt = line.revokedAt * 1000;
+    if (line.reason >= 0) entry.reason = line.reason;
     return entry;
   }
-  const parts = revocation.split(",");
-  entry.revokedAt = parseIndexTime(parts[0], line, "revocation time", false);
-  if (parts.length > 1) entry.reason = reasonCodeOf(parts.slice(1), line);
-  return entry;
 }
 
-/**
- * The CRLReason code of a revocation field's `reason[,argument]` parts; throws IndexFormatError
- * naming `line` when openssl would not read them.
- *
- * @example
- * ```ts
- * reasonCodeOf(["holdInstruction", "holdInstructionReject"], 1); // 6
- * ```
- */
-export function reasonCodeOf(parts: string[], line: number): number {
-  const name = parts[0].toLowerCase();
-  const known = REASON_NAMES.find(([n]) => n.toLowerCase() === name);
-  if (!known) {
-    throw new IndexFormatError(line, `unknown revocation reason ${JSON.stringify(parts[0])}`);
-  }
-  const [, code, argument] = known;
-  if (!argument && parts.length !== 1) {
-    throw new IndexFormatError(line, `reason ${parts[0]} takes no argument`);
-  }
-  if (argument && parts.length !== 2) {
-    throw new IndexFormatError(line, `reason ${parts[0]} needs one argument`);
-  }
-  if (argument === "oid" && !OID_TEXT.test(parts[1]) && !HOLD_INSTRUCTION_NAMES.has(parts[1])) {
-    throw new IndexFormatError(
-      line,
-      `holdInstruction needs a dotted OID or holdInstructionNone/CallIssuer/Reject, not ${
-        JSON.stringify(parts[1])
-      }`,
-    );
-  }
-  if (argument === "time" && !GENERALIZED_TIME.test(parts[1])) {
-    throw new IndexFormatError(line, `${parts[0]} needs a time YYYYMMDDHHMMSSZ`);
-  }
-  return code;
-}
-
-// OpenSSL reads revocation times as UTCTime only; expiry may be either form.
-function parseIndexTime(text: string, line: number, what: string, generalizedToo: boolean): number {
-  const utc = UTC_TIME.test(text);
-  if (!utc && !(generalizedToo && GENERALIZED_TIME.test(text))) {
-    throw new IndexFormatError(
-      line,
-      `${what} must be a time YYMMDDHHMMSSZ, not ${JSON.stringify(text)}`,
-    );
-  }
-  const year = utc
-    ? Number(text.slice(0, 2)) + (Number(text.slice(0, 2)) < 50 ? 2000 : 1900)
-    : Number(text.slice(0, 4));
-  const d = utc ? text.slice(2) : text.slice(4);
-  const [mo, da, h, mi, s] = [0, 2, 4, 6, 8].map((at) => Number(d.slice(at, at + 2)));
-  const ms = Date.UTC(year, mo - 1, da, h, mi, s);
-  const check = new Date(ms);
-  if (check.getUTCMonth() !== mo - 1 || check.getUTCDate() !== da || h > 23 || mi > 59 || s > 59) {
-    throw new IndexFormatError(line, `${what} ${text} is not a real time`);
-  }
-  return ms;
-}
+const SERIAL = /^[0-9A-F]+$/;
 
 /** What a line holds, for `formatIndexLine`. */
 export interface IndexLineFields {
@@ -312,9 +215,9 @@ export function formatIndexLine(e: IndexLineFields): string {
     if (e.revokedAt === undefined) throw new Error("a revoked line needs its revocation time");
     revocation = timeText(e.revokedAt, true);
     if (e.reason !== undefined) {
-      const name = REASON_NAMES.find(([, code, arg]) => code === e.reason && !arg);
+      const name = REASON_NAME[e.reason];
       if (!name) throw new Error(`no index.txt name for CRLReason ${e.reason}`);
-      revocation += `,${name[0]}`;
+      revocation += `,${name}`;
     }
   }
   const line = [e.status, timeText(e.expires, false), revocation, serial, file, e.subject].join(
@@ -322,11 +225,6 @@ export function formatIndexLine(e: IndexLineFields): string {
   );
   return `${line}\n`;
 }
-
-/** The reason names `formatIndexLine` writes, by code. Example: `REASON_NAME[1] === "keyCompromise"`. */
-export const REASON_NAME: Readonly<Record<number, string>> = Object.fromEntries(
-  REASON_NAMES.filter(([, , arg]) => !arg).map(([name, code]) => [code, name]),
-);
 
 function timeText(ms: number, utcOnly: boolean): string {
   const der = x509Time(ms);

@@ -59,6 +59,19 @@ Deno.test("index reasons: OpenSSL's names without case, with their arguments", (
   assert.equal(parseIndexLine(line("260102030405Z,CAkeyTime,20251231000000Z"), 1).reason, 2);
 });
 
+Deno.test("index reasons: only ASCII letters fold, as openssl's strcasecmp folds them", () => {
+  const line = (rev: string) => `R\t350630120000Z\t${rev}\t01\tunknown\t/CN=x`;
+  assert.equal(parseIndexLine(line("260102030405Z,KEYCOMPROMISE"), 1).reason, 1);
+  // U+212A KELVIN SIGN lower-cases to "k" in JavaScript, but is no letter K for openssl.
+  for (const name of ["\u212AeyCompromise", "CA\u212AeyTime,20251231000000Z", "supersed\u00e9"]) {
+    assert.throws(
+      () => parseIndex(`${line(`260102030405Z,${name}`)}\n`),
+      /line 1: unknown revocation reason/,
+      name,
+    );
+  }
+});
+
 Deno.test("index parse: every fault names its line", () => {
   const good = "V\t350630120000Z\t\t01\tunknown\t/CN=a\n";
   const cases: [string, RegExp][] = [

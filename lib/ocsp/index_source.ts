@@ -23,6 +23,7 @@
  *
  * @example
  * ```ts
+ * import { createIndexMemory } from "./index_compact.ts";
  * const memory = createIndexMemory(); // once, handed to every thread
  * const source = new IndexFileSource("/var/lib/svcd/index.txt", { memory });
  * const snap = await source.current(); // null when the file cannot be loaded
@@ -31,7 +32,14 @@
  */
 import { createHash } from "node:crypto";
 import { bytesEqual } from "../bytes/mod.ts";
-import { fileStamp } from "../../ffi/libc.ts";
+import {
+  type FileStamp,
+  RACY_WINDOW_MS,
+  SharedStamp,
+  STAMP_SLOTS,
+  stampOf,
+} from "./_file_stamp.ts";
+import { ChunkedReader, type IndexReader, WholeReader } from "./_index_reader.ts";
 import {
   IndexFormatError,
   type RevocationEntry,
@@ -42,37 +50,18 @@ import {
 import {
   CompactIndex,
   createIndexMemory,
-  errorOf,
-  F,
+  FILE_RECORD,
   forEachRevoked,
   H,
-  hashSlot,
+  headerOf,
   IndexLimitError,
   type IndexMemory,
   isNotUtf8,
-  loadIndexBytes,
-  loadIndexFile,
+  loadIndex,
   MAX_INDEX_ENTRIES,
   type RevokedVisitor,
-  setError,
-  viewsOf,
 } from "./index_compact.ts";
 
-export {
-  createIndexMemory,
-  IndexLimitError,
-  type IndexMemory,
-  MAX_INDEX_ENTRIES,
-  type RevokedVisitor,
-};
-
-/** With times in whole seconds or milliseconds: a file changed this recently is compared by content. */
-export const RACY_MS = 2000;
-/**
- * With nanosecond times: how long after a file's last change a rewrite may still get the same
- * times (the kernel's file clock advances once per scheduler tick, 1–10 ms; twice that for margin).
- */
-export const RACY_WINDOW_MS = 20;
 /**
  * How far a file's change time, rounded up to the millisecond, may stand ahead of Date.now(),
  * rounded down: file systems with fine-grained ("multigrain") times, such as tmpfs on current
@@ -80,6 +69,17 @@ export const RACY_WINDOW_MS = 20;
  * put the file up to 2 ms in Date.now()'s future.
  */
 const ROUNDING_MS = 2;
+
+/**
+ * Told of the work a source does on the file: tests count it (an implementation over shared
+ * memory counts every thread's); the daemon passes none.
+ */
+export interface IndexFileObserver {
+  /** The file was read after a change, whole or in chunks. */
+  read(): void;
+  /** Its bytes were parsed into the shared memory. */
+  parsed(): void;
+}
 
 /** Options of an IndexFileSource. */
 export interface IndexFileSourceOptions {
@@ -91,6 +91,8 @@ export interface IndexFileSourceOptions {
   onUnavailable?: (reason: string) => void;
   /** Told of each read of the file after a change: loaded (true) or not (false). */
   onLoad?: (ok: boolean) => void;
+  /** Told of each read and parse of the file (default: none). */
+  observer?: IndexFileObserver;
   /**
    * Stat with Deno's millisecond times instead of statx's nanoseconds (default false; also used
    * when FFI is not allowed). Tests use it to exercise the content comparison.
@@ -100,19 +102,18 @@ export interface IndexFileSourceOptions {
 
 const IDLE = 0, WRITING = 1;
 
-interface Stamp {
-  dev: number;
-  ino: number;
-  size: number;
-  mtimeSec: number;
-  mtimeNsec: number;
-  ctimeSec: number;
-  ctimeNsec: number;
-  /** Latest change the times tell of, ms, rounded up. */
-  changedAt: number;
-  /** How long after changedAt a rewrite may leave these times unchanged, ms. */
-  racyWindow: number;
-}
+/**
+ * The source's record in the shared header ({@link FILE_RECORD}) of the file the database was read
+ * from: its stamp and three Float64 slots, its content hash (SHA-256), why it cannot be used (text).
+ */
+const RECORD_SLOTS = STAMP_SLOTS + 3;
+/** When the content was last read and matched, ms. */
+const VERIFIED_AT = STAMP_SLOTS;
+/** 1 when the content hash is that of the bytes parsed (a file read within its racy window). */
+const HASHED = STAMP_SLOTS + 1;
+/** Bytes of the text of why the database is unavailable, 0 when it is not. */
+const ERROR_LENGTH = STAMP_SLOTS + 2;
+const HASH_AT = FILE_RECORD.at + 8 * RECORD_SLOTS, ERROR_AT = HASH_AT + 32;
 
 const pause = new Int32Array(new SharedArrayBuffer(4));
 
@@ -129,7 +130,10 @@ export class IndexFileSource implements RevocationSource {
   readonly memory: IndexMemory;
   readonly #index: CompactIndex;
   readonly #i32: Int32Array;
-  readonly #f64: Float64Array;
+  readonly #record: Float64Array;
+  readonly #stamp: SharedStamp;
+  readonly #hash: Uint8Array;
+  readonly #errorText: Uint8Array;
   /** Why this thread could not stat or read the file (not shared: each thread sees that itself). */
   #localError: string | null = null;
   #reported: string | null = null;
@@ -138,31 +142,29 @@ export class IndexFileSource implements RevocationSource {
   /** Example: `new IndexFileSource("/var/lib/svcd/index.txt", { memory })`. */
   constructor(readonly path: string, private readonly options: IndexFileSourceOptions = {}) {
     this.memory = options.memory ?? createIndexMemory(options.maxEntries ?? MAX_INDEX_ENTRIES);
-    const v = viewsOf(this.memory);
-    this.#i32 = v.i32;
-    this.#f64 = v.f64;
+    this.#i32 = headerOf(this.memory);
+    const buffer = this.memory.buffer;
+    this.#record = new Float64Array(buffer, FILE_RECORD.at, RECORD_SLOTS);
+    this.#stamp = new SharedStamp(this.#record.subarray(0, STAMP_SLOTS));
+    this.#hash = new Uint8Array(buffer, HASH_AT, ERROR_AT - HASH_AT);
+    this.#errorText = new Uint8Array(
+      buffer,
+      ERROR_AT,
+      FILE_RECORD.at + FILE_RECORD.bytes - ERROR_AT,
+    );
     this.#index = new CompactIndex(this.memory);
   }
 
   /** Why the file is unavailable now, or null. Example: `source.lastError`. */
   get lastError(): string | null {
     if (this.#localError !== null) return this.#localError;
-    return Atomics.load(this.#i32, H.loaded) === 1 ? null : errorOf(this.memory);
+    if (Atomics.load(this.#i32, H.loaded) === 1 || this.#record[ERROR_LENGTH] === 0) return null;
+    return new TextDecoder().decode(this.#errorText.slice(0, this.#record[ERROR_LENGTH]));
   }
 
   /** Whether the last load failed because the file holds more certificates than allowed. */
   get overLimit(): boolean {
     return this.#localError === null && this.#i32[H.overLimit] === 1;
-  }
-
-  /** Parses done in the shared memory so far, by every thread. Example: `source.parses`. */
-  get parses(): number {
-    return Atomics.load(this.#i32, H.parses);
-  }
-
-  /** Whole reads of the file so far, by every thread. Example: `source.reads`. */
-  get reads(): number {
-    return Atomics.load(this.#i32, H.reads);
   }
 
   /**
@@ -203,40 +205,21 @@ export class IndexFileSource implements RevocationSource {
    * The database answers for a file with this stamp: the stamp is the one read, and either no
    * rewrite can hide behind it or a check that began after the query arrived saw this stamp.
    */
-  #verified(stamp: Stamp, arrival: number): boolean {
-    return this.#sameStamp(stamp) &&
+  #verified(stamp: FileStamp, arrival: number): boolean {
+    return this.#stamp.same(stamp) &&
       (this.#settled() || Atomics.load(this.#i32, H.checksDone) > arrival);
   }
 
-  #stat(): Stamp | null {
-    const fine = this.options.coarseTimes ? null : fineStamp(this.path);
-    if (fine) {
-      if (!fine.isFile) return this.#localFail(`${this.path} is not a file`);
-      this.#localError = null;
-      return fine;
-    }
-    let info: Deno.FileInfo;
-    try {
-      info = Deno.statSync(this.path);
-    } catch (e) {
-      return this.#localFail(`cannot stat ${this.path}: ${(e as Error).message}`);
-    }
-    if (!info.isFile) return this.#localFail(`${this.path} is not a file`);
+  #stat(): FileStamp | null {
+    const stamp = stampOf(this.path, this.options.coarseTimes ?? false);
+    if (typeof stamp === "string") return this.#localFail(stamp);
     this.#localError = null;
-    return coarseStamp(info);
-  }
-
-  #sameStamp(s: Stamp): boolean {
-    const f = this.#f64;
-    return f[F.hasStamp] === 1 && f[F.dev] === s.dev && f[F.ino] === s.ino &&
-      f[F.size] === s.size && f[F.mtimeNsec] === s.mtimeNsec && f[F.ctimeNsec] === s.ctimeNsec &&
-      f[F.mtimeSec] === s.mtimeSec && f[F.ctimeSec] === s.ctimeSec;
+    return stamp;
   }
 
   /** No content check is due: the file's racy window had passed when its content was last read. */
   #settled(): boolean {
-    const f = this.#f64;
-    return f[F.changedAt] + f[F.racyWindow] <= f[F.verifiedAt];
+    return this.#stamp.settledAt(this.#record[VERIFIED_AT]);
   }
 
   /**
@@ -257,7 +240,7 @@ export class IndexFileSource implements RevocationSource {
       if (this.#verified(stamp, arrival)) return this.#answer();
     }
     const verifiedAt = Date.now();
-    const same = this.#sameStamp(stamp);
+    const same = this.#stamp.same(stamp);
     const racy = stamp.changedAt + stamp.racyWindow > verifiedAt;
     let hash: Uint8Array | null = null;
     if (same || racy) {
@@ -266,54 +249,48 @@ export class IndexFileSource implements RevocationSource {
       try {
         bytes = Deno.readFileSync(this.path);
       } catch (e) {
-        this.options.onLoad?.(false);
-        return this.#localFail(`cannot read ${this.path}: ${(e as Error).message}`);
+        return this.#readFailed(e);
       }
-      Atomics.add(this.#i32, H.reads, 1);
+      this.options.observer?.read();
       hash = createHash("sha256").update(bytes).digest();
-      if (same && this.#i32[H.hashed] === 1 && bytesEqual(hashSlot(this.memory), hash)) {
-        this.#f64[F.verifiedAt] = verifiedAt;
+      if (same && this.#record[HASHED] === 1 && bytesEqual(this.#hash, hash)) {
+        this.#record[VERIFIED_AT] = verifiedAt;
         return this.#answer();
       }
-      this.#load(() => loadIndexBytes(this.memory, bytes), stamp);
+      this.#load(new WholeReader(bytes), stamp);
     } else {
       let file: Deno.FsFile;
       try {
         file = Deno.openSync(this.path, { read: true });
       } catch (e) {
-        this.options.onLoad?.(false);
-        return this.#localFail(`cannot read ${this.path}: ${(e as Error).message}`);
+        return this.#readFailed(e);
       }
-      Atomics.add(this.#i32, H.reads, 1);
+      this.options.observer?.read();
       try {
-        this.#load(() => loadIndexFile(this.memory, file), stamp);
+        this.#load(new ChunkedReader(file), stamp);
       } finally {
         file.close();
       }
     }
-    this.#f64[F.changedAt] = stamp.changedAt;
-    this.#f64[F.racyWindow] = stamp.racyWindow;
-    this.#f64[F.verifiedAt] = verifiedAt;
-    this.#i32[H.hashed] = hash ? 1 : 0;
-    if (hash) hashSlot(this.memory).set(hash);
+    this.#record[VERIFIED_AT] = verifiedAt;
+    this.#record[HASHED] = hash ? 1 : 0;
+    if (hash) this.#hash.set(hash);
     return this.#answer();
   }
 
-  /** Loads the database with `load` (the file's bytes, or the file itself) for this stamp. */
-  #load(load: () => number, stamp: Stamp): void {
-    const f = this.#f64;
-    f[F.hasStamp] = 1;
-    f[F.dev] = stamp.dev;
-    f[F.ino] = stamp.ino;
-    f[F.size] = stamp.size;
-    f[F.mtimeSec] = stamp.mtimeSec;
-    f[F.mtimeNsec] = stamp.mtimeNsec;
-    f[F.ctimeSec] = stamp.ctimeSec;
-    f[F.ctimeNsec] = stamp.ctimeNsec;
+  #readFailed(e: unknown): null {
+    this.options.onLoad?.(false);
+    return this.#localFail(`cannot read ${this.path}: ${(e as Error).message}`);
+  }
+
+  /** Loads the database from `reader` (the file's bytes, or the file itself) for this stamp. */
+  #load(reader: IndexReader, stamp: FileStamp): void {
+    this.#stamp.store(stamp);
     Atomics.add(this.#i32, H.version, 1);
+    this.options.observer?.parsed();
     try {
-      load();
-      setError(this.memory, null);
+      loadIndex(this.memory, reader);
+      this.#record[ERROR_LENGTH] = 0;
       this.#reported = null;
       this.options.onLoad?.(true);
     } catch (e) {
@@ -322,8 +299,9 @@ export class IndexFileSource implements RevocationSource {
         ? `${this.path}: ${isNotUtf8(e) ? "not UTF-8 text" : e.message}`
         : `${this.path}: cannot be read (${(e as Error).message})`;
       // A read that failed (not the file's content) is tried again at the next query.
-      if (!fileAtFault) f[F.hasStamp] = 0;
-      setError(this.memory, why);
+      if (!fileAtFault) this.#stamp.forget();
+      // For every thread's `lastError`.
+      this.#record[ERROR_LENGTH] = new TextEncoder().encodeInto(why, this.#errorText).written;
       this.#report(why);
       this.options.onLoad?.(false);
     }
@@ -381,44 +359,6 @@ export class IndexFileSource implements RevocationSource {
     if (this.#reported !== why) this.options.onUnavailable?.(why);
     this.#reported = why;
   }
-}
-
-let statxUsable = true;
-
-/** The file's stamp from statx, or null when statx is not available or fails (Deno says why). */
-function fineStamp(path: string): (Stamp & { isFile: boolean }) | null {
-  if (!statxUsable) return null;
-  let s;
-  try {
-    s = fileStamp(path);
-  } catch {
-    statxUsable = false; // no FFI permission, or no glibc
-    return null;
-  }
-  if (!s) return null;
-  const latest = Math.max(
-    s.mtimeSec * 1000 + Math.ceil(s.mtimeNsec / 1e6),
-    s.ctimeSec * 1000 + Math.ceil(s.ctimeNsec / 1e6),
-  );
-  // Both times on a whole second: a file system that keeps seconds only.
-  const racyWindow = s.mtimeNsec === 0 && s.ctimeNsec === 0 ? RACY_MS : RACY_WINDOW_MS;
-  return { ...s, changedAt: latest, racyWindow };
-}
-
-/** The stamp of Deno's stat: mtime in milliseconds, ctime in whole seconds (rounded up). */
-function coarseStamp(info: Deno.FileInfo): Stamp {
-  const mtime = info.mtime?.getTime() ?? NaN, ctime = info.ctime?.getTime() ?? NaN;
-  return {
-    dev: info.dev,
-    ino: info.ino ?? 0,
-    size: info.size,
-    mtimeSec: Math.floor(mtime / 1000),
-    mtimeNsec: (mtime % 1000) * 1e6,
-    ctimeSec: Math.floor(ctime / 1000),
-    ctimeNsec: (ctime % 1000) * 1e6,
-    changedAt: Math.max(mtime, ctime + 999),
-    racyWindow: RACY_MS,
-  };
 }
 
 /** One version of the shared database; refuses to answer once another version replaced it. */

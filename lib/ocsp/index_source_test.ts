@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { withTempDir } from "../../tests/support/ocsp.ts";
 import { formatIndexLine } from "./index_db.ts";
-import { createIndexMemory, IndexFileSource, type IndexMemory } from "./index_source.ts";
-import { H } from "./index_compact.ts";
+import { IndexFileSource } from "./index_source.ts";
+import { createIndexMemory, H, type IndexMemory } from "./index_compact.ts";
 import type { IndexWorkerQuestion } from "../../tests/support/index_source_worker.ts";
+import { IndexCounts } from "../../tests/support/index_counts.ts";
 
 const EXP = Date.UTC(2035, 5, 30, 12, 0, 0);
 const REV = Date.UTC(2026, 0, 2, 3, 4, 5);
@@ -28,18 +29,19 @@ Deno.test("index source: queries after a change do not read the file again", () 
         subject: "/CN=a",
       });
     Deno.writeTextFileSync(path, line("V"));
-    const source = new IndexFileSource(path);
+    const counts = new IndexCounts();
+    const source = new IndexFileSource(path, { observer: counts });
     assert.equal((await source.current())!.lookup("C")!.status, "V");
     // A revocation as `openssl ca` writes it (a new file renamed over the old), then queries
     // at once, while the file is younger than any window in which a rewrite could hide.
     Deno.writeTextFileSync(`${path}.new`, line("R"));
     Deno.renameSync(`${path}.new`, path);
-    const reads = source.reads;
+    const reads = counts.reads;
     const revoked = (await source.current())!;
     assert.equal(revoked.lookup("C")!.status, "R");
     for (let i = 0; i < 50; i++) assert.equal(await source.current(), revoked);
-    assert.equal(source.reads, reads + 1, "the change was read once");
-    assert.equal(source.parses, 2);
+    assert.equal(counts.reads, reads + 1, "the change was read once");
+    assert.equal(counts.parses, 2);
   }));
 
 function sameInstantRewrite(coarseTimes: boolean) {
@@ -54,7 +56,8 @@ function sameInstantRewrite(coarseTimes: boolean) {
       subject: "/CN=a",
     });
     Deno.writeTextFileSync(path, v);
-    const source = new IndexFileSource(path, { coarseTimes });
+    const counts = new IndexCounts();
+    const source = new IndexFileSource(path, { coarseTimes, observer: counts });
     const first = (await source.current())!;
     assert.equal(first.lookup("1")!.status, "V");
     // Same inode, same size (revocation field replaces nothing: pad V's line to R's length),
@@ -75,9 +78,9 @@ function sameInstantRewrite(coarseTimes: boolean) {
     assert.equal(third.lookup("01")!.status, "R");
     assert.equal(third.lookup("0001")!.revokedAt, REV);
     // Unchanged: same snapshot, no re-parse.
-    const parses = source.parses;
+    const parses = counts.parses;
     assert.equal((await source.current())!.version, third.version);
-    assert.equal(source.parses, parses);
+    assert.equal(counts.parses, parses);
   });
 }
 
@@ -92,7 +95,10 @@ Deno.test("index source: a check begun after a query arrived answers for it", ()
     const later = new Date(Date.now() + 600_000);
     Deno.utimeSync(path, later, later);
     const memory = createIndexMemory(10);
-    const [a, b] = [0, 1].map(() => new IndexFileSource(path, { memory, coarseTimes: true }));
+    const counts = new IndexCounts();
+    const [a, b] = [0, 1].map(() =>
+      new IndexFileSource(path, { memory, coarseTimes: true, observer: counts })
+    );
     assert.equal((await a.current())!.lookup("D")!.status, "V");
     const i32 = new Int32Array(memory.buffer, 0, 16);
     Atomics.store(i32, H.state, 1); // as if another thread were checking the file
@@ -101,9 +107,9 @@ Deno.test("index source: a check begun after a query arrived answers for it", ()
     Atomics.store(i32, H.state, 0);
     Atomics.notify(i32, H.state);
     // Before b's wait ends, a check begins (and ends) after b's query arrived.
-    const reads = a.reads;
+    const reads = counts.reads;
     assert.equal((await a.current())!.lookup("D")!.status, "V");
-    assert.equal(a.reads, reads + 1, "a's query checked the content");
+    assert.equal(counts.reads, reads + 1, "a's query checked the content");
     // Deno does not count a pending Atomics.waitAsync as work: a timer keeps the loop running.
     const alive = setInterval(() => {}, 1000);
     try {
@@ -111,10 +117,10 @@ Deno.test("index source: a check begun after a query arrived answers for it", ()
     } finally {
       clearInterval(alive);
     }
-    assert.equal(b.reads, reads + 1, "b's query was answered by a's check");
+    assert.equal(counts.reads, reads + 1, "b's query was answered by a's check");
     // A query arriving now needs a check of its own.
     await b.current();
-    assert.equal(b.reads, reads + 2);
+    assert.equal(counts.reads, reads + 2);
   }));
 
 Deno.test("index source: corrupt or missing → unavailable; restored → answers again", () =>
@@ -196,12 +202,13 @@ Deno.test("index source: threads sharing a memory parse each version of the file
           type: "module",
         }),
     );
-    const here = new IndexFileSource(path, { memory });
+    const counts = new IndexCounts();
+    const here = new IndexFileSource(path, { memory, observer: counts });
     try {
       const all = (serial: string) =>
-        Promise.all(workers.map((w) => ask(w, { path, memory, serial })));
+        Promise.all(workers.map((w) => ask(w, { path, memory, counts: counts.buffer, serial })));
       assert.deepEqual(await all("4E20"), ["V", "V"]);
-      assert.equal(here.parses, 1);
+      assert.equal(counts.parses, 1);
       // A revocation written: the next queries, arriving together, share one re-read.
       lines[19_999] = formatIndexLine({
         status: "R",
@@ -214,7 +221,7 @@ Deno.test("index source: threads sharing a memory parse each version of the file
       Deno.renameSync(`${path}.new`, path);
       assert.deepEqual(await all("4E20"), ["R", "R"]);
       assert.equal((await here.current())!.lookup("4E20")!.status, "R");
-      assert.equal(here.parses, 2);
+      assert.equal(counts.parses, 2);
     } finally {
       for (const w of workers) w.terminate();
     }

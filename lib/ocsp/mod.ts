@@ -13,8 +13,14 @@
 export * from "./algorithms.ts";
 export * from "./certificate.ts";
 export * from "./index_db.ts";
+export {
+  createIndexMemory,
+  IndexLimitError,
+  type IndexMemory,
+  MAX_INDEX_ENTRIES,
+  type RevokedVisitor,
+} from "./index_compact.ts";
 export * from "./index_source.ts";
 export * from "./request.ts";
 export * from "./response.ts";
 export * from "./responder.ts";
-export { MAX_INDEX_ENTRIES } from "./index_compact.ts";

@@ -174,15 +174,10 @@ export async function signOnce(
   data: Uint8Array,
   maxLength: number,
 ): Promise<Uint8Array> {
-  const mech = signInit(mod, session, key, choice);
-  const input = dataPointer(data);
-  const out = new SignatureOut(maxLength);
-  let rv = await mod.fn.C_SignAsync(session, input, data.byteLength, out.sig, out.lenBytes);
-  if (out.grown(rv)) {
-    rv = await mod.fn.C_SignAsync(session, input, data.byteLength, out.sig, out.lenBytes);
-  }
-  keepAlive(mech);
-  return out.result(rv);
+  const call = new SignCall(mod, session, key, choice, data, maxLength);
+  let rv = await mod.fn.C_SignAsync(...call.args);
+  if (call.out.grown(rv)) rv = await mod.fn.C_SignAsync(...call.args);
+  return call.result(rv);
 }
 
 /** As signOnce, but synchronous: for quick mechanisms such as HMAC where a thread hop costs more. */
@@ -194,13 +189,47 @@ export function signOnceSync(
   data: Uint8Array,
   maxLength: number,
 ): Uint8Array {
-  const mech = signInit(mod, session, key, choice);
-  const input = dataPointer(data);
-  const out = new SignatureOut(maxLength);
-  let rv = mod.fn.C_Sign(session, input, data.byteLength, out.sig, out.lenBytes);
-  if (out.grown(rv)) rv = mod.fn.C_Sign(session, input, data.byteLength, out.sig, out.lenBytes);
-  keepAlive(mech);
-  return out.result(rv);
+  const call = new SignCall(mod, session, key, choice, data, maxLength);
+  let rv = mod.fn.C_Sign(...call.args);
+  if (call.out.grown(rv)) rv = mod.fn.C_Sign(...call.args);
+  return call.result(rv);
+}
+
+/**
+ * One C_Sign after its C_SignInit: the arguments C_Sign takes (the same for the nonblocking and
+ * the synchronous call), and the mechanism's encoding kept alive until the result is read.
+ */
+class SignCall {
+  readonly out: SignatureOut;
+  readonly #session: Handle;
+  readonly #input: Uint8Array;
+  readonly #length: number;
+  readonly #mech: Encoded;
+
+  constructor(
+    mod: Pkcs11Module,
+    session: Handle,
+    key: Handle,
+    choice: MechanismChoice,
+    data: Uint8Array,
+    maxLength: number,
+  ) {
+    this.#mech = signInit(mod, session, key, choice);
+    this.#session = session;
+    this.#input = dataPointer(data);
+    this.#length = data.byteLength;
+    this.out = new SignatureOut(maxLength);
+  }
+
+  /** C_Sign's arguments, read anew for each call: a grown buffer replaces the first one. */
+  get args(): Parameters<Pkcs11Module["fn"]["C_Sign"]> {
+    return [this.#session, this.#input, this.#length, this.out.sig, this.out.lenBytes];
+  }
+
+  result(rv: number): Uint8Array {
+    keepAlive(this.#mech);
+    return this.out.result(rv);
+  }
 }
 
 /** C_SignInit; returns the mechanism encoding, which must stay alive until C_Sign returns. */
