@@ -23,3 +23,4 @@ export {
   type IndependentResult,
   verifyIndependently,
 } from "./independent_verify.ts";
+export { CertificateRefused, storeKeyCertificate } from "./certificate_object.ts";
