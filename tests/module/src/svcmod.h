@@ -14,6 +14,26 @@
 #include "pkcs11_buffer.h"
 #include "pkcs11_search.h"
 
+/* Certificate objects (PKCS#11 3.2 §4.6), where the shared header does not name them yet. */
+#ifndef CKO_CERTIFICATE
+#define CKO_CERTIFICATE 0x1UL
+#endif
+#ifndef CKC_X_509
+#define CKC_X_509 0x0UL
+#endif
+#ifndef CKA_CERTIFICATE_TYPE
+#define CKA_CERTIFICATE_TYPE 0x80UL
+#endif
+#ifndef CKA_ISSUER
+#define CKA_ISSUER 0x81UL
+#endif
+#ifndef CKA_SERIAL_NUMBER
+#define CKA_SERIAL_NUMBER 0x82UL
+#endif
+#ifndef CKA_CERTIFICATE_CATEGORY
+#define CKA_CERTIFICATE_CATEGORY 0x87UL
+#endif
+
 #define SVCMOD_MAX_SESSIONS 128        /* compile-time maximum */
 #define SVCMOD_DEFAULT_SESSION_CAP 127 /* one less than the maximum, as the hardware module */
 #define SVCMOD_SESSION_RESERVE (24 * 1024)
@@ -217,6 +237,12 @@ CK_RV tmpl_ulong(const CK_ATTRIBUTE *t, CK_ULONG n, CK_ATTRIBUTE_TYPE type, CK_U
 CK_RV object_build(CK_OBJECT_CLASS cls, CK_KEY_TYPE kt, CK_MECHANISM_TYPE genmech,
                    const CK_ATTRIBUTE *t, CK_ULONG n, const CK_ATTRIBUTE_TYPE *extra,
                    size_t nextra, object_t **out);
+/* A new, unlinked X.509 certificate object (CKO_CERTIFICATE, CKC_X_509) from a C_CreateObject
+ * template: CKA_VALUE (the DER, required, at most SVCMOD_CERT_MAX bytes), CKA_SUBJECT, CKA_ISSUER,
+ * CKA_SERIAL_NUMBER, CKA_ID and CKA_LABEL as given. Its content is not parsed: what a certificate
+ * says is for its users to check. */
+#define SVCMOD_CERT_MAX (64 * 1024)
+CK_RV certificate_build(const CK_ATTRIBUTE *t, CK_ULONG n, object_t **out);
 /* CKA_EC_PARAMS naming P-256 (its OID), or Ed25519 (its OID or the printable "edwards25519"). */
 int tmpl_is_p256_params(const CK_ATTRIBUTE *a);
 int tmpl_is_ed25519_params(const CK_ATTRIBUTE *a);
