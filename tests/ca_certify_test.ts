@@ -239,3 +239,29 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "svcd ca list shows a certificate past its expiry as E (expired)",
+  ignore: IGNORE,
+  fn: async () => {
+    const t = await makeTestToken({ keys: { ca: "ec-p256", k: "ec-p256", l: "ec-p256" } });
+    try {
+      const ca = await makeTestCa(t, { keyLabel: "ca" });
+      for (const label of ["k", "l"]) {
+        const r = await certify(ca, t, label, ["--profile", "code-signing"]);
+        assert.equal(r.code, 0, r.text);
+      }
+      // The first line's expiry moved to 2021, as if a year had passed since.
+      const index = `${ca.dir}/index.txt`;
+      const lines = (await Deno.readTextFile(index)).split("\n");
+      lines[0] = lines[0].replace(/^V\t\d{12}Z/, "V\t210101000000Z");
+      await Deno.writeTextFile(index, lines.join("\n"));
+      const list = await ca.run("list");
+      assert.equal(list.code, 0, list.text);
+      const statuses = list.stdout.split("\n").slice(1).filter((l) => l !== "").map((l) => l[0]);
+      assert.deepEqual(statuses, ["E", "V"]);
+    } finally {
+      await t.cleanup();
+    }
+  },
+});

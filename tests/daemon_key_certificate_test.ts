@@ -8,7 +8,9 @@
  * tested with `svcd ca certify`.)
  */
 import assert from "node:assert/strict";
-import { X509Certificate } from "node:crypto";
+import { generateKeyPairSync, sign as nodeSign, X509Certificate } from "node:crypto";
+import { buildCertificate } from "../lib/ca/certificate.ts";
+import { nameFromRfc4514 } from "../lib/ca/name.ts";
 import { makeTestCa, openssl } from "./support/ca.ts";
 import { startDaemon } from "./support/daemon.ts";
 import { request } from "./support/http_client.ts";
@@ -134,6 +136,61 @@ Deno.test({
       const k = (await tokenKeys(d.socket)).get("k")!;
       assert.equal(k.certificate, (await Deno.readFile(der)).toBase64());
       assert.deepEqual(k.chain, []);
+    } finally {
+      await d.stop();
+      await t.cleanup();
+    }
+  },
+});
+
+/**
+ * A certificate of `spki` (DER) valid only in 2020, signed by a throwaway software P-256 CA: what a
+ * key holds when its certificate expired and no one renewed it.
+ */
+async function expiredCertificate(spki: Uint8Array): Promise<Uint8Array> {
+  const ca = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  const name = nameFromRfc4514("CN=expired test CA");
+  return await buildCertificate({
+    serial: 0x2an,
+    issuer: name,
+    subject: nameFromRfc4514("CN=expired"),
+    spki,
+    notBefore: new Date("2020-01-01T00:00:00Z"),
+    notAfter: new Date("2020-12-31T00:00:00Z"),
+    extensions: [],
+  }, {
+    keyType: "ec-p256",
+    sign: (tbs) => nodeSign("sha256", tbs, { key: ca.privateKey, dsaEncoding: "ieee-p1363" }),
+  });
+}
+
+Deno.test({
+  name: "GET /token states an expired certificate (the client warns); certify says it replaced it",
+  ignore: Deno.env.get("SVCD_TEST_MODULE") === "svcmod",
+  sanitizeResources: false,
+  fn: async () => {
+    const t = await makeTestToken({ keys: { ca: "ec-p256", k: "ec-p256" } });
+    const ca = await makeTestCa(t, { keyLabel: "ca" });
+    const d = await startDaemon({
+      token: t,
+      policy: `${SUBJECT}\tk\n`,
+      args: ["--threads", "0", "--ca-cert", ca.caPem],
+    });
+    try {
+      const spki = Uint8Array.fromBase64((await tokenKeys(d.socket)).get("k")!.public_key);
+      const expired = await expiredCertificate(spki);
+      const path = `${t.dir}/expired.der`;
+      await Deno.writeFile(path, expired);
+      assert.ok(new X509Certificate(expired).validTo.includes("2020"));
+      await writeCertificateWithPkcs11Tool(t, path, await keyIdWithPkcs11Tool(t, "k"), "k");
+      const k = (await tokenKeys(d.socket)).get("k")!;
+      assert.equal(k.certificate, expired.toBase64(), "served although expired");
+      assert.deepEqual(k.chain, [], "its issuer is not the daemon's CA");
+
+      const renewed = await ca.run("certify", ["--key-label", "k", "--profile", "code-signing"]);
+      assert.equal(renewed.code, 0, renewed.text);
+      assert.match(renewed.stderr, /replaced the key's earlier certificate 2A \(expired at 2020-/);
+      assert.notEqual((await tokenKeys(d.socket)).get("k")!.certificate, expired.toBase64());
     } finally {
       await d.stop();
       await t.cleanup();
