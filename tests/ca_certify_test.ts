@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { makeTestCa, openssl, type TestCa } from "./support/ca.ts";
 import { certificateFields } from "./support/certificate_fields.ts";
 import { startDaemon } from "./support/daemon.ts";
-import { request } from "./support/http_client.ts";
+import { tokenKeys } from "./support/http_client.ts";
 import {
   keyIdWithPkcs11Tool,
   makeTestToken,
@@ -180,14 +180,7 @@ Deno.test({
       policy: `${subject}\tk\n`,
       args: ["--threads", "0", "--ca-cert", ca.caPem],
     });
-    const served = async () => {
-      const r = await request(d.socket, {
-        method: "GET",
-        path: "/token",
-        headers: [["X-SVC-Client-Subject", subject]],
-      });
-      return (JSON.parse(r.text()) as { keys: { certificate?: string }[] }).keys[0].certificate;
-    };
+    const served = async () => (await tokenKeys(d.socket, subject)).get("k")!.certificate;
     try {
       const first = await certify(ca, t, "k", ["--profile", "document-signing"]);
       assert.equal(first.code, 0, first.text);

@@ -22,18 +22,15 @@ import {
   CKA,
   CKC,
   CKO,
-  encodeTemplate,
-  type Pkcs11Module,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
 import { bytesEqual } from "../bytes/mod.ts";
 import { TAG, tlv } from "../der/mod.ts";
 import { parseCertificate } from "../ocsp/mod.ts";
 import {
+  createObject,
   findObjects,
   getAttributes,
-  type Handle,
-  keepAlive,
   type SigningKey,
   type TokenAdministration,
   utf8,
@@ -92,22 +89,4 @@ export async function storeKeyCertificate(
     }
     return values.filter((v): v is Uint8Array => v !== null && v !== undefined && v.length > 0);
   });
-}
-
-function createObject(
-  mod: Pkcs11Module,
-  session: Handle,
-  template: AttributeIn[],
-): Handle {
-  const encoded = encodeTemplate(template);
-  const out = new BigUint64Array(1);
-  const rv = mod.fn.C_CreateObject(
-    session,
-    encoded.bytes,
-    template.length,
-    new Uint8Array(out.buffer),
-  );
-  keepAlive(encoded);
-  check("C_CreateObject", rv);
-  return Number(out[0]);
 }

@@ -13,7 +13,7 @@ import { readCertificates } from "../../lib/ocsp/certificate.ts";
 import { verifyIndependently } from "../../lib/token_admin/independent_verify.ts";
 import { makeTestCa } from "../support/ca.ts";
 import { startDaemon } from "../support/daemon.ts";
-import { request } from "../support/http_client.ts";
+import { tokenKeys } from "../support/http_client.ts";
 import { keyIdWithPkcs11Tool, makeTestToken, objectsWithPkcs11Tool } from "../support/token.ts";
 
 const KEYS = {
@@ -24,23 +24,6 @@ const KEYS = {
 } as const;
 
 const SUBJECT = "CN=alice";
-
-interface Listed {
-  label: string;
-  public_key: string;
-  certificate?: string;
-  chain?: string[];
-}
-
-async function tokenKeys(socket: string): Promise<Map<string, Listed>> {
-  const r = await request(socket, {
-    method: "GET",
-    path: "/token",
-    headers: [["X-SVC-Client-Subject", SUBJECT]],
-  });
-  assert.equal(r.status, 200, r.text());
-  return new Map((JSON.parse(r.text()) as { keys: Listed[] }).keys.map((k) => [k.label, k]));
-}
 
 Deno.test({
   name: "ca certify: ML-DSA-44/65/87 and composite keys, under ML-DSA-65 and composite CAs",
@@ -59,7 +42,7 @@ Deno.test({
     });
     try {
       const [caCert] = readCertificates(await Deno.readFile(ca.caPem));
-      const before = await tokenKeys(d.socket);
+      const before = await tokenKeys(d.socket, SUBJECT);
       for (const label of Object.keys(KEYS)) {
         const out = `${token.dir}/${label}.pem`;
         const r = await ca.run("certify", [
@@ -76,7 +59,7 @@ Deno.test({
         const id = await keyIdWithPkcs11Tool(token, label);
         const objects = (await objectsWithPkcs11Tool(token, "cert")).filter((o) => o.id === id);
         assert.deepEqual(objects, [{ label, id }]);
-        const served = (await tokenKeys(d.socket)).get(label)!;
+        const served = (await tokenKeys(d.socket, SUBJECT)).get(label)!;
         assert.equal(served.certificate, cert.der.toBase64());
         assert.deepEqual(served.chain, [caCert.der.toBase64()]);
       }
@@ -94,7 +77,7 @@ Deno.test({
         1,
       );
       assert.equal(
-        (await tokenKeys(d.socket)).get("k-composite")!.certificate,
+        (await tokenKeys(d.socket, SUBJECT)).get("k-composite")!.certificate,
         second.der.toBase64(),
       );
 
