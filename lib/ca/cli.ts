@@ -203,7 +203,8 @@ export const CA_COMMAND: CommandGroup = {
       commands: ["init", "issue", "certify", "responder", "crl", "publish"],
       group: "command",
       help: `validity in days (default: ${DEFAULT_DAYS.ca} for init, ${DEFAULT_DAYS.client} for ` +
-        `a client or a certified key, ${DEFAULT_DAYS.responder} for a responder, never past the CA's own expiry; ` +
+        `a client or a certified key, ${DEFAULT_DAYS.responder} for a responder, never past ` +
+        `the CA's own expiry; ` +
         `crl and publish: nextUpdate is now + ${DEFAULT_DAYS.crl} days)`,
     },
     {

@@ -43,8 +43,9 @@ export class CertificateRefused extends Error {
 
 /**
  * Stores `der` as the key's certificate object and destroys the key's earlier certificate
- * objects; resolves with the DER of those (empty values left out). Throws {@link CertificateRefused} (nothing
- * stored) when its public key is not the key's or the key has no CKA_ID to match it by.
+ * objects; resolves with the DER of those (empty values left out). Throws
+ * {@link CertificateRefused} (nothing stored) when its public key is not the key's or the key has
+ * no CKA_ID to match it by.
  */
 export async function storeKeyCertificate(
   admin: TokenAdministration,

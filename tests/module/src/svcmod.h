@@ -14,26 +14,6 @@
 #include "pkcs11_buffer.h"
 #include "pkcs11_search.h"
 
-/* Certificate objects (PKCS#11 3.2 §4.6), where the shared header does not name them yet. */
-#ifndef CKO_CERTIFICATE
-#define CKO_CERTIFICATE 0x1UL
-#endif
-#ifndef CKC_X_509
-#define CKC_X_509 0x0UL
-#endif
-#ifndef CKA_CERTIFICATE_TYPE
-#define CKA_CERTIFICATE_TYPE 0x80UL
-#endif
-#ifndef CKA_ISSUER
-#define CKA_ISSUER 0x81UL
-#endif
-#ifndef CKA_SERIAL_NUMBER
-#define CKA_SERIAL_NUMBER 0x82UL
-#endif
-#ifndef CKA_CERTIFICATE_CATEGORY
-#define CKA_CERTIFICATE_CATEGORY 0x87UL
-#endif
-
 #define SVCMOD_MAX_SESSIONS 128        /* compile-time maximum */
 #define SVCMOD_DEFAULT_SESSION_CAP 127 /* one less than the maximum, as the hardware module */
 #define SVCMOD_SESSION_RESERVE (24 * 1024)

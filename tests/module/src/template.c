@@ -234,7 +234,8 @@ CK_RV certificate_build(const CK_ATTRIBUTE *t, CK_ULONG n, object_t **out) {
   if (rv == CKR_OK) rv = set_bool(o, CKA_TOKEN, token);
   if (rv == CKR_OK) rv = set_bool(o, CKA_PRIVATE, priv);
   if (rv == CKR_OK) rv = set_bool(o, CKA_TRUSTED, 0);
-  static const bool_default common[] = {{CKA_MODIFIABLE, 1}, {CKA_COPYABLE, 1}, {CKA_DESTROYABLE, 1}};
+  static const bool_default common[] = {
+      {CKA_MODIFIABLE, 1}, {CKA_COPYABLE, 1}, {CKA_DESTROYABLE, 1}};
   if (rv == CKR_OK) rv = copy_bools(o, t, n, common, 3);
   if (rv == CKR_OK) rv = copy_cert_bytes(o, t, n, CKA_VALUE, SVCMOD_CERT_MAX);
   static const CK_ATTRIBUTE_TYPE names[] = {CKA_SUBJECT, CKA_ISSUER, CKA_SERIAL_NUMBER, CKA_LABEL,
