@@ -1,58 +1,30 @@
 import assert from "node:assert/strict";
+import { pem } from "../../der/mod.ts";
 import { readCertificates } from "../../ocsp/mod.ts";
 import { chainAbove, keyCertificate, RefusalNotes } from "./key_certificate.ts";
 
-/** Runs openssl in `dir`; throws with its stderr when it fails. */
-function openssl(dir: string, args: string[]): void {
+/** Runs openssl in `dir` with the words of `command`; throws with its stderr when it fails. */
+function openssl(dir: string, command: string): void {
+  const args = command.split(" ");
   const out = new Deno.Command("openssl", { args, cwd: dir, stderr: "piped" }).outputSync();
   if (!out.success) throw new Error(new TextDecoder().decode(out.stderr));
 }
 
-/** root → intermediate → leaf, made by openssl, as DER; and the leaf key's SPKI. */
+/** root → intermediate → leaf, made by openssl (P-256 keys), parsed. */
 function opensslChain() {
   const dir = Deno.makeTempDirSync({ prefix: "key-certificate-" });
   try {
-    const ext = `${dir}/ca.ext`;
-    Deno.writeTextFileSync(ext, "basicConstraints=critical,CA:TRUE\n");
-    const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
-    openssl(dir, [
-      "req",
-      "-x509",
-      ...ec,
-      "-keyout",
-      "root.key",
-      "-subj",
-      "/CN=root",
-      "-out",
-      "root.pem",
-    ]);
-    for (
-      const [name, issuer, extensions] of [["mid", "root", ["-extfile", ext]], ["leaf", "mid", []]]
-    ) {
-      openssl(dir, [
-        "req",
-        "-new",
-        ...ec,
-        "-keyout",
-        `${name}.key`,
-        "-subj",
-        `/CN=${name}`,
-        "-out",
-        `${name}.csr`,
-      ]);
-      openssl(dir, [
-        ...[
-          "x509",
-          "-req",
-          "-in",
-          `${name}.csr`,
-          "-CA",
-          `${issuer}.pem`,
-          "-CAkey",
-          `${issuer}.key`,
-        ],
-        ...["-CAcreateserial", ...extensions, "-out", `${name}.pem`],
-      ]);
+    Deno.writeTextFileSync(`${dir}/ca.ext`, "basicConstraints=critical,CA:TRUE\n");
+    const key = (name: string) =>
+      `-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ${name}.key -subj /CN=${name}`;
+    openssl(dir, `req -x509 ${key("root")} -out root.pem`);
+    for (const [name, issuer, ext] of [["mid", "root", " -extfile ca.ext"], ["leaf", "mid", ""]]) {
+      openssl(dir, `req -new ${key(name)} -out ${name}.csr`);
+      openssl(
+        dir,
+        `x509 -req -in ${name}.csr -CA ${issuer}.pem -CAkey ${issuer}.key -CAcreateserial${ext} ` +
+          `-out ${name}.pem`,
+      );
     }
     const [root, mid, leaf] = ["root", "mid", "leaf"].map((n) =>
       readCertificates(Deno.readFileSync(`${dir}/${n}.pem`))[0]
@@ -74,10 +46,7 @@ Deno.test("key certificate: the chain is each issuer in turn up to the self-sign
 Deno.test("key certificate: stated only for the key's own public key, with its chain", () => {
   const { root, mid, leaf } = opensslChain();
   const caFile = new TextEncoder().encode(
-    [mid, root].map((c) =>
-      `-----BEGIN CERTIFICATE-----\n${c.der.toBase64()}\n-----END CERTIFICATE-----\n`
-    )
-      .join(""),
+    [mid, root].map((c) => pem("CERTIFICATE", c.der)).join(""),
   );
   const found = keyCertificate("k", leaf.spki, [root.der, leaf.der], () => caFile);
   assert.ok("certificate" in found);
