@@ -10,37 +10,15 @@
  * svcd ca revoke 4F1A2B --reason keyCompromise
  * ```
  */
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL, KEY_TYPE_NAMES } from "../token/mod.ts";
-import { DEFAULT_CA_DIR } from "./store.ts";
-import { MAX_CRL_PARTITIONS } from "./urls.ts";
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
-import { sharedOption } from "../cli/shared_options.ts";
-
-import { type Context, DEFAULT_DAYS, str, usage, UsageError } from "./commands/context.ts";
+import { cliOptions, OptionReader } from "../cli/option_table.ts";
+import { type Context, usage, UsageError } from "./commands/context.ts";
+import { CA_OPTIONS, type CaOptions } from "./commands/options.ts";
 import { init, issue, responder } from "./commands/issue.ts";
 import { certify } from "./commands/certify.ts";
-import { PROFILES } from "./certificate.ts";
-import {
-  crl,
-  list,
-  publish,
-  revocableReasons,
-  revoke,
-  status,
-  urls,
-} from "./commands/revocation.ts";
-
-const SIGNING_COMMANDS = [
-  "init",
-  "issue",
-  "certify",
-  "responder",
-  "crl",
-  "publish",
-  "status",
-] as const;
+import { crl, list, publish, revoke, status, urls } from "./commands/revocation.ts";
 
 /** `svcd ca`: its commands and the one table of their options. */
 export const CA_COMMAND: CommandGroup = {
@@ -156,149 +134,7 @@ export const CA_COMMAND: CommandGroup = {
         "subject",
     },
   ],
-  options: [
-    {
-      flag: "key-label",
-      value: "LABEL",
-      commands: ["init", "certify", "responder"],
-      group: "command",
-      help: "the token key: the CA's (init), the one to certify (certify) or the OCSP " +
-        "responder's (responder)",
-    },
-    {
-      flag: "profile",
-      value: "PROFILE",
-      commands: ["certify"],
-      group: "command",
-      help: `what the key is certified for: ${PROFILES.join(", ")}`,
-    },
-    {
-      flag: "dns",
-      value: "NAME",
-      multiple: true,
-      commands: ["certify"],
-      group: "command",
-      help: "a DNS name of the TLS server (subjectAltName; repeatable; needed with --profile " +
-        "tls-server, the first is the default CN)",
-    },
-    {
-      flag: "key-type",
-      value: "TYPE",
-      commands: ["init"],
-      group: "command",
-      help: `generate the CA key first, of this type: ${KEY_TYPE_NAMES.join(", ")}`,
-    },
-    {
-      flag: "subject",
-      value: "DN",
-      commands: ["init", "issue", "certify", "responder"],
-      group: "command",
-      help: 'RFC 4514, most specific first, the form nginx writes (default: init "CN=svcd ' +
-        'CA", responder "CN=svcd OCSP responder", certify "CN=" the first --dns name or the ' +
-        "key label; issue: the request's, required with --public-key)",
-    },
-    {
-      flag: "days",
-      value: "N",
-      commands: ["init", "issue", "certify", "responder", "crl", "publish"],
-      group: "command",
-      help: `validity in days (default: ${DEFAULT_DAYS.ca} for init, ${DEFAULT_DAYS.client} for ` +
-        `a client or a certified key, ${DEFAULT_DAYS.responder} for a responder, never past ` +
-        `the CA's own expiry; ` +
-        `crl and publish: nextUpdate is now + ${DEFAULT_DAYS.crl} days)`,
-    },
-    {
-      flag: "ocsp-url",
-      value: "URL",
-      commands: ["init", "urls"],
-      group: "command",
-      help: "the OCSP responder's URL (POST), e.g. http://pki.example.org/ocsp: AIA id-ad-ocsp",
-    },
-    {
-      flag: "crl-url",
-      value: "URL",
-      commands: ["init", "urls"],
-      group: "command",
-      help: "the folder URL of the CRLs, e.g. http://pki.example.org/crl: CRL Distribution " +
-        "Points name URL/full.crl, or URL/K.crl with partitions",
-    },
-    {
-      flag: "crl-partitions",
-      value: "N",
-      commands: ["init", "urls"],
-      group: "command",
-      help: `CRL partitions, 1–${MAX_CRL_PARTITIONS} (default 1: one CRL); a certificate's is ` +
-        "its serial mod N, fixed with the CRL URL",
-    },
-    {
-      flag: "ca-issuers-url",
-      value: "URL",
-      commands: ["init", "urls"],
-      group: "command",
-      help: "where the CA certificate is published, e.g. http://pki.example.org/certificates: " +
-        "AIA id-ad-caIssuers",
-    },
-    {
-      flag: "csr",
-      value: "FILE",
-      commands: ["issue"],
-      group: "command",
-      help: "PKCS#10 request (PEM or DER) to certify",
-    },
-    {
-      flag: "public-key",
-      value: "FILE",
-      commands: ["issue"],
-      group: "command",
-      help: "public key to certify (PEM PUBLIC KEY or DER SPKI), with --subject",
-    },
-    {
-      flag: "grant",
-      value: "LABEL",
-      multiple: true,
-      commands: ["issue"],
-      group: "command",
-      help: "key label the client may use: printed as a policy line (repeatable)",
-    },
-    {
-      flag: "out",
-      value: "FILE",
-      commands: ["issue", "certify", "responder", "crl"],
-      group: "command",
-      help: "also write the certificate or CRL (PEM) there",
-    },
-    {
-      flag: "reason",
-      value: "REASON",
-      commands: ["revoke"],
-      group: "command",
-      help: `RFC 5280 reason: ${revocableReasons().join(", ")}`,
-    },
-    {
-      flag: "ocsp-label",
-      value: "LABEL",
-      commands: ["status"],
-      group: "command",
-      help: "the responder key that signs the answer (default: the CA key)",
-    },
-    {
-      flag: "ca-dir",
-      value: "DIR",
-      default: DEFAULT_CA_DIR,
-      group: "common",
-      help: "the CA folder",
-    },
-    sharedOption("module", { group: "common" }),
-    sharedOption("token", { group: "common" }),
-    sharedOption("credential", {
-      group: "common",
-      note: `only the commands that sign (${SIGNING_COMMANDS.join(", ")}) log in`,
-    }),
-    sharedOption("user", {
-      group: "common",
-      note: "the CA folder and --out files are still written as root",
-    }),
-  ],
+  options: cliOptions(CA_OPTIONS),
   groups: [
     { id: "command", title: "command options" },
     { id: "common", title: "common options" },
@@ -312,20 +148,19 @@ export async function runCaCommand(args: string[]): Promise<number> {
     usageError: (message, command) => usage(command, message),
   });
   if ("exit" in line) return line.exit;
-  const { command, values, positionals } = line;
-  const ctx: Context = {
-    dir: str(values["ca-dir"]) ?? DEFAULT_CA_DIR,
-    common: {
-      modulePath: str(values.module) ?? DEFAULT_MODULE,
-      tokenLabel: str(values.token) ?? DEFAULT_TOKEN_LABEL,
-      pin: str(values.credential) ? { encryptedFile: str(values.credential)! } : {},
-      user: str(values.user),
-    },
-    values,
-    positionals,
-    // Progress goes to stderr: stdout carries what a script reads (status, policy lines, list).
-    say: (line) => console.error(`svcd ca ${command}: ${line}`),
-  };
+  const { command, positionals } = line;
+  const options: CaOptions = new OptionReader(
+    CA_OPTIONS,
+    line.values,
+    (_flag, message) => new UsageError(message),
+  );
+  let ctx: Context;
+  try {
+    ctx = context(command, options, positionals);
+  } catch (err) {
+    if (err instanceof UsageError) return usage(command, err.message);
+    throw err;
+  }
   try {
     if (!["revoke", "status", "publish"].includes(command) && positionals.length > 0) {
       throw new UsageError(`unexpected argument '${positionals[0]}'`);
@@ -357,6 +192,24 @@ export async function runCaCommand(args: string[]): Promise<number> {
     console.error(`svcd ca ${command}: ${err instanceof Error ? err.message : String(err)}`);
     return EXIT.failed;
   }
+}
+
+/** What every command of `svcd ca` is given. */
+function context(command: string, options: CaOptions, positionals: string[]): Context {
+  const credential = options.get("credential");
+  return {
+    dir: options.get("ca-dir"),
+    common: {
+      modulePath: options.get("module"),
+      tokenLabel: options.get("token"),
+      pin: credential ? { encryptedFile: credential } : {},
+      user: options.get("user"),
+    },
+    options,
+    positionals,
+    // Progress goes to stderr: stdout carries what a script reads (status, policy lines, list).
+    say: (line) => console.error(`svcd ca ${command}: ${line}`),
+  };
 }
 
 // Runnable on its own, as lib/token_admin/cli.ts is; main.ts dispatches `svcd ca …` here as well.

@@ -16,7 +16,6 @@ import {
   keyByLabel,
   outCopies,
   required,
-  str,
   UsageError,
 } from "./context.ts";
 import { issueEndEntity } from "./issue.ts";
@@ -32,7 +31,7 @@ export async function certify(ctx: Context): Promise<number> {
   const lifetime = days(ctx, DEFAULT_DAYS.client);
   const folder = await CaFolder.open(ctx.dir);
   const subject = nameFromRfc4514(
-    str(ctx.values.subject) ?? `CN=${escapeRdn(dnsNames[0] ?? label)}`,
+    ctx.options.get("subject") ?? `CN=${escapeRdn(dnsNames[0] ?? label)}`,
   );
   if (nginxSubject(subject) === "") throw new UsageError("--subject must not be empty");
   let key: SigningKey | undefined;
@@ -72,7 +71,7 @@ function profileOf(text: string): Profile {
 
 /** The --dns names: at least one for a TLS server (its subjectAltName), none for the others. */
 function dnsNamesOf(ctx: Context, profile: Profile): string[] {
-  const names = (ctx.values.dns as string[] | undefined) ?? [];
+  const names = ctx.options.get("dns");
   if (profile !== "tls-server") {
     if (names.length > 0) throw new UsageError("--dns is for --profile tls-server only");
     return [];

@@ -28,7 +28,6 @@ import {
   randomSerial,
   required,
   signerOf,
-  str,
   UsageError,
   validity,
   withToken,
@@ -37,11 +36,11 @@ import { urlOptions } from "./revocation.ts";
 
 export async function init(ctx: Context): Promise<number> {
   const label = required(ctx, "key-label");
-  const type = str(ctx.values["key-type"]);
+  const type = ctx.options.get("key-type");
   if (type !== undefined && !isKeyTypeName(type)) {
     throw new UsageError(`unknown key type '${type}'; one of: ${KEY_TYPE_NAMES.join(", ")}`);
   }
-  const subject = nameFromRfc4514(str(ctx.values.subject) ?? "CN=svcd CA");
+  const subject = nameFromRfc4514(ctx.options.get("subject") ?? "CN=svcd CA");
   const { notBefore, notAfter } = validity(days(ctx, DEFAULT_DAYS.ca));
   const urls = urlOptions(ctx);
   const caPath = CaFolder.paths(ctx.dir).caCert;
@@ -82,8 +81,8 @@ export async function init(ctx: Context): Promise<number> {
 
 /** What is certified: subject and SPKI, from --csr or --public-key. */
 async function subjectAndKey(ctx: Context) {
-  const csr = str(ctx.values.csr), pubkey = str(ctx.values["public-key"]);
-  const subjectText = str(ctx.values.subject);
+  const csr = ctx.options.get("csr"), pubkey = ctx.options.get("public-key");
+  const subjectText = ctx.options.get("subject");
   if (!csr === !pubkey) throw new UsageError("give exactly one of --csr FILE or --public-key FILE");
   if (pubkey && !subjectText) throw new UsageError("--public-key needs --subject DN");
   if (csr) {
@@ -173,7 +172,7 @@ export async function issue(ctx: Context): Promise<number> {
     );
   }
   const slash = slashSubject(subject);
-  const grants = (ctx.values.grant as string[] | undefined) ?? [];
+  const grants = ctx.options.get("grant");
   const bad = grants.find((g) => g === "" || /[\t\n\r]/.test(g));
   if (bad !== undefined) throw new UsageError("--grant needs a key label without TAB or newline");
   const done = await issueEndEntity(
@@ -209,7 +208,7 @@ export async function responder(ctx: Context): Promise<number> {
   const label = required(ctx, "key-label");
   const lifetime = days(ctx, DEFAULT_DAYS.responder);
   const folder = await CaFolder.open(ctx.dir);
-  const subject = nameFromRfc4514(str(ctx.values.subject) ?? "CN=svcd OCSP responder");
+  const subject = nameFromRfc4514(ctx.options.get("subject") ?? "CN=svcd OCSP responder");
   const path = CaFolder.paths(ctx.dir).responder;
   const done = await issueEndEntity(
     ctx,
