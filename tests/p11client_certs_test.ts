@@ -1,0 +1,401 @@
+/**
+ * Certificates through the client module (libsvcd-pkcs11.so), against svcd on SoftHSM2 through
+ * nginx: each key's certificate, stored in the token with the key's CKA_ID, comes from GET /token
+ * and shows as a CKO_CERTIFICATE object beside its keys with the same CKA_ID, in pkcs11-tool's and
+ * p11tool's listings and to C_FindObjects; its attributes are checked against asn1js's reading of
+ * the certificate. osslsigncode signs a PE file through the module with the key and certificate
+ * from the token, and `osslsigncode verify` accepts it against the CA. The certificates are made
+ * by a CA of the openssl command line (code signing) and written with pkcs11-tool, as another
+ * application would.
+ */
+import assert from "node:assert/strict";
+import { createHash, X509Certificate } from "node:crypto";
+import * as asn1js from "asn1js";
+import { CKA, CKC, CKM, CKO, CKR, encodeMechanism, ulongBytes } from "../ffi/pkcs11/mod.ts";
+import {
+  acquireModule,
+  findObjects,
+  getAttributes,
+  openSession,
+  releaseModule,
+} from "../lib/token/mod.ts";
+import {
+  CLIENT_MODULE,
+  type ClientBed,
+  clientBedTest,
+  run,
+  runOk,
+  type TokenKey,
+  tokenListing,
+  writePublicPem,
+} from "./support/p11client.ts";
+import { keyIdWithPkcs11Tool, writeCertificateWithPkcs11Tool } from "./support/token.ts";
+import { openssl } from "./support/ca.ts";
+import { minimalPe, PE_CODE_OFFSET } from "./support/pe.ts";
+
+const KEYS = {
+  "k-ec": "ec-p256",
+  "k-rsa": "rsa-3072",
+  "k-ed": "ed25519",
+  "k-bare": "ec-p256",
+};
+const CERTIFIED = ["k-ec", "k-rsa", "k-ed"];
+
+/** Attributes of certificate objects the FFI constants do not name. */
+const CKA_TRUSTED = 0x86;
+const CKA_CERTIFICATE_CATEGORY = 0x87;
+const CKA_CHECK_VALUE = 0x90;
+const CK_CERTIFICATE_CATEGORY_TOKEN_USER = 1;
+
+const ENGINE = "/usr/lib/x86_64-linux-gnu/engines-3/pkcs11.so";
+
+/** A key as GET /token lists it, with its certificate (base64 DER) when it has one. */
+type ListedKey = TokenKey & { certificate?: string };
+
+/** CKA_ID as the module gives it: SHA-1 of the raw public key, hex. */
+function moduleKeyId(key: TokenKey): string {
+  return createHash("sha1").update(Uint8Array.fromBase64(key.public_key_raw)).digest("hex");
+}
+
+/** A CA of the openssl command line, `name`: its certificate and key. */
+async function makeOpensslCa(dir: string, name: string): Promise<{ cert: string; key: string }> {
+  const key = `${dir}/${name}.key`, cert = `${dir}/${name}.pem`;
+  await openssl([
+    "genpkey",
+    "-algorithm",
+    "EC",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-out",
+    key,
+  ]);
+  await openssl([
+    ...["req", "-new", "-x509", "-key", key, "-out", cert, "-days", "2", "-subj", `/CN=${name}`],
+    ...["-addext", "basicConstraints=critical,CA:TRUE"],
+    ...["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+  ]);
+  return { cert, key };
+}
+
+/**
+ * A code-signing certificate (DER file) of the token key `key` issued by `ca`: a request signed by
+ * a throwaway key, its public key replaced by the token key's.
+ */
+async function codeSigningCertificate(
+  dir: string,
+  ca: { cert: string; key: string },
+  key: TokenKey,
+): Promise<string> {
+  const spki = await writePublicPem(dir, key);
+  const throwaway = `${dir}/${key.label}.throwaway.key`, csr = `${dir}/${key.label}.csr`;
+  const ext = `${dir}/${key.label}.ext`, der = `${dir}/${key.label}.cert.der`;
+  await openssl([
+    "genpkey",
+    "-algorithm",
+    "EC",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-out",
+    throwaway,
+  ]);
+  await openssl([
+    "req",
+    "-new",
+    "-key",
+    throwaway,
+    "-subj",
+    `/O=Example/CN=${key.label}`,
+    "-out",
+    csr,
+  ]);
+  await Deno.writeTextFile(
+    ext,
+    "keyUsage=critical,digitalSignature\nextendedKeyUsage=codeSigning\n",
+  );
+  await openssl([
+    ...["x509", "-req", "-in", csr, "-CA", ca.cert, "-CAkey", ca.key, "-force_pubkey", spki],
+    ...["-set_serial", `0x${createHash("sha1").update(key.label).digest("hex")}`],
+    ...["-days", "1", "-extfile", ext, "-outform", "DER", "-out", der],
+  ]);
+  return der;
+}
+
+/** The objects pkcs11-tool lists: kind (first word), label and ID of each. */
+function pkcs11ToolObjects(out: string): Array<{ kind: string; label?: string; id?: string }> {
+  return out.split(/\n(?=\S)/).map((block) => ({
+    kind: block.split(/\s/)[0],
+    label: block.match(/^\s+label:\s+(.*)$/m)?.[1].trim(),
+    id: block.match(/^\s+ID:\s+([0-9a-f]+)\s*$/m)?.[1],
+  }));
+}
+
+/** The objects p11tool lists: its URL's `type` and `object`, and the ID, hex without colons. */
+function p11toolObjects(out: string): Array<{ type?: string; label?: string; id?: string }> {
+  return out.split(/^Object \d+:/m).slice(1).map((block) => {
+    const url = block.match(/URL:\s*(\S+)/)?.[1] ?? "";
+    return {
+      type: url.match(/[;:]type=([^;]+)/)?.[1],
+      label: url.match(/[;:]object=([^;]+)/)?.[1],
+      id: block.match(/^\s*ID:\s*([0-9a-f:]+)\s*$/m)?.[1].replaceAll(":", ""),
+    };
+  });
+}
+
+/** The DER of the certificate's serialNumber, issuer and subject, as asn1js reads them. */
+function certificateFields(
+  der: Uint8Array,
+): { serial: Uint8Array; issuer: Uint8Array; subject: Uint8Array } {
+  const parsed = asn1js.fromBER(der);
+  assert.notEqual(parsed.offset, -1, "asn1js reads the certificate");
+  const tbs = (parsed.result as asn1js.Sequence).valueBlock.value[0] as asn1js.Sequence;
+  const parts = tbs.valueBlock.value;
+  const at = parts[0].idBlock.tagClass === 3 ? 1 : 0; // [0] version present
+  const bytes = (i: number) => new Uint8Array(parts[at + i].valueBeforeDecodeView);
+  return { serial: bytes(0), issuer: bytes(2), subject: bytes(4) };
+}
+
+/** Runs `fn` on a session of the client module loaded into this process with `env`. */
+function withClientSession<T>(
+  env: Record<string, string>,
+  fn: (mod: ReturnType<typeof acquireModule>, session: number) => T,
+): T {
+  for (const [k, v] of Object.entries(env)) Deno.env.set(k, v);
+  const mod = acquireModule(CLIENT_MODULE);
+  try {
+    const session = openSession(mod, 0);
+    try {
+      return fn(mod, session);
+    } finally {
+      mod.fn.C_CloseSession(session);
+    }
+  } finally {
+    releaseModule(mod);
+  }
+}
+
+/** The bed with its keys certified: CA, each certified key's certificate (DER) by label. */
+async function certifyKeys(
+  bed: ClientBed,
+): Promise<{ ca: { cert: string; key: string }; certs: Map<string, Uint8Array> }> {
+  const ca = await makeOpensslCa(bed.dir, "test-ca");
+  const listing = await tokenListing(bed);
+  const certs = new Map<string, Uint8Array>();
+  for (const label of CERTIFIED) {
+    const der = await codeSigningCertificate(bed.dir, ca, listing.keys.get(label)!);
+    await writeCertificateWithPkcs11Tool(
+      bed.token,
+      der,
+      await keyIdWithPkcs11Tool(bed.token, label),
+      label,
+    );
+    certs.set(label, await Deno.readFile(der));
+  }
+  return { ca, certs };
+}
+
+clientBedTest(
+  "client module: each key's certificate beside its keys (pkcs11-tool, p11tool, C_FindObjects), " +
+    "and Authenticode with osslsigncode",
+  KEYS,
+  async (bed, t) => {
+    const { ca, certs } = await certifyKeys(bed);
+    const listing = await tokenListing(bed);
+    const key = (label: string) => listing.keys.get(label)! as ListedKey;
+    for (const label of CERTIFIED) {
+      assert.equal(
+        key(label).certificate,
+        certs.get(label)!.toBase64(),
+        `/token states ${label}'s`,
+      );
+    }
+    assert.ok(!("certificate" in key("k-bare")));
+    const env = bed.env;
+
+    await t.step(
+      "pkcs11-tool --list-objects: a certificate object per certified key, its ID",
+      async () => {
+        const out = (await runOk(["pkcs11-tool", "--module", CLIENT_MODULE, "--list-objects"], env))
+          .stdout;
+        const objects = pkcs11ToolObjects(out);
+        for (const label of Object.keys(KEYS)) {
+          const mine = objects.filter((o) => o.label === label);
+          const kinds = mine.map((o) => o.kind).toSorted();
+          const want = CERTIFIED.includes(label)
+            ? ["Certificate", "Private", "Public"]
+            : ["Private", "Public"];
+          assert.deepEqual(kinds, want, `${label}:\n${out}`);
+          for (const o of mine) assert.equal(o.id, moduleKeyId(key(label)), `${label}: ${o.kind}`);
+        }
+      },
+    );
+
+    await t.step(
+      "pkcs11-tool --read-object: the certificate, which openssl verify accepts",
+      async () => {
+        for (const label of CERTIFIED) {
+          const out = `${bed.dir}/${label}.read.der`;
+          await runOk([
+            ...["pkcs11-tool", "--module", CLIENT_MODULE, "--read-object", "--type", "cert"],
+            ...["--id", moduleKeyId(key(label)), "-o", out],
+          ], env);
+          const der = await Deno.readFile(out);
+          assert.deepEqual(der, certs.get(label));
+          const pem = `${bed.dir}/${label}.read.pem`;
+          await openssl(["x509", "-inform", "DER", "-in", out, "-out", pem]);
+          await openssl(["verify", "-CAfile", ca.cert, pem]);
+        }
+      },
+    );
+
+    await t.step(
+      "p11tool --list-all-certs and --list-all: each certificate with its key's ID",
+      async () => {
+        const p11tool = async (what: string) =>
+          p11toolObjects((await runOk(["p11tool", "--provider", CLIENT_MODULE, what], env)).stdout);
+        const listedCerts = await p11tool("--list-all-certs");
+        assert.deepEqual(listedCerts.map((o) => o.label).toSorted(), CERTIFIED.toSorted());
+        const all = await p11tool("--list-all");
+        for (const label of CERTIFIED) {
+          const cert = listedCerts.find((o) => o.label === label)!;
+          assert.equal(cert.type, "cert");
+          assert.equal(cert.id, moduleKeyId(key(label)));
+          const privateKey = all.find((o) => o.label === label && o.type === "private");
+          assert.equal(privateKey?.id, cert.id, `${label}: the private key beside its certificate`);
+        }
+        assert.ok(!all.some((o) => o.label === "k-bare" && o.type === "cert"));
+      },
+    );
+
+    await t.step("C_FindObjects by class, ID and label; the attributes tools read", () => {
+      withClientSession(env, (mod, session) => {
+        const allCerts = findObjects(mod, session, [{
+          type: CKA.CLASS,
+          value: ulongBytes(CKO.CERTIFICATE),
+        }]);
+        assert.equal(allCerts.length, CERTIFIED.length);
+        for (const label of CERTIFIED) {
+          const der = certs.get(label)!;
+          const id = Uint8Array.fromHex(moduleKeyId(key(label)));
+          const byId = findObjects(mod, session, [
+            { type: CKA.CLASS, value: ulongBytes(CKO.CERTIFICATE) },
+            { type: CKA.ID, value: id },
+          ]);
+          const byLabel = findObjects(mod, session, [
+            { type: CKA.LABEL, value: new TextEncoder().encode(label) },
+            { type: CKA.CERTIFICATE_TYPE, value: ulongBytes(CKC.X_509) },
+          ]);
+          assert.equal(byId.length, 1, label);
+          assert.deepEqual(byLabel, byId, label);
+          const a = getAttributes(mod, session, byId[0], [
+            CKA.VALUE,
+            CKA.SUBJECT,
+            CKA.ISSUER,
+            CKA.SERIAL_NUMBER,
+            CKA.ID,
+            CKA.LABEL,
+            CKA.TOKEN,
+            CKA.PRIVATE,
+            CKA_TRUSTED,
+            CKA_CERTIFICATE_CATEGORY,
+            CKA_CHECK_VALUE,
+            CKA.PUBLIC_KEY_INFO,
+          ]);
+          const fields = certificateFields(der);
+          assert.deepEqual(a.get(CKA.VALUE), der);
+          assert.deepEqual(a.get(CKA.SUBJECT), fields.subject);
+          assert.deepEqual(a.get(CKA.ISSUER), fields.issuer);
+          assert.deepEqual(a.get(CKA.SERIAL_NUMBER), fields.serial);
+          assert.deepEqual(a.get(CKA.ID), id);
+          assert.equal(new TextDecoder().decode(a.get(CKA.LABEL)!), label);
+          assert.deepEqual(a.get(CKA.TOKEN), Uint8Array.of(1));
+          assert.deepEqual(a.get(CKA.PRIVATE), Uint8Array.of(0));
+          assert.deepEqual(a.get(CKA_TRUSTED), Uint8Array.of(0));
+          assert.deepEqual(
+            a.get(CKA_CERTIFICATE_CATEGORY),
+            ulongBytes(CK_CERTIFICATE_CATEGORY_TOKEN_USER),
+          );
+          assert.deepEqual(
+            a.get(CKA_CHECK_VALUE),
+            new Uint8Array(createHash("sha1").update(der).digest().subarray(0, 3)),
+          );
+          const spki = new X509Certificate(der).publicKey.export({ type: "spki", format: "der" });
+          assert.deepEqual(a.get(CKA.PUBLIC_KEY_INFO), new Uint8Array(spki));
+          // A key's attribute on a certificate: CKR_ATTRIBUTE_TYPE_INVALID, the value unavailable.
+          assert.equal(
+            getAttributes(mod, session, byId[0], [CKA.KEY_TYPE]).get(CKA.KEY_TYPE),
+            null,
+          );
+        }
+        const bare = findObjects(mod, session, [
+          { type: CKA.CLASS, value: ulongBytes(CKO.CERTIFICATE) },
+          { type: CKA.LABEL, value: new TextEncoder().encode("k-bare") },
+        ]);
+        assert.deepEqual(bare, [], "a key without a certificate has no certificate object");
+        const certificate = findObjects(mod, session, [
+          { type: CKA.CLASS, value: ulongBytes(CKO.CERTIFICATE) },
+          { type: CKA.LABEL, value: new TextEncoder().encode("k-ec") },
+        ])[0];
+        const mech = encodeMechanism(CKM.ECDSA_SHA256);
+        assert.equal(mod.fn.C_SignInit(session, mech.bytes, certificate), CKR.KEY_HANDLE_INVALID);
+      });
+    });
+
+    // libp11 0.4.12 (Debian 12) stops listing keys at a key type it does not know (Ed25519).
+    const signEnv = { ...env, SVCD_PKCS11_KEY_TYPES: "ec-p256,rsa-3072" };
+    const pe = `${bed.dir}/app.exe`;
+    await Deno.writeFile(pe, minimalPe());
+    const osslsign = (label: string, out: string) =>
+      run([
+        ...["osslsigncode", "sign", "-pkcs11engine", ENGINE, "-pkcs11module", CLIENT_MODULE],
+        ...["-pkcs11cert", `pkcs11:object=${label};type=cert`],
+        ...["-key", `pkcs11:object=${label};type=private`],
+        ...["-h", "sha256", "-n", "svcd test", "-in", pe, "-out", out],
+      ], signEnv);
+    const verify = (file: string, caFile: string) =>
+      run(["osslsigncode", "verify", "-CAfile", caFile, "-in", file], {});
+
+    await t.step(
+      "osslsigncode sign through the module (EC): osslsigncode verify accepts it",
+      async () => {
+        const signed = `${bed.dir}/app.k-ec.exe`;
+        const r = await osslsign("k-ec", signed);
+        assert.equal(r.code, 0, r.stdout + r.stderr);
+        const v = await verify(signed, ca.cert);
+        assert.equal(v.code, 0, v.stdout + v.stderr);
+        // The signer is the token's certificate.
+        const extracted = `${bed.dir}/app.k-ec.p7`;
+        await runOk(["osslsigncode", "extract-signature", "-in", signed, "-out", extracted], {});
+        const printed = await openssl([
+          "pkcs7",
+          "-inform",
+          "DER",
+          "-in",
+          extracted,
+          "-print_certs",
+        ]);
+        const signer = new X509Certificate(printed);
+        assert.deepEqual(new Uint8Array(signer.raw), certs.get("k-ec"));
+
+        const changed = await Deno.readFile(signed);
+        changed[PE_CODE_OFFSET] ^= 0xff;
+        await Deno.writeFile(`${bed.dir}/app.changed.exe`, changed);
+        assert.notEqual(
+          (await verify(`${bed.dir}/app.changed.exe`, ca.cert)).code,
+          0,
+          "a changed byte",
+        );
+        const other = await makeOpensslCa(bed.dir, "other-ca");
+        assert.notEqual((await verify(signed, other.cert)).code, 0, "another CA");
+      },
+    );
+    // osslsigncode signs with OpenSSL's PKCS#7 code, which makes RSA PKCS#1 v1.5 signatures only
+    // (CKM_RSA_PKCS over a DigestInfo); the daemon signs RSA keys with RSASSA-PSS only, so the
+    // module has no CKM_RSA_PKCS to offer and nothing is signed.
+    await t.step("osslsigncode sign with the RSA key: refused, no file written", async () => {
+      const signed = `${bed.dir}/app.k-rsa.exe`;
+      const r = await osslsign("k-rsa", signed);
+      assert.notEqual(r.code, 0, r.stdout + r.stderr);
+      await assert.rejects(Deno.stat(signed), Deno.errors.NotFound);
+    });
+  },
+);
