@@ -29,7 +29,11 @@ import {
   tokenListing,
   writePublicPem,
 } from "./support/p11client.ts";
-import { keyIdWithPkcs11Tool, writeCertificateWithPkcs11Tool } from "./support/token.ts";
+import {
+  deleteCertificateWithPkcs11Tool,
+  keyIdWithPkcs11Tool,
+  writeCertificateWithPkcs11Tool,
+} from "./support/token.ts";
 import { openssl } from "./support/ca.ts";
 import { minimalPe, PE_CODE_OFFSET } from "./support/pe.ts";
 
@@ -57,9 +61,8 @@ function moduleKeyId(key: TokenKey): string {
   return createHash("sha1").update(Uint8Array.fromBase64(key.public_key_raw)).digest("hex");
 }
 
-/** A CA of the openssl command line, `name`: its certificate and key. */
-async function makeOpensslCa(dir: string, name: string): Promise<{ cert: string; key: string }> {
-  const key = `${dir}/${name}.key`, cert = `${dir}/${name}.pem`;
+/** A new P-256 key in `path` (PEM). */
+async function newEcKey(path: string): Promise<void> {
   await openssl([
     "genpkey",
     "-algorithm",
@@ -67,8 +70,14 @@ async function makeOpensslCa(dir: string, name: string): Promise<{ cert: string;
     "-pkeyopt",
     "ec_paramgen_curve:P-256",
     "-out",
-    key,
+    path,
   ]);
+}
+
+/** A CA of the openssl command line, `name`: its certificate and key. */
+async function makeOpensslCa(dir: string, name: string): Promise<{ cert: string; key: string }> {
+  const key = `${dir}/${name}.key`, cert = `${dir}/${name}.pem`;
+  await newEcKey(key);
   await openssl([
     ...["req", "-new", "-x509", "-key", key, "-out", cert, "-days", "2", "-subj", `/CN=${name}`],
     ...["-addext", "basicConstraints=critical,CA:TRUE"],
@@ -85,19 +94,12 @@ async function codeSigningCertificate(
   dir: string,
   ca: { cert: string; key: string },
   key: TokenKey,
+  serial: string,
 ): Promise<string> {
   const spki = await writePublicPem(dir, key);
   const throwaway = `${dir}/${key.label}.throwaway.key`, csr = `${dir}/${key.label}.csr`;
-  const ext = `${dir}/${key.label}.ext`, der = `${dir}/${key.label}.cert.der`;
-  await openssl([
-    "genpkey",
-    "-algorithm",
-    "EC",
-    "-pkeyopt",
-    "ec_paramgen_curve:P-256",
-    "-out",
-    throwaway,
-  ]);
+  const ext = `${dir}/${key.label}.ext`, der = `${dir}/${key.label}.${serial}.der`;
+  await newEcKey(throwaway);
   await openssl([
     "req",
     "-new",
@@ -114,10 +116,14 @@ async function codeSigningCertificate(
   );
   await openssl([
     ...["x509", "-req", "-in", csr, "-CA", ca.cert, "-CAkey", ca.key, "-force_pubkey", spki],
-    ...["-set_serial", `0x${createHash("sha1").update(key.label).digest("hex")}`],
+    ...["-set_serial", serial],
     ...["-days", "1", "-extfile", ext, "-outform", "DER", "-out", der],
   ]);
   return der;
+}
+
+function bytesEqual(a: Uint8Array | null | undefined, b: Uint8Array): boolean {
+  return a !== null && a !== undefined && a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** The objects pkcs11-tool lists: kind (first word), label and ID of each. */
@@ -181,7 +187,7 @@ async function certifyKeys(
   const listing = await tokenListing(bed);
   const certs = new Map<string, Uint8Array>();
   for (const label of CERTIFIED) {
-    const der = await codeSigningCertificate(bed.dir, ca, listing.keys.get(label)!);
+    const der = await codeSigningCertificate(bed.dir, ca, listing.keys.get(label)!, "1");
     await writeCertificateWithPkcs11Tool(
       bed.token,
       der,
@@ -397,5 +403,54 @@ clientBedTest(
       assert.notEqual(r.code, 0, r.stdout + r.stderr);
       await assert.rejects(Deno.stat(signed), Deno.errors.NotFound);
     });
+
+    await t.step(
+      "a renewed certificate replaces the old one in a process that keeps the module",
+      async () => {
+        for (const [k, v] of Object.entries(env)) Deno.env.set(k, v);
+        const mod = acquireModule(CLIENT_MODULE);
+        const label = new TextEncoder().encode("k-ec");
+        // In a session of its own, each time: C_OpenSession refreshes a listing older than 5 s.
+        const look = () => {
+          const session = openSession(mod, 0);
+          try {
+            const [privateKey] = findObjects(mod, session, [
+              { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },
+              { type: CKA.LABEL, value: label },
+            ]);
+            const [certificate] = findObjects(mod, session, [
+              { type: CKA.CLASS, value: ulongBytes(CKO.CERTIFICATE) },
+              { type: CKA.LABEL, value: label },
+            ]);
+            const value = certificate === undefined
+              ? undefined
+              : getAttributes(mod, session, certificate, [CKA.VALUE]).get(CKA.VALUE);
+            return { privateKey, value };
+          } finally {
+            mod.fn.C_CloseSession(session);
+          }
+        };
+        try {
+          const before = look();
+          assert.deepEqual(before.value, certs.get("k-ec"));
+          const renewed = await Deno.readFile(
+            await codeSigningCertificate(bed.dir, ca, key("k-ec"), "2"),
+          );
+          const id = await keyIdWithPkcs11Tool(bed.token, "k-ec");
+          await deleteCertificateWithPkcs11Tool(bed.token, id);
+          await writeCertificateWithPkcs11Tool(bed.token, `${bed.dir}/k-ec.2.der`, id, "k-ec");
+          const deadline = Date.now() + 20_000;
+          let now = look();
+          while (!bytesEqual(now.value, renewed) && Date.now() < deadline) {
+            await new Promise((r) => setTimeout(r, 200));
+            now = look();
+          }
+          assert.deepEqual(now.value, renewed, "the renewed certificate, within 20 s");
+          assert.equal(now.privateKey, before.privateKey, "the key keeps its handle");
+        } finally {
+          releaseModule(mod);
+        }
+      },
+    );
   },
 );

@@ -12,18 +12,10 @@
 #include <string.h>
 
 #include "cert.h"
+#include "check.h"
 #include "der.h"
 #include "keys.h"
 
-static int failures;
-
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                        \
-    }                                                                    \
-  } while (0)
 
 typedef struct {
   unsigned char *p;
@@ -39,16 +31,10 @@ static int span_is(der_span s, const bytes *want) {
   return s.len == want->len && memcmp(s.p, want->p, want->len) == 0;
 }
 
-static bytes der_of_name(const X509_NAME *n) {
+/* libcrypto's DER of a value of the ASN.1 type `item` (a Name, an INTEGER, a Certificate). */
+static bytes der_of(const void *value, const ASN1_ITEM *item) {
   bytes b = {0};
-  int len = i2d_X509_NAME(n, &b.p);
-  b.len = len > 0 ? (size_t)len : 0;
-  return b;
-}
-
-static bytes der_of_integer(const ASN1_INTEGER *i) {
-  bytes b = {0};
-  int len = i2d_ASN1_INTEGER(i, &b.p);
+  int len = ASN1_item_i2d((const ASN1_VALUE *)value, &b.p, item);
   b.len = len > 0 ? (size_t)len : 0;
   return b;
 }
@@ -94,19 +80,14 @@ static X509 *make_cert(EVP_PKEY *key, EVP_PKEY *ca) {
   return x;
 }
 
-static bytes der_of_cert(X509 *x) {
-  bytes b = {0};
-  int len = i2d_X509(x, &b.p);
-  b.len = len > 0 ? (size_t)len : 0;
-  return b;
-}
-
 /* The walk finds what libcrypto's encoder says the fields are. */
 static void test_fields(EVP_PKEY *key, EVP_PKEY *ca) {
   X509 *x = make_cert(key, ca);
-  bytes der = der_of_cert(x), subject = der_of_name(X509_get_subject_name(x)),
-        issuer = der_of_name(X509_get_issuer_name(x)),
-        serial = der_of_integer(X509_get0_serialNumber(x)), spki = der_of_pubkey(key);
+  bytes der = der_of(x, ASN1_ITEM_rptr(X509));
+  bytes subject = der_of(X509_get_subject_name(x), ASN1_ITEM_rptr(X509_NAME));
+  bytes issuer = der_of(X509_get_issuer_name(x), ASN1_ITEM_rptr(X509_NAME));
+  bytes serial = der_of(X509_get0_serialNumber(x), ASN1_ITEM_rptr(ASN1_INTEGER));
+  bytes spki = der_of_pubkey(key);
   cert_fields f;
   CHECK(der.len > 0 && cert_parse(der.p, der.len, &f) == 0);
   CHECK(span_is(f.subject, &subject));
@@ -143,7 +124,7 @@ static int parse_copy(const unsigned char *src, size_t len) {
 /* Every truncation, a byte after the end, and each byte changed three ways. */
 static void test_damaged(EVP_PKEY *key, EVP_PKEY *ca) {
   X509 *x = make_cert(key, ca);
-  bytes der = der_of_cert(x);
+  bytes der = der_of(x, ASN1_ITEM_rptr(X509));
   for (size_t n = 0; n < der.len; n++) CHECK(parse_copy(der.p, n) != 0);
   unsigned char *longer = malloc(der.len + 1);
   memcpy(longer, der.p, der.len);
@@ -213,7 +194,7 @@ static void test_serial_not_shortest(EVP_PKEY *key, EVP_PKEY *ca) {
   ASN1_INTEGER_set(one, 1);
   X509_set_serialNumber(x, one);
   X509_sign(x, ca, EVP_PKEY_get_id(ca) == EVP_PKEY_ED25519 ? NULL : EVP_sha256());
-  bytes der = der_of_cert(x);
+  bytes der = der_of(x, ASN1_ITEM_rptr(X509));
   /* 30 82 L L | 30 82 L L | a0 03 02 01 02 | 02 01 01 … */
   static const unsigned char HEAD[] = {0xa0, 0x03, 0x02, 0x01, 0x02, 0x02, 0x01, 0x01};
   CHECK(parse_copy(der.p, der.len) == 0);
@@ -264,7 +245,7 @@ static char *token_json_ec(EVP_PKEY *key, const char *cert_member) {
 /* /token's certificate: kept when it is the key's and DER; otherwise the key is listed without. */
 static void test_token_certificate(EVP_PKEY *key, EVP_PKEY *other, EVP_PKEY *ca) {
   X509 *mine = make_cert(key, ca), *theirs = make_cert(other, ca);
-  bytes der = der_of_cert(mine), wrong = der_of_cert(theirs);
+  bytes der = der_of(mine, ASN1_ITEM_rptr(X509)), wrong = der_of(theirs, ASN1_ITEM_rptr(X509));
   char *good64 = base64_of(der.p, der.len), *wrong64 = base64_of(wrong.p, wrong.len);
   char *cut64 = base64_of(der.p, der.len - 3);
   char member[8192];
