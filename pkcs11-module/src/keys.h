@@ -27,10 +27,10 @@ typedef struct {
   size_t ec_point_len;
   unsigned char *modulus, *exponent; /* RSA, big-endian */
   size_t modulus_len, exponent_len;
-  unsigned char *cert; /* the key's X.509 certificate (DER) from /token; NULL: none */
+  unsigned char *cert;         /* the key's X.509 certificate (DER) from /token; NULL: none */
   size_t cert_len;
-  cert_fields cert_fields;        /* spans into `cert` */
-  unsigned char cert_check[3];    /* CKA_CHECK_VALUE: the first bytes of SHA-1 of `cert` */
+  cert_fields cert_fields;     /* spans into `cert` */
+  unsigned char cert_check[3]; /* CKA_CHECK_VALUE: the first bytes of SHA-1 of `cert` */
 } remote_key;
 
 /* Keys are allocated one by one and never move: a handle or an operation holds a pointer. */

@@ -301,7 +301,7 @@ CK_RV objects_find(CK_SLOT_ID slot_id, const CK_ATTRIBUTE *tpl, CK_ULONG n,
                    pkcs11_search *search) {
   slot_t *slot = slot_by_id(slot_id);
   pthread_mutex_lock(&slot->lock);
-  /* Per key: its private key, its public key, its certificate (the order tools met before). */
+  /* Per key: its private key, its public key, its certificate. */
   static const object_kind KINDS[] = {OBJ_PRIVATE_KEY, OBJ_PUBLIC_KEY, OBJ_CERTIFICATE};
   const size_t nkinds = sizeof KINDS / sizeof KINDS[0];
   CK_RV rv = pkcs11_search_start(search, slot->nkeys * nkinds);
