@@ -20,6 +20,8 @@ import { sharedOption } from "../cli/shared_options.ts";
 
 import { type Context, DEFAULT_DAYS, str, usage, UsageError } from "./commands/context.ts";
 import { init, issue, responder } from "./commands/issue.ts";
+import { certify } from "./commands/certify.ts";
+import { PROFILES } from "./certificate.ts";
 import {
   crl,
   list,
@@ -30,12 +32,21 @@ import {
   urls,
 } from "./commands/revocation.ts";
 
-const SIGNING_COMMANDS = ["init", "issue", "responder", "crl", "publish", "status"] as const;
+const SIGNING_COMMANDS = [
+  "init",
+  "issue",
+  "certify",
+  "responder",
+  "crl",
+  "publish",
+  "status",
+] as const;
 
 /** `svcd ca`: its commands and the one table of their options. */
 export const CA_COMMAND: CommandGroup = {
   name: "ca",
-  summary: "the CA over a token key: client and OCSP responder certificates, revocation, CRL",
+  summary: "the CA over a token key: client, token key and OCSP responder certificates, " +
+    "revocation, CRL",
   usage: ["svcd ca COMMAND [options]"],
   description: "Certificates are signed by the token (the CA key never leaves it); the CA folder " +
     "is openssl ca-compatible.",
@@ -70,6 +81,22 @@ export const CA_COMMAND: CommandGroup = {
         "request (PEM or DER; its self-signature is checked) or a public key (PEM PUBLIC KEY or " +
         "DER SPKI). Prints the subject as nginx's $ssl_client_s_dn writes it and the policy " +
         "line(s) to add. Records it in index.txt.",
+    },
+    {
+      name: "certify",
+      synopsis: "--key-label LABEL --profile PROFILE [--dns NAME]… [--subject DN] [--days N] " +
+        "[--out FILE]",
+      summary: "certificate for a token key (code or document signing, TLS), stored in the token",
+      description: "Issues a certificate for the token key LABEL with the keyUsage and " +
+        "extendedKeyUsage of PROFILE (code-signing: codeSigning; document-signing: " +
+        "contentCommitment, documentSigning (RFC 9336) and emailProtection; tls-server: " +
+        "serverAuth and a subjectAltName of the --dns names, keyEncipherment too for an RSA " +
+        "key; tls-client: clientAuth), and AIA and CDP where the CA folder records URLs. The " +
+        "public key is read from the token key. Records it in index.txt and certs/ (OCSP and " +
+        "CRLs cover it) and stores it on the token as a CKO_CERTIFICATE object with the key's " +
+        "CKA_ID and CKA_LABEL, where GET /token and PKCS#11 applications find it. Certifying a " +
+        "key again replaces its certificate (the old object is destroyed once the new one is " +
+        "stored) and says whether the old one had expired.",
     },
     {
       name: "responder",
@@ -133,9 +160,26 @@ export const CA_COMMAND: CommandGroup = {
     {
       flag: "key-label",
       value: "LABEL",
-      commands: ["init", "responder"],
+      commands: ["init", "certify", "responder"],
       group: "command",
-      help: "the token key: the CA's (init) or the OCSP responder's (responder)",
+      help: "the token key: the CA's (init), the one to certify (certify) or the OCSP " +
+        "responder's (responder)",
+    },
+    {
+      flag: "profile",
+      value: "PROFILE",
+      commands: ["certify"],
+      group: "command",
+      help: `what the key is certified for: ${PROFILES.join(", ")}`,
+    },
+    {
+      flag: "dns",
+      value: "NAME",
+      multiple: true,
+      commands: ["certify"],
+      group: "command",
+      help: "a DNS name of the TLS server (subjectAltName; repeatable; needed with --profile " +
+        "tls-server, the first is the default CN)",
     },
     {
       flag: "key-type",
@@ -147,19 +191,20 @@ export const CA_COMMAND: CommandGroup = {
     {
       flag: "subject",
       value: "DN",
-      commands: ["init", "issue", "responder"],
+      commands: ["init", "issue", "certify", "responder"],
       group: "command",
       help: 'RFC 4514, most specific first, the form nginx writes (default: init "CN=svcd ' +
-        'CA", responder "CN=svcd OCSP responder"; issue: the request\'s, required with ' +
-        "--public-key)",
+        'CA", responder "CN=svcd OCSP responder", certify "CN=" the first --dns name or the ' +
+        "key label; issue: the request's, required with --public-key)",
     },
     {
       flag: "days",
       value: "N",
-      commands: ["init", "issue", "responder", "crl", "publish"],
+      commands: ["init", "issue", "certify", "responder", "crl", "publish"],
       group: "command",
       help: `validity in days (default: ${DEFAULT_DAYS.ca} for init, ${DEFAULT_DAYS.client} for ` +
-        `a client, ${DEFAULT_DAYS.responder} for a responder, never past the CA's own expiry; ` +
+        `a client or a certified key, ${DEFAULT_DAYS.responder} for a responder, never past ` +
+        `the CA's own expiry; ` +
         `crl and publish: nextUpdate is now + ${DEFAULT_DAYS.crl} days)`,
     },
     {
@@ -218,7 +263,7 @@ export const CA_COMMAND: CommandGroup = {
     {
       flag: "out",
       value: "FILE",
-      commands: ["issue", "responder", "crl"],
+      commands: ["issue", "certify", "responder", "crl"],
       group: "command",
       help: "also write the certificate or CRL (PEM) there",
     },
@@ -290,6 +335,8 @@ export async function runCaCommand(args: string[]): Promise<number> {
         return await init(ctx);
       case "issue":
         return await issue(ctx);
+      case "certify":
+        return await certify(ctx);
       case "responder":
         return await responder(ctx);
       case "revoke":

@@ -13,6 +13,9 @@ import { readPublicKey, readRequest } from "../csr.ts";
 import { nameFromRfc4514, nginxSubject, slashSubject } from "../name.ts";
 import { CaFolder, serialHex } from "../store.ts";
 import { getpwnam } from "../../../ffi/libc.ts";
+import { bytesEqual } from "../../bytes/mod.ts";
+import { parseCertificate } from "../../ocsp/mod.ts";
+import type { TokenAdmin } from "../../token_admin/mod.ts";
 import { revocationPointers } from "../certificate.ts";
 import { EXIT } from "../../cli/exit.ts";
 import {
@@ -99,9 +102,11 @@ async function subjectAndKey(ctx: Context) {
 
 /**
  * Signs an end-entity certificate with the CA key and records it: an index line, certs/SERIAL.pem
- * and each of `copies`. `subjectKey` gives the SPKI once the token is open.
+ * and each of `copies`, then hands it to `stored` (still under the folder's lock). `subjectKey`
+ * gives the SPKI once the token is open. A certificate that does not hold exactly that SPKI is
+ * refused before anything is recorded.
  */
-async function issueEndEntity(
+export async function issueEndEntity(
   ctx: Context,
   folder: CaFolder,
   subject: pkijs.RelativeDistinguishedNames,
@@ -113,8 +118,9 @@ async function issueEndEntity(
     pointers: pkijs.Extension[],
   ) => pkijs.Extension[],
   copies: string[],
+  stored?: (admin: TokenAdmin, der: Uint8Array) => Promise<void>,
 ): Promise<{ der: Uint8Array; serial: string; path: string; notAfter: Date }> {
-  return await withToken(ctx, async (token) => {
+  return await withToken(ctx, async (token, admin) => {
     const ca = await caKey(token, folder, ctx);
     const spki = await subjectKey(token);
     const { notBefore, notAfter } = validity(lifetime, ca.cert);
@@ -135,6 +141,11 @@ async function issueEndEntity(
           revocationPointers(folder.config.urls, serialNumber),
         ),
       }, signerOf(token, ca.key));
+      if (!bytesEqual(parseCertificate(der).spki, spki)) {
+        throw new Error(
+          `certificate ${serial} as built does not hold the public key it certifies; not recorded`,
+        );
+      }
       // The index line first: a certificate the index does not know would be "unknown" to OCSP.
       await folder.appendIndex({
         status: "V",
@@ -143,6 +154,7 @@ async function issueEndEntity(
         subject: slashSubject(subject),
       });
       const path = await folder.storeCertificate(serial, der, copies);
+      await stored?.(admin, der);
       return { der, serial, path, notAfter };
     });
   });

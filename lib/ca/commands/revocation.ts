@@ -224,7 +224,8 @@ function time(ms: number | undefined): string {
 }
 
 /**
- * The index as text columns. Example: `formatList(entries)`.
+ * The index as text columns; a valid certificate past its expiry shows as `E` (expired), as
+ * `openssl ca -updatedb` would mark it (the file keeps `V`). Example: `formatList(entries)`.
  *
  * @example
  * ```ts
@@ -233,11 +234,11 @@ function time(ms: number | undefined): string {
  * console.log(formatList(parseIndex(text)));
  * ```
  */
-export function formatList(entries: IndexEntry[]): string {
+export function formatList(entries: IndexEntry[], now = Date.now()): string {
   const rows = [["STATUS", "SERIAL", "EXPIRES", "REVOKED", "REASON", "SUBJECT"]];
   for (const e of entries) {
     rows.push([
-      e.status,
+      e.status === "V" && e.expires <= now ? "E" : e.status,
       e.serial,
       time(e.expires),
       time(e.revokedAt),
