@@ -5,8 +5,7 @@
  * p11tool's listings and to C_FindObjects; its attributes are checked against asn1js's reading of
  * the certificate. osslsigncode signs a PE file through the module with the key and certificate
  * from the token, and `osslsigncode verify` accepts it against the CA. The certificates are made
- * by a CA of the openssl command line (code signing) and written with pkcs11-tool, as another
- * application would.
+ * by `svcd ca certify --profile code-signing` under a CA whose key is in the same token.
  */
 import assert from "node:assert/strict";
 import { createHash, X509Certificate } from "node:crypto";
@@ -27,14 +26,9 @@ import {
   runOk,
   type TokenKey,
   tokenListing,
-  writePublicPem,
 } from "./support/p11client.ts";
-import {
-  deleteCertificateWithPkcs11Tool,
-  keyIdWithPkcs11Tool,
-  writeCertificateWithPkcs11Tool,
-} from "./support/token.ts";
-import { openssl } from "./support/ca.ts";
+import { makeTestCa, openssl, type TestCa } from "./support/ca.ts";
+import { readCertificates } from "../lib/ocsp/mod.ts";
 import { minimalPe, PE_CODE_OFFSET } from "./support/pe.ts";
 
 const KEYS = {
@@ -61,65 +55,14 @@ function moduleKeyId(key: TokenKey): string {
   return createHash("sha1").update(Uint8Array.fromBase64(key.public_key_raw)).digest("hex");
 }
 
-/** A new P-256 key in `path` (PEM). */
-async function newEcKey(path: string): Promise<void> {
-  await openssl([
-    "genpkey",
-    "-algorithm",
-    "EC",
-    "-pkeyopt",
-    "ec_paramgen_curve:P-256",
-    "-out",
-    path,
+/** `svcd ca certify --profile code-signing` of the token key `label`: the certificate's DER. */
+async function certify(ca: TestCa, dir: string, label: string, n: number): Promise<Uint8Array> {
+  const pem = `${dir}/${label}.${n}.pem`;
+  const r = await ca.run("certify", [
+    ...["--key-label", label, "--profile", "code-signing", "--out", pem],
   ]);
-}
-
-/** A CA of the openssl command line, `name`: its certificate and key. */
-async function makeOpensslCa(dir: string, name: string): Promise<{ cert: string; key: string }> {
-  const key = `${dir}/${name}.key`, cert = `${dir}/${name}.pem`;
-  await newEcKey(key);
-  await openssl([
-    ...["req", "-new", "-x509", "-key", key, "-out", cert, "-days", "2", "-subj", `/CN=${name}`],
-    ...["-addext", "basicConstraints=critical,CA:TRUE"],
-    ...["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
-  ]);
-  return { cert, key };
-}
-
-/**
- * A code-signing certificate (DER file) of the token key `key` issued by `ca`: a request signed by
- * a throwaway key, its public key replaced by the token key's.
- */
-async function codeSigningCertificate(
-  dir: string,
-  ca: { cert: string; key: string },
-  key: TokenKey,
-  serial: string,
-): Promise<string> {
-  const spki = await writePublicPem(dir, key);
-  const throwaway = `${dir}/${key.label}.throwaway.key`, csr = `${dir}/${key.label}.csr`;
-  const ext = `${dir}/${key.label}.ext`, der = `${dir}/${key.label}.${serial}.der`;
-  await newEcKey(throwaway);
-  await openssl([
-    "req",
-    "-new",
-    "-key",
-    throwaway,
-    "-subj",
-    `/O=Example/CN=${key.label}`,
-    "-out",
-    csr,
-  ]);
-  await Deno.writeTextFile(
-    ext,
-    "keyUsage=critical,digitalSignature\nextendedKeyUsage=codeSigning\n",
-  );
-  await openssl([
-    ...["x509", "-req", "-in", csr, "-CA", ca.cert, "-CAkey", ca.key, "-force_pubkey", spki],
-    ...["-set_serial", serial],
-    ...["-days", "1", "-extfile", ext, "-outform", "DER", "-out", der],
-  ]);
-  return der;
+  assert.equal(r.code, 0, r.text);
+  return readCertificates(await Deno.readFile(pem))[0].der;
 }
 
 function bytesEqual(a: Uint8Array | null | undefined, b: Uint8Array): boolean {
@@ -179,23 +122,17 @@ function withClientSession<T>(
   }
 }
 
-/** The bed with its keys certified: CA, each certified key's certificate (DER) by label. */
+/** A CA in the bed's token and each certified key's certificate (DER) by label. */
 async function certifyKeys(
   bed: ClientBed,
-): Promise<{ ca: { cert: string; key: string }; certs: Map<string, Uint8Array> }> {
-  const ca = await makeOpensslCa(bed.dir, "test-ca");
-  const listing = await tokenListing(bed);
+): Promise<{ ca: TestCa; certs: Map<string, Uint8Array> }> {
+  const ca = await makeTestCa(bed.token, {
+    keyLabel: "ca",
+    keyType: "ec-p256",
+    dir: `${bed.dir}/ca`,
+  });
   const certs = new Map<string, Uint8Array>();
-  for (const label of CERTIFIED) {
-    const der = await codeSigningCertificate(bed.dir, ca, listing.keys.get(label)!, "1");
-    await writeCertificateWithPkcs11Tool(
-      bed.token,
-      der,
-      await keyIdWithPkcs11Tool(bed.token, label),
-      label,
-    );
-    certs.set(label, await Deno.readFile(der));
-  }
+  for (const label of CERTIFIED) certs.set(label, await certify(ca, bed.dir, label, 1));
   return { ca, certs };
 }
 
@@ -248,7 +185,7 @@ clientBedTest(
           assert.deepEqual(der, certs.get(label));
           const pem = `${bed.dir}/${label}.read.pem`;
           await openssl(["x509", "-inform", "DER", "-in", out, "-out", pem]);
-          await openssl(["verify", "-CAfile", ca.cert, pem]);
+          await openssl(["verify", "-CAfile", ca.caPem, pem]);
         }
       },
     );
@@ -366,7 +303,7 @@ clientBedTest(
         const signed = `${bed.dir}/app.k-ec.exe`;
         const r = await osslsign("k-ec", signed);
         assert.equal(r.code, 0, r.stdout + r.stderr);
-        const v = await verify(signed, ca.cert);
+        const v = await verify(signed, ca.caPem);
         assert.equal(v.code, 0, v.stdout + v.stderr);
         // The signer is the token's certificate.
         const extracted = `${bed.dir}/app.k-ec.p7`;
@@ -386,12 +323,12 @@ clientBedTest(
         changed[PE_CODE_OFFSET] ^= 0xff;
         await Deno.writeFile(`${bed.dir}/app.changed.exe`, changed);
         assert.notEqual(
-          (await verify(`${bed.dir}/app.changed.exe`, ca.cert)).code,
+          (await verify(`${bed.dir}/app.changed.exe`, ca.caPem)).code,
           0,
           "a changed byte",
         );
-        const other = await makeOpensslCa(bed.dir, "other-ca");
-        assert.notEqual((await verify(signed, other.cert)).code, 0, "another CA");
+        // The client CA of the bed's nginx did not issue the signer's certificate.
+        assert.notEqual((await verify(signed, bed.pki.caCert)).code, 0, "another CA");
       },
     );
     // osslsigncode signs with OpenSSL's PKCS#7 code, which makes RSA PKCS#1 v1.5 signatures only
@@ -433,12 +370,7 @@ clientBedTest(
         try {
           const before = look();
           assert.deepEqual(before.value, certs.get("k-ec"));
-          const renewed = await Deno.readFile(
-            await codeSigningCertificate(bed.dir, ca, key("k-ec"), "2"),
-          );
-          const id = await keyIdWithPkcs11Tool(bed.token, "k-ec");
-          await deleteCertificateWithPkcs11Tool(bed.token, id);
-          await writeCertificateWithPkcs11Tool(bed.token, `${bed.dir}/k-ec.2.der`, id, "k-ec");
+          const renewed = await certify(ca, bed.dir, "k-ec", 2);
           const deadline = Date.now() + 20_000;
           let now = look();
           while (!bytesEqual(now.value, renewed) && Date.now() < deadline) {

@@ -254,11 +254,6 @@ export async function writeCertificateWithPkcs11Tool(
   ]);
 }
 
-/** Deletes the certificate object with CKA_ID `idHex` from the test token, with pkcs11-tool. */
-export async function deleteCertificateWithPkcs11Tool(t: TestToken, idHex: string): Promise<void> {
-  await runPkcs11Tool(t, ["--delete-object", "--type", "cert", "--id", idHex]);
-}
-
 /**
  * Runs pkcs11-tool logged in to the test token; returns its stdout, throws with its stderr when it
  * fails.
