@@ -1,14 +1,17 @@
 /**
- * Certificates through the client module (libsvcd-pkcs11.so), against svcd on SoftHSM2 through
- * nginx: each key's certificate, stored in the token with the key's CKA_ID, comes from GET /token
- * and shows as a CKO_CERTIFICATE object beside its keys with the same CKA_ID, in pkcs11-tool's and
- * p11tool's listings and to C_FindObjects; its attributes are checked against asn1js's reading of
- * the certificate. osslsigncode signs a PE file through the module with the key and certificate
- * from the token, and `osslsigncode verify` accepts it against the CA. The certificates are made
- * by `svcd ca certify --profile code-signing` under a CA whose key is in the same token.
+ * Certificates through the client module (libsvcd-pkcs11.so), against svcd through nginx: each
+ * key's certificate, stored in the token with the key's CKA_ID, comes from GET /token and shows as
+ * a CKO_CERTIFICATE object beside its keys with the same CKA_ID, in pkcs11-tool's and p11tool's
+ * listings and to C_FindObjects; its attributes are checked against asn1js's reading of the
+ * certificate. EC P-256, RSA-3072 and Ed25519 on SoftHSM2, where osslsigncode also signs a PE
+ * file through the module with the key and certificate from the token and `osslsigncode verify`
+ * accepts it against the CA; ML-DSA-44/65/87 and the composite on the test module (svcmod), each
+ * certificate's signature checked by @noble/post-quantum. The certificates are made by
+ * `svcd ca certify` under a CA whose key is in the same token.
  */
 import assert from "node:assert/strict";
 import { createHash, X509Certificate } from "node:crypto";
+import { ml_dsa65 } from "@noble/post-quantum/ml-dsa.js";
 import * as asn1js from "asn1js";
 import { CKA, CKC, CKM, CKO, CKR, encodeMechanism, ulongBytes } from "../ffi/pkcs11/mod.ts";
 import {
@@ -38,6 +41,12 @@ const KEYS = {
   "k-bare": "ec-p256",
 };
 const CERTIFIED = ["k-ec", "k-rsa", "k-ed"];
+const PQ_KEYS = {
+  "k-44": "ml-dsa-44",
+  "k-65": "ml-dsa-65",
+  "k-87": "ml-dsa-87",
+  "k-comp": "composite-mldsa65-ed25519",
+};
 
 /** Attributes of certificate objects the FFI constants do not name. */
 const CKA_TRUSTED = 0x86;
@@ -56,10 +65,16 @@ function moduleKeyId(key: TokenKey): string {
 }
 
 /** `svcd ca certify --profile code-signing` of the token key `label`: the certificate's DER. */
-async function certify(ca: TestCa, dir: string, label: string, n: number): Promise<Uint8Array> {
+async function certify(
+  ca: TestCa,
+  dir: string,
+  label: string,
+  n: number,
+  profile = "code-signing",
+): Promise<Uint8Array> {
   const pem = `${dir}/${label}.${n}.pem`;
   const r = await ca.run("certify", [
-    ...["--key-label", label, "--profile", "code-signing", "--out", pem],
+    ...["--key-label", label, "--profile", profile, "--out", pem],
   ]);
   assert.equal(r.code, 0, r.text);
   return readCertificates(await Deno.readFile(pem))[0].der;
@@ -122,18 +137,146 @@ function withClientSession<T>(
   }
 }
 
-/** A CA in the bed's token and each certified key's certificate (DER) by label. */
+/**
+ * A CA of key type `caKeyType` in the bed's token, the `certified` keys certified under it for
+ * `profile`: the CA, each certificate (DER) by label, and the keys as GET /token lists them then.
+ */
 async function certifyKeys(
   bed: ClientBed,
-): Promise<{ ca: TestCa; certs: Map<string, Uint8Array> }> {
+  caKeyType: string,
+  certified: string[],
+  profile: string,
+): Promise<{ ca: TestCa; certs: Map<string, Uint8Array>; keys: Map<string, ListedKey> }> {
   const ca = await makeTestCa(bed.token, {
     keyLabel: "ca",
-    keyType: "ec-p256",
+    keyType: caKeyType,
     dir: `${bed.dir}/ca`,
   });
   const certs = new Map<string, Uint8Array>();
-  for (const label of CERTIFIED) certs.set(label, await certify(ca, bed.dir, label, 1));
-  return { ca, certs };
+  for (const label of certified) certs.set(label, await certify(ca, bed.dir, label, 1, profile));
+  const keys = (await tokenListing(bed)).keys as Map<string, ListedKey>;
+  for (const label of certified) {
+    assert.equal(keys.get(label)!.certificate, certs.get(label)!.toBase64(), `/token: ${label}'s`);
+  }
+  return { ca, certs, keys };
+}
+
+/** pkcs11-tool lists each of `keys` with its private and public key and, when certified, its
+ * certificate, all with the key's ID. */
+async function assertPkcs11ToolListing(
+  env: Record<string, string>,
+  keys: Map<string, ListedKey>,
+  certified: string[],
+): Promise<void> {
+  const out = (await runOk(["pkcs11-tool", "--module", CLIENT_MODULE, "--list-objects"], env))
+    .stdout;
+  const objects = pkcs11ToolObjects(out);
+  for (const [label, key] of keys) {
+    const mine = objects.filter((o) => o.label === label);
+    const want = certified.includes(label)
+      ? ["Certificate", "Private", "Public"]
+      : ["Private", "Public"];
+    assert.deepEqual(mine.map((o) => o.kind).toSorted(), want, `${label}:\n${out}`);
+    for (const o of mine) assert.equal(o.id, moduleKeyId(key), `${label}: ${o.kind}`);
+  }
+}
+
+/** p11tool lists exactly the `certified` keys' certificates, each with its private key's ID. */
+async function assertP11toolListing(
+  env: Record<string, string>,
+  keys: Map<string, ListedKey>,
+  certified: string[],
+): Promise<void> {
+  const p11tool = async (what: string) =>
+    p11toolObjects((await runOk(["p11tool", "--provider", CLIENT_MODULE, what], env)).stdout);
+  const listedCerts = await p11tool("--list-all-certs");
+  assert.deepEqual(listedCerts.map((o) => o.label).toSorted(), certified.toSorted());
+  const all = await p11tool("--list-all");
+  for (const label of keys.keys()) {
+    const cert = listedCerts.find((o) => o.label === label);
+    const privateKey = all.find((o) => o.label === label && o.type === "private");
+    assert.equal(privateKey?.id, moduleKeyId(keys.get(label)!), label);
+    if (!certified.includes(label)) {
+      assert.ok(!all.some((o) => o.label === label && o.type === "cert"), label);
+      continue;
+    }
+    assert.equal(cert?.type, "cert");
+    assert.equal(cert?.id, privateKey?.id, `${label}: the private key beside its certificate`);
+  }
+}
+
+/**
+ * C_FindObjects finds each certificate by class and ID and by label and type; its attributes are
+ * what asn1js reads in it; a key without a certificate has no certificate object.
+ */
+function assertCertificateObjects(
+  env: Record<string, string>,
+  keys: Map<string, ListedKey>,
+  certs: Map<string, Uint8Array>,
+): void {
+  withClientSession(env, (mod, session) => {
+    const allCerts = findObjects(mod, session, [{
+      type: CKA.CLASS,
+      value: ulongBytes(CKO.CERTIFICATE),
+    }]);
+    assert.equal(allCerts.length, certs.size);
+    for (const [label, key] of keys) {
+      const id = Uint8Array.fromHex(moduleKeyId(key));
+      const byId = findObjects(mod, session, [
+        { type: CKA.CLASS, value: ulongBytes(CKO.CERTIFICATE) },
+        { type: CKA.ID, value: id },
+      ]);
+      const byLabel = findObjects(mod, session, [
+        { type: CKA.LABEL, value: new TextEncoder().encode(label) },
+        { type: CKA.CERTIFICATE_TYPE, value: ulongBytes(CKC.X_509) },
+      ]);
+      assert.deepEqual(byLabel, byId, label);
+      const der = certs.get(label);
+      if (der === undefined) {
+        assert.deepEqual(byId, [], `${label}: no certificate, no certificate object`);
+        continue;
+      }
+      assert.equal(byId.length, 1, label);
+      const a = getAttributes(mod, session, byId[0], [
+        CKA.VALUE,
+        CKA.SUBJECT,
+        CKA.ISSUER,
+        CKA.SERIAL_NUMBER,
+        CKA.ID,
+        CKA.LABEL,
+        CKA.TOKEN,
+        CKA.PRIVATE,
+        CKA_TRUSTED,
+        CKA_CERTIFICATE_CATEGORY,
+        CKA_CHECK_VALUE,
+        CKA.PUBLIC_KEY_INFO,
+      ]);
+      const fields = certificateFields(der);
+      assert.deepEqual(a.get(CKA.VALUE), der);
+      assert.deepEqual(a.get(CKA.SUBJECT), fields.subject);
+      assert.deepEqual(a.get(CKA.ISSUER), fields.issuer);
+      assert.deepEqual(a.get(CKA.SERIAL_NUMBER), fields.serial);
+      assert.deepEqual(a.get(CKA.ID), id);
+      assert.equal(new TextDecoder().decode(a.get(CKA.LABEL)!), label);
+      assert.deepEqual(a.get(CKA.TOKEN), Uint8Array.of(1));
+      assert.deepEqual(a.get(CKA.PRIVATE), Uint8Array.of(0));
+      assert.deepEqual(a.get(CKA_TRUSTED), Uint8Array.of(0));
+      assert.deepEqual(
+        a.get(CKA_CERTIFICATE_CATEGORY),
+        ulongBytes(CK_CERTIFICATE_CATEGORY_TOKEN_USER),
+      );
+      assert.deepEqual(
+        a.get(CKA_CHECK_VALUE),
+        new Uint8Array(createHash("sha1").update(der).digest().subarray(0, 3)),
+      );
+      assert.deepEqual(a.get(CKA.PUBLIC_KEY_INFO), Uint8Array.fromBase64(key.public_key!));
+      // A key's attribute on a certificate: CKR_ATTRIBUTE_TYPE_INVALID, the value unavailable.
+      assert.equal(getAttributes(mod, session, byId[0], [CKA.KEY_TYPE]).get(CKA.KEY_TYPE), null);
+      // Not a key: C_SignInit refuses the handle.
+      const mech = encodeMechanism(CKM.ECDSA_SHA256);
+      assert.equal(mod.fn.C_SignInit(session, mech.bytes, byId[0]), CKR.KEY_HANDLE_INVALID);
+    }
+  });
 }
 
 clientBedTest(
@@ -141,36 +284,13 @@ clientBedTest(
     "and Authenticode with osslsigncode",
   KEYS,
   async (bed, t) => {
-    const { ca, certs } = await certifyKeys(bed);
-    const listing = await tokenListing(bed);
-    const key = (label: string) => listing.keys.get(label)! as ListedKey;
-    for (const label of CERTIFIED) {
-      assert.equal(
-        key(label).certificate,
-        certs.get(label)!.toBase64(),
-        `/token states ${label}'s`,
-      );
-    }
-    assert.ok(!("certificate" in key("k-bare")));
+    const { ca, certs, keys } = await certifyKeys(bed, "ec-p256", CERTIFIED, "code-signing");
+    const key = (label: string) => keys.get(label)!;
     const env = bed.env;
 
-    await t.step(
-      "pkcs11-tool --list-objects: a certificate object per certified key, its ID",
-      async () => {
-        const out = (await runOk(["pkcs11-tool", "--module", CLIENT_MODULE, "--list-objects"], env))
-          .stdout;
-        const objects = pkcs11ToolObjects(out);
-        for (const label of Object.keys(KEYS)) {
-          const mine = objects.filter((o) => o.label === label);
-          const kinds = mine.map((o) => o.kind).toSorted();
-          const want = CERTIFIED.includes(label)
-            ? ["Certificate", "Private", "Public"]
-            : ["Private", "Public"];
-          assert.deepEqual(kinds, want, `${label}:\n${out}`);
-          for (const o of mine) assert.equal(o.id, moduleKeyId(key(label)), `${label}: ${o.kind}`);
-        }
-      },
-    );
+    await t.step("pkcs11-tool --list-objects: each certificate beside its keys", async () => {
+      await assertPkcs11ToolListing(env, keys, CERTIFIED);
+    });
 
     await t.step(
       "pkcs11-tool --read-object: the certificate, which openssl verify accepts",
@@ -190,97 +310,12 @@ clientBedTest(
       },
     );
 
-    await t.step(
-      "p11tool --list-all-certs and --list-all: each certificate with its key's ID",
-      async () => {
-        const p11tool = async (what: string) =>
-          p11toolObjects((await runOk(["p11tool", "--provider", CLIENT_MODULE, what], env)).stdout);
-        const listedCerts = await p11tool("--list-all-certs");
-        assert.deepEqual(listedCerts.map((o) => o.label).toSorted(), CERTIFIED.toSorted());
-        const all = await p11tool("--list-all");
-        for (const label of CERTIFIED) {
-          const cert = listedCerts.find((o) => o.label === label)!;
-          assert.equal(cert.type, "cert");
-          assert.equal(cert.id, moduleKeyId(key(label)));
-          const privateKey = all.find((o) => o.label === label && o.type === "private");
-          assert.equal(privateKey?.id, cert.id, `${label}: the private key beside its certificate`);
-        }
-        assert.ok(!all.some((o) => o.label === "k-bare" && o.type === "cert"));
-      },
-    );
+    await t.step("p11tool --list-all-certs and --list-all: each with its key's ID", async () => {
+      await assertP11toolListing(env, keys, CERTIFIED);
+    });
 
     await t.step("C_FindObjects by class, ID and label; the attributes tools read", () => {
-      withClientSession(env, (mod, session) => {
-        const allCerts = findObjects(mod, session, [{
-          type: CKA.CLASS,
-          value: ulongBytes(CKO.CERTIFICATE),
-        }]);
-        assert.equal(allCerts.length, CERTIFIED.length);
-        for (const label of CERTIFIED) {
-          const der = certs.get(label)!;
-          const id = Uint8Array.fromHex(moduleKeyId(key(label)));
-          const byId = findObjects(mod, session, [
-            { type: CKA.CLASS, value: ulongBytes(CKO.CERTIFICATE) },
-            { type: CKA.ID, value: id },
-          ]);
-          const byLabel = findObjects(mod, session, [
-            { type: CKA.LABEL, value: new TextEncoder().encode(label) },
-            { type: CKA.CERTIFICATE_TYPE, value: ulongBytes(CKC.X_509) },
-          ]);
-          assert.equal(byId.length, 1, label);
-          assert.deepEqual(byLabel, byId, label);
-          const a = getAttributes(mod, session, byId[0], [
-            CKA.VALUE,
-            CKA.SUBJECT,
-            CKA.ISSUER,
-            CKA.SERIAL_NUMBER,
-            CKA.ID,
-            CKA.LABEL,
-            CKA.TOKEN,
-            CKA.PRIVATE,
-            CKA_TRUSTED,
-            CKA_CERTIFICATE_CATEGORY,
-            CKA_CHECK_VALUE,
-            CKA.PUBLIC_KEY_INFO,
-          ]);
-          const fields = certificateFields(der);
-          assert.deepEqual(a.get(CKA.VALUE), der);
-          assert.deepEqual(a.get(CKA.SUBJECT), fields.subject);
-          assert.deepEqual(a.get(CKA.ISSUER), fields.issuer);
-          assert.deepEqual(a.get(CKA.SERIAL_NUMBER), fields.serial);
-          assert.deepEqual(a.get(CKA.ID), id);
-          assert.equal(new TextDecoder().decode(a.get(CKA.LABEL)!), label);
-          assert.deepEqual(a.get(CKA.TOKEN), Uint8Array.of(1));
-          assert.deepEqual(a.get(CKA.PRIVATE), Uint8Array.of(0));
-          assert.deepEqual(a.get(CKA_TRUSTED), Uint8Array.of(0));
-          assert.deepEqual(
-            a.get(CKA_CERTIFICATE_CATEGORY),
-            ulongBytes(CK_CERTIFICATE_CATEGORY_TOKEN_USER),
-          );
-          assert.deepEqual(
-            a.get(CKA_CHECK_VALUE),
-            new Uint8Array(createHash("sha1").update(der).digest().subarray(0, 3)),
-          );
-          const spki = new X509Certificate(der).publicKey.export({ type: "spki", format: "der" });
-          assert.deepEqual(a.get(CKA.PUBLIC_KEY_INFO), new Uint8Array(spki));
-          // A key's attribute on a certificate: CKR_ATTRIBUTE_TYPE_INVALID, the value unavailable.
-          assert.equal(
-            getAttributes(mod, session, byId[0], [CKA.KEY_TYPE]).get(CKA.KEY_TYPE),
-            null,
-          );
-        }
-        const bare = findObjects(mod, session, [
-          { type: CKA.CLASS, value: ulongBytes(CKO.CERTIFICATE) },
-          { type: CKA.LABEL, value: new TextEncoder().encode("k-bare") },
-        ]);
-        assert.deepEqual(bare, [], "a key without a certificate has no certificate object");
-        const certificate = findObjects(mod, session, [
-          { type: CKA.CLASS, value: ulongBytes(CKO.CERTIFICATE) },
-          { type: CKA.LABEL, value: new TextEncoder().encode("k-ec") },
-        ])[0];
-        const mech = encodeMechanism(CKM.ECDSA_SHA256);
-        assert.equal(mod.fn.C_SignInit(session, mech.bytes, certificate), CKR.KEY_HANDLE_INVALID);
-      });
+      assertCertificateObjects(env, keys, certs);
     });
 
     // libp11 0.4.12 (Debian 12) stops listing keys at a key type it does not know (Ed25519).
@@ -385,4 +420,33 @@ clientBedTest(
       },
     );
   },
+);
+
+clientBedTest(
+  "client module: ML-DSA-44/65/87 and composite keys' certificates beside their keys (svcmod)",
+  PQ_KEYS,
+  async (bed, t) => {
+    const certified = Object.keys(PQ_KEYS);
+    const { ca, certs, keys } = await certifyKeys(bed, "ml-dsa-65", certified, "document-signing");
+    const [caCert] = readCertificates(await Deno.readFile(ca.caPem));
+    await t.step("each certificate's signature: @noble/post-quantum under the CA's key", () => {
+      for (const label of certified) {
+        const [cert] = readCertificates(certs.get(label)!);
+        assert.ok(ml_dsa65.verify(cert.signature, cert.tbs, caCert.publicKey), label);
+        const tampered = cert.tbs.slice();
+        tampered[tampered.length - 1] ^= 1;
+        assert.equal(ml_dsa65.verify(cert.signature, tampered, caCert.publicKey), false);
+      }
+    });
+    await t.step("pkcs11-tool --list-objects: each certificate beside its keys", async () => {
+      await assertPkcs11ToolListing(bed.env, keys, certified);
+    });
+    await t.step("p11tool --list-all-certs and --list-all: each with its key's ID", async () => {
+      await assertP11toolListing(bed.env, keys, certified);
+    });
+    await t.step("C_FindObjects by class, ID and label; the attributes tools read", () => {
+      assertCertificateObjects(bed.env, keys, certs);
+    });
+  },
+  { module: "svcmod" },
 );
