@@ -32,6 +32,7 @@ import {
 } from "./support/p11client.ts";
 import { makeTestCa, openssl, type TestCa } from "./support/ca.ts";
 import { readCertificates } from "../lib/ocsp/mod.ts";
+import { bytesEqual } from "../lib/bytes/mod.ts";
 import { minimalPe, PE_CODE_OFFSET } from "./support/pe.ts";
 
 const KEYS = {
@@ -64,7 +65,7 @@ function moduleKeyId(key: TokenKey): string {
   return createHash("sha1").update(Uint8Array.fromBase64(key.public_key_raw)).digest("hex");
 }
 
-/** `svcd ca certify --profile code-signing` of the token key `label`: the certificate's DER. */
+/** `svcd ca certify` of the token key `label` for `profile`, its `n`th: the certificate's DER. */
 async function certify(
   ca: TestCa,
   dir: string,
@@ -78,10 +79,6 @@ async function certify(
   ]);
   assert.equal(r.code, 0, r.text);
   return readCertificates(await Deno.readFile(pem))[0].der;
-}
-
-function bytesEqual(a: Uint8Array | null | undefined, b: Uint8Array): boolean {
-  return a !== null && a !== undefined && a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** The objects pkcs11-tool lists: kind (first word), label and ID of each. */
@@ -408,7 +405,7 @@ clientBedTest(
           const renewed = await certify(ca, bed.dir, "k-ec", 2);
           const deadline = Date.now() + 20_000;
           let now = look();
-          while (!bytesEqual(now.value, renewed) && Date.now() < deadline) {
+          while (!(now.value && bytesEqual(now.value, renewed)) && Date.now() < deadline) {
             await new Promise((r) => setTimeout(r, 200));
             now = look();
           }
