@@ -1,6 +1,6 @@
 /**
  * Which digest `svcd client` computes for a key type: the one it sends in digest mode (when svcd
- * lists it for the key) and the one it checks a signature over locally. ECDSA and RSA-PSS take the
+ * lists it for the key) and the one it checks a signature over locally. ECDSA and RSA take the
  * hash of their message form (so a digest signature is the very scheme a message signature is),
  * ML-DSA takes μ, the composite's local check needs SHA-512 of the message (its M'), and Ed25519
  * none: it signs and is checked over the message itself.
@@ -27,6 +27,7 @@ const LOCAL_DIGEST: Record<string, DigestName> = {
   "ec-p256": "sha-256",
   "ec-p384": "sha-384",
   "rsa-3072": "sha-256",
+  "rsa-3072-pkcs1v15": "sha-256",
   "ml-dsa-44": "ml-dsa-mu",
   "ml-dsa-65": "ml-dsa-mu",
   "ml-dsa-87": "ml-dsa-mu",

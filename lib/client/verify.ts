@@ -1,7 +1,8 @@
 /**
  * Checks a signature on this host with the key's public key only, over the digest the client
  * computed (never the server's word): ECDSA with @noble/curves over the hash, RSA-PSS (MGF1 of the
- * same hash, salt of the hash's length) by the RFC 8017 steps with node:crypto's hashes, ML-DSA
+ * same hash, salt of the hash's length) by the RFC 8017 steps with node:crypto's hashes, RSA PKCS #1
+ * v1.5 by node:crypto's RSA with the DigestInfo compared here, ML-DSA
  * with @noble/post-quantum over μ, the composite (draft-ietf-lamps-pq-composite-sigs-19,
  * id-MLDSA65-Ed25519-SHA512) over its M' with @noble and Web Crypto Ed25519, and Ed25519 over the
  * message with Web Crypto.
@@ -16,10 +17,11 @@
  * const ok2 = await verifyLocally(edKey, signature, { message }); // Ed25519
  * ```
  */
-import { createHash, createPublicKey } from "node:crypto";
+import { constants, createHash, createPublicKey, publicDecrypt } from "node:crypto";
 import { p256, p384 } from "@noble/curves/nist.js";
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
-import { COMPOSITE_MLDSA65_ED25519_LABEL } from "../token/mod.ts";
+import { bytesEqual } from "../bytes/mod.ts";
+import { COMPOSITE_MLDSA65_ED25519_LABEL, digestInfo } from "../token/mod.ts";
 import { localDigestName, NODE_HASH } from "./digests.ts";
 import type { ClientKey } from "./keys.ts";
 
@@ -57,6 +59,13 @@ export async function verifyLocally(
         });
       case "rsa-3072":
         return rsaPssVerify(key.publicKeySpki!, name as keyof typeof NODE_HASH, digest, signature);
+      case "rsa-3072-pkcs1v15":
+        return rsaPkcs1v15Verify(
+          key.publicKeySpki!,
+          name as keyof typeof NODE_HASH,
+          digest,
+          signature,
+        );
       case "ml-dsa-44":
       case "ml-dsa-65":
       case "ml-dsa-87":
@@ -129,6 +138,26 @@ async function compositeVerify(
  * RSASSA-PSS verification over a digest (RFC 8017 §8.1.2 and §9.1.2): MGF1 of the same hash, salt
  * of the hash's length. node:crypto verifies PSS only over a message it hashes itself.
  */
+/**
+ * RSASSA-PKCS1-v1_5 (RFC 8017 section 8.2.2) over a digest: the encoded message recovered with the
+ * public key (block type 1 checked by node:crypto) must be exactly the DigestInfo of `digest`.
+ */
+export function rsaPkcs1v15Verify(
+  spki: Uint8Array,
+  hash: keyof typeof NODE_HASH,
+  digest: Uint8Array,
+  signature: Uint8Array,
+): boolean {
+  const key = createPublicKey({ key: Buffer.from(spki), format: "der", type: "spki" });
+  const k = Math.ceil((key.asymmetricKeyDetails?.modulusLength ?? 0) / 8);
+  if (signature.length !== k) return false;
+  const recovered = publicDecrypt(
+    { key, padding: constants.RSA_PKCS1_PADDING },
+    Buffer.from(signature),
+  );
+  return bytesEqual(recovered, digestInfo(NODE_HASH[hash], digest));
+}
+
 export function rsaPssVerify(
   spki: Uint8Array,
   hash: keyof typeof NODE_HASH,

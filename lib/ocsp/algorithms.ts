@@ -7,7 +7,8 @@
  *
  * The token signs the whole to-be-signed bytes with the mechanism lib/token/key_types.ts chooses:
  * EC keys over a SHA-256/384 digest the daemon makes (so ecdsa-with-SHA256/384), RSA with
- * CKM_SHA256_RSA_PKCS_PSS (SHA-256, MGF1-SHA-256, salt 32), Ed25519 pure EdDSA, ML-DSA pure with an
+ * CKM_SHA256_RSA_PKCS_PSS (SHA-256, MGF1-SHA-256, salt 32) or, for rsa-3072-pkcs1v15 keys, PKCS #1
+ * v1.5 with SHA-256 (sha256WithRSAEncryption), Ed25519 pure EdDSA, ML-DSA pure with an
  * empty context, and the composite as draft-ietf-lamps-pq-composite-sigs-19 defines.
  *
  * @example
@@ -60,6 +61,7 @@ export const SIGNATURE_OIDS = {
   ecdsaWithSha384: "1.2.840.10045.4.3.3",
   ed25519: "1.3.101.112",
   rsassaPss: "1.2.840.113549.1.1.10",
+  sha256WithRsaEncryption: "1.2.840.113549.1.1.11",
   sha256: "2.16.840.1.101.3.4.2.1",
   mgf1: "1.2.840.113549.1.1.8",
   mlDsa44: "2.16.840.1.101.3.4.3.17",
@@ -140,6 +142,12 @@ export const SIGNATURE_ALGORITHMS: Readonly<Record<KeyTypeName, SignatureAlgorit
   "ec-p384": ecdsa("ec-p384", SIGNATURE_OIDS.ecdsaWithSha384),
   "ed25519": asIs("ed25519", SIGNATURE_OIDS.ed25519),
   "rsa-3072": asIs("rsa-3072", SIGNATURE_OIDS.rsassaPss, PSS_PARAMS),
+  // Parameters NULL (RFC 4055 section 5).
+  "rsa-3072-pkcs1v15": asIs(
+    "rsa-3072-pkcs1v15",
+    SIGNATURE_OIDS.sha256WithRsaEncryption,
+    nullValue(),
+  ),
   "ml-dsa-44": asIs("ml-dsa-44", SIGNATURE_OIDS.mlDsa44),
   "ml-dsa-65": asIs("ml-dsa-65", SIGNATURE_OIDS.mlDsa65),
   "ml-dsa-87": asIs("ml-dsa-87", SIGNATURE_OIDS.mlDsa87),

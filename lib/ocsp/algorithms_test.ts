@@ -20,6 +20,7 @@ const NODE_KEYS = {
   "ec-p384": () => nodeCrypto.generateKeyPairSync("ec", { namedCurve: "P-384" }),
   "ed25519": () => nodeCrypto.generateKeyPairSync("ed25519"),
   "rsa-3072": () => nodeCrypto.generateKeyPairSync("rsa", { modulusLength: 3072 }),
+  "rsa-3072-pkcs1v15": () => nodeCrypto.generateKeyPairSync("rsa", { modulusLength: 3072 }),
 } as const;
 
 Deno.test("signature table: every key type has an entry and its AlgorithmIdentifier is found back", () => {
@@ -30,12 +31,14 @@ Deno.test("signature table: every key type has an entry and its AlgorithmIdentif
     const r = new DerReader(alg.algorithmIdentifier);
     const seq = r.enter(TAG.SEQUENCE);
     seq.readOid();
-    // NIST and composite post-quantum OIDs, Ed25519 and ECDSA: parameters absent.
-    if (kt !== "rsa-3072") assert.ok(seq.done, `${kt}: parameters must be absent`);
+    // NIST and composite post-quantum OIDs, Ed25519 and ECDSA: parameters absent; RSA PKCS #1
+    // v1.5: NULL (RFC 4055 section 5).
+    if (kt === "rsa-3072-pkcs1v15") (seq.readNull(), seq.finish());
+    else if (kt !== "rsa-3072") assert.ok(seq.done, `${kt}: parameters must be absent`);
   }
 });
 
-Deno.test("signature encodings verify with node:crypto (ECDSA DER, Ed25519, RSA-PSS salt 32)", async () => {
+Deno.test("signature encodings verify with node:crypto (ECDSA DER, Ed25519, RSA-PSS salt 32, RSA PKCS #1 v1.5)", async () => {
   const tbs = new TextEncoder().encode("to be signed");
   for (const kt of Object.keys(NODE_KEYS) as (keyof typeof NODE_KEYS)[]) {
     const { privateKey, publicKey } = NODE_KEYS[kt]();
@@ -48,6 +51,8 @@ Deno.test("signature encodings verify with node:crypto (ECDSA DER, Ed25519, RSA-
       key: publicKey,
       ...(kt === "rsa-3072"
         ? { padding: nodeCrypto.constants.RSA_PKCS1_PSS_PADDING, saltLength: 32 }
+        : kt === "rsa-3072-pkcs1v15"
+        ? { padding: nodeCrypto.constants.RSA_PKCS1_PADDING }
         : {}),
     }, sig);
     assert.ok(ok, `${kt}: node:crypto rejects the encoded signature`);

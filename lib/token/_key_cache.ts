@@ -372,7 +372,8 @@ export class KeyCache {
         `key '${label}' has no public key object with the same label`,
       );
     }
-    const spec = identifyKeyType(this.#mod, session, pubs[0], label);
+    // The private key's CKA_ALLOWED_MECHANISMS decides the scheme: it is what the module enforces.
+    const spec = identifyKeyType(this.#mod, session, pubs[0], label, privs[0]);
     const signing = this.#offered.signingFor(spec, label);
     const key: SigningKey = {
       label,

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import {
-  makeEcKeyWithPkcs11Tool,
+  makeKeyWithPkcs11Tool,
   makeTestToken,
   openTestToken,
   testTokenPin,
@@ -74,7 +74,7 @@ Deno.test({
   fn: () =>
     withLoggedInToken({ k1: "ec-p256" }, async (token, made) => {
       assert.ok(await token.key("k1"));
-      await makeEcKeyWithPkcs11Tool(made, "k1");
+      await makeKeyWithPkcs11Tool(made, "k1");
       for (let i = 0; i < 20; i++) {
         token.refreshKeys();
         await assert.rejects(

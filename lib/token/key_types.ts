@@ -25,6 +25,7 @@ import {
   CKH,
   CKK,
   CKM,
+  ckmName,
   CKP_ML_DSA,
   type Encoded,
   encodePssParams,
@@ -44,6 +45,7 @@ export type KeyTypeName =
   | "ec-p384"
   | "ed25519"
   | "rsa-3072"
+  | "rsa-3072-pkcs1v15"
   | "ml-dsa-44"
   | "ml-dsa-65"
   | "ml-dsa-87"
@@ -57,6 +59,11 @@ export interface SigningMechanism {
   mechanism: number;
   /** Digest made by the daemon before C_Sign (CKM_ECDSA signs a digest, not a message). */
   prehash?: "sha256" | "sha384";
+  /**
+   * C_Sign is given the DER DigestInfo of this hash around the digest (PKCS #1 v1.5 signs the
+   * DigestInfo, RFC 8017 section 9.2; CKM_RSA_PKCS pads whatever it is given).
+   */
+  digestInfo?: "sha256" | "sha384" | "sha512";
   /** The mechanism parameter (built per call; the structures are small). */
   parameter?: () => Encoded;
 }
@@ -83,6 +90,13 @@ export interface KeyTypeSpec {
   publicTemplate: () => AttributeIn[];
   /** Signing mechanisms in order of preference; the first the module offers is used. */
   signing: SigningMechanism[];
+  /**
+   * The mechanisms of the key type's one signature scheme, where keys of one CKK and size may be
+   * of more than one type (RSA: PSS or PKCS #1 v1.5). Generation writes them as
+   * CKA_ALLOWED_MECHANISMS of both halves, so the token records the scheme and enforces it; a key
+   * whose CKA_ALLOWED_MECHANISMS names none of them is not of this type.
+   */
+  scheme?: readonly number[];
   /** Upper bound of the signature size (C_Sign is called with a buffer this large). */
   signatureLength: number;
   publicKeySource: PublicKeySource;
@@ -160,6 +174,29 @@ function ec(
   };
 }
 
+function rsa3072(
+  name: KeyTypeName,
+  signing: SigningMechanism[],
+  scheme: readonly number[],
+): KeyTypeSpec {
+  return {
+    name,
+    keyType: CKK.RSA,
+    modulusBits: 3072,
+    keySizeBits: 3072,
+    keyGenMechanism: CKM.RSA_PKCS_KEY_PAIR_GEN,
+    publicTemplate: () => [
+      { type: CKA.MODULUS_BITS, value: ulongBytes(3072) },
+      { type: CKA.PUBLIC_EXPONENT, value: Uint8Array.of(1, 0, 1) },
+    ],
+    signing,
+    scheme,
+    signatureLength: 384,
+    publicKeySource: "rsa",
+    spkiAlgorithm: [oid(OID.rsaEncryption), Uint8Array.of(0x05, 0x00)],
+  };
+}
+
 /** The table. Example: `KEY_TYPES["rsa-3072"].signing[0].mechanism === CKM.SHA256_RSA_PKCS_PSS`. */
 export const KEY_TYPES: Readonly<Record<KeyTypeName, KeyTypeSpec>> = {
   "ec-p256": ec("ec-p256", OID.p256, "sha256", CKM.ECDSA_SHA256, 64),
@@ -177,24 +214,18 @@ export const KEY_TYPES: Readonly<Record<KeyTypeName, KeyTypeSpec>> = {
     publicKeyLength: 32,
     spkiAlgorithm: [oid(OID.ed25519)],
   },
-  "rsa-3072": {
-    name: "rsa-3072",
-    keyType: CKK.RSA,
-    modulusBits: 3072,
-    keySizeBits: 3072,
-    keyGenMechanism: CKM.RSA_PKCS_KEY_PAIR_GEN,
-    publicTemplate: () => [
-      { type: CKA.MODULUS_BITS, value: ulongBytes(3072) },
-      { type: CKA.PUBLIC_EXPONENT, value: Uint8Array.of(1, 0, 1) },
-    ],
-    signing: [{
-      mechanism: CKM.SHA256_RSA_PKCS_PSS,
-      parameter: () => encodePssParams(CKM.SHA256, CKG.MGF1_SHA256, 32),
-    }],
-    signatureLength: 384,
-    publicKeySource: "rsa",
-    spkiAlgorithm: [oid(OID.rsaEncryption), Uint8Array.of(0x05, 0x00)],
-  },
+  // A key without CKA_ALLOWED_MECHANISMS (made before keys stated their scheme) is PSS: this
+  // entry comes first and matches it.
+  "rsa-3072": rsa3072("rsa-3072", [{
+    mechanism: CKM.SHA256_RSA_PKCS_PSS,
+    parameter: () => encodePssParams(CKM.SHA256, CKG.MGF1_SHA256, 32),
+  }], [CKM.SHA256_RSA_PKCS_PSS, CKM.RSA_PKCS_PSS]),
+  // PKCS #1 v1.5 where a verifier makes nothing else (Authenticode through OpenSSL's PKCS #7).
+  // CKM_RSA_PKCS over a DigestInfo made here where the module lacks the combined mechanism.
+  "rsa-3072-pkcs1v15": rsa3072("rsa-3072-pkcs1v15", [
+    { mechanism: CKM.SHA256_RSA_PKCS },
+    { mechanism: CKM.RSA_PKCS, prehash: "sha256", digestInfo: "sha256" },
+  ], [CKM.SHA256_RSA_PKCS, CKM.RSA_PKCS]),
   "ml-dsa-44": mlDsa("ml-dsa-44", CKP_ML_DSA.ML_DSA_44, 2420, 1312, OID.mlDsa44),
   "ml-dsa-65": mlDsa("ml-dsa-65", CKP_ML_DSA.ML_DSA_65, 3309, 1952, OID.mlDsa65),
   "ml-dsa-87": mlDsa("ml-dsa-87", CKP_ML_DSA.ML_DSA_87, 4627, 2592, OID.mlDsa87),
@@ -248,6 +279,7 @@ export function identifyKeyType(
   session: Handle,
   pub: Handle,
   label: string,
+  schemeFrom: Handle = pub,
 ): KeyTypeSpec {
   const attrs = getAttributes(mod, session, pub, [
     CKA.KEY_TYPE,
@@ -255,6 +287,7 @@ export function identifyKeyType(
     CKA.PARAMETER_SET,
     CKA.MODULUS,
   ]);
+  const allowed = allowedMechanisms(mod, session, schemeFrom);
   const keyTypeBytes = attrs.get(CKA.KEY_TYPE);
   if (!keyTypeBytes) {
     throw new KeyUnusableError(
@@ -280,12 +313,13 @@ export function identifyKeyType(
     if (spec.modulusBits !== undefined && (!modulus || bitLength(modulus) !== spec.modulusBits)) {
       continue;
     }
+    if (!allowsScheme(allowed, spec)) continue;
     return spec;
   }
   const detail = ecParams
     ? ` with CKA_EC_PARAMS ${ecParams.toHex()}`
     : modulus
-    ? ` of ${bitLength(modulus)} bits`
+    ? ` of ${bitLength(modulus)} bits${allowedDetail(allowed)}`
     : "";
   throw new KeyUnusableError(
     label,
@@ -295,6 +329,41 @@ export function identifyKeyType(
     }${detail}, which svcd does not sign with ` +
       `(supported: ${KEY_TYPE_NAMES.join(", ")})`,
   );
+}
+
+/**
+ * The key's CKA_ALLOWED_MECHANISMS; empty when the module has none for it (absent, or an empty
+ * list: either way every mechanism is allowed).
+ */
+function allowedMechanisms(mod: Pkcs11Module, session: Handle, key: Handle): number[] {
+  const bytes = getAttributes(mod, session, key, [CKA.ALLOWED_MECHANISMS]).get(
+    CKA.ALLOWED_MECHANISMS,
+  );
+  if (!bytes) return [];
+  const list: number[] = [];
+  for (let at = 0; at + 8 <= bytes.length; at += 8) list.push(readUlong(bytes, at));
+  return list;
+}
+
+/** A key allows a type's scheme unless it names allowed mechanisms and none of the scheme's. */
+function allowsScheme(allowed: number[], spec: KeyTypeSpec): boolean {
+  if (!spec.scheme || allowed.length === 0) return true;
+  return spec.scheme.some((m) => allowed.includes(m));
+}
+
+function allowedDetail(allowed: number[]): string {
+  return allowed.length === 0 ? "" : ` allowing only ${allowed.map(ckmName).join(", ")}`;
+}
+
+/**
+ * CKA_ALLOWED_MECHANISMS of a key of this type, stating its scheme; none for a type without one.
+ * Example: `schemeTemplate(KEY_TYPES["rsa-3072-pkcs1v15"])` → CKM_SHA256_RSA_PKCS, CKM_RSA_PKCS.
+ */
+export function schemeTemplate(spec: KeyTypeSpec): AttributeIn[] {
+  if (!spec.scheme) return [];
+  const value = new Uint8Array(8 * spec.scheme.length);
+  spec.scheme.forEach((m, i) => value.set(ulongBytes(m), 8 * i));
+  return [{ type: CKA.ALLOWED_MECHANISMS, value }];
 }
 
 function bitLength(bytes: Uint8Array): number {

@@ -13,6 +13,7 @@
  * |---|---|---|
  * | ec-p256, ec-p384 | sha-256, sha-384, sha-512 | CKM_ECDSA over the digest (the module truncates it to the curve order, FIPS 186-5) |
  * | rsa-3072 | sha-256, sha-384, sha-512 | CKM_RSA_PKCS_PSS, hash and MGF1 of that digest, salt its length |
+ * | rsa-3072-pkcs1v15 | sha-256, sha-384, sha-512 | CKM_RSA_PKCS over the DER DigestInfo of that digest (RFC 8017 section 9.2), made here |
  * | ml-dsa-44/65/87 | ml-dsa-mu | CKM_ML_DSA_EXTERNAL_MU over μ (empty context), where the module offers it |
  * | ed25519, composite | none | — (both sign the message itself) |
  *
@@ -44,6 +45,7 @@ import {
   type Pkcs11Module,
   SIZE,
 } from "../../ffi/pkcs11/mod.ts";
+import { nullValue, octetString, oid, sequence } from "../der/mod.ts";
 import { MechanismUnavailableError } from "./errors.ts";
 import {
   isKeyTypeName,
@@ -155,6 +157,7 @@ export const DIGESTS_BY_KEY_TYPE: Readonly<Record<KeyTypeName, readonly DigestNa
   "ec-p256": SHA2,
   "ec-p384": SHA2,
   "rsa-3072": SHA2,
+  "rsa-3072-pkcs1v15": SHA2,
   "ml-dsa-44": ["ml-dsa-mu"],
   "ml-dsa-65": ["ml-dsa-mu"],
   "ml-dsa-87": ["ml-dsa-mu"],
@@ -167,6 +170,9 @@ export function parseDigestName(value: string): DigestName | undefined {
   const lower = value.toLowerCase();
   return DIGEST_NAMES.find((name) => name === lower);
 }
+
+/** node:crypto's name of each SHA-2 digest. */
+const NODE_HASH = { "sha-256": "sha256", "sha-384": "sha384", "sha-512": "sha512" } as const;
 
 /** CK_RSA_PKCS_PSS_PARAMS per SHA-2 digest: that hash, MGF1 of the same hash, salt = its length. */
 const PSS: Readonly<Record<typeof SHA2[number], { hash: number; mgf: number }>> = {
@@ -194,6 +200,9 @@ export function digestSigning(spec: KeyTypeSpec, name: DigestName): SigningMecha
       // Hedged, as the message form signs; μ already holds the (empty) context.
       parameter: () => encodeSignAdditionalContext(CKH.HEDGE_PREFERRED),
     };
+  }
+  if (spec.scheme?.includes(CKM.RSA_PKCS)) {
+    return { mechanism: CKM.RSA_PKCS, digestInfo: NODE_HASH[name] };
   }
   if (spec.keyType === CKK.RSA) {
     const { hash, mgf } = PSS[name];
@@ -269,10 +278,32 @@ export function signingAndData(
   if (digest === undefined) return [keySigning, prepareData(keySigning, message)];
   const signing = digestSigning(spec, digest);
   if (!signing) throw new RangeError(`${spec.name} keys take no ${digest} digest mode`);
-  return [signing, message];
+  return [signing, wrapDigest(signing, message)];
 }
 
-/** The message as the mechanism takes it: its digest where the daemon hashes (CKM_ECDSA). */
+/**
+ * The message as the mechanism takes it: its digest where the daemon hashes (CKM_ECDSA), in a
+ * DigestInfo where the mechanism pads one (CKM_RSA_PKCS).
+ */
 function prepareData(signing: SigningMechanism, message: Uint8Array): Uint8Array {
-  return signing.prehash ? createHash(signing.prehash).update(message).digest() : message;
+  if (!signing.prehash) return message;
+  return wrapDigest(signing, createHash(signing.prehash).update(message).digest());
+}
+
+function wrapDigest(signing: SigningMechanism, digest: Uint8Array): Uint8Array {
+  return signing.digestInfo ? digestInfo(signing.digestInfo, digest) : digest;
+}
+
+const HASH_OID = {
+  sha256: "2.16.840.1.101.3.4.2.1",
+  sha384: "2.16.840.1.101.3.4.2.2",
+  sha512: "2.16.840.1.101.3.4.2.3",
+} as const;
+
+/**
+ * DER DigestInfo (RFC 8017 section 9.2): the hash's AlgorithmIdentifier with NULL parameters, and
+ * the digest. Example: `digestInfo("sha256", d)` → 30 31 30 0d 06 09 … 05 00 04 20 ‖ d.
+ */
+export function digestInfo(hash: keyof typeof HASH_OID, digest: Uint8Array): Uint8Array {
+  return sequence(sequence(oid(HASH_OID[hash]), nullValue()), octetString(digest));
 }

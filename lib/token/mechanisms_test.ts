@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { CKF_MECHANISM, CKG, CKM, encodePssParams } from "../../ffi/pkcs11/mod.ts";
 import {
+  DIGEST_LENGTH,
   DIGEST_NAMES,
+  digestInfo,
   digestMechanism,
   DIGESTS_BY_KEY_TYPE,
   digestSigning,
@@ -63,4 +65,21 @@ Deno.test("digestMechanism: the mechanism a digest signature is made with", () =
   assert.equal(digestMechanism("rsa-3072", "sha-512"), "CKM_RSA_PKCS_PSS");
   assert.equal(digestMechanism("ml-dsa-87", "ml-dsa-mu"), "CKM_ML_DSA_EXTERNAL_MU");
   assert.throws(() => digestMechanism("ed25519", "sha-256"), RangeError);
+});
+
+Deno.test("rsa-3072-pkcs1v15: CKM_RSA_PKCS over the DER DigestInfo of each SHA-2 digest", () => {
+  const prefixes = {
+    "sha-256": "3031300d060960864801650304020105000420",
+    "sha-384": "3041300d060960864801650304020205000430",
+    "sha-512": "3051300d060960864801650304020305000440",
+  } as const;
+  for (const [name, prefix] of Object.entries(prefixes) as [keyof typeof prefixes, string][]) {
+    const signing = digestSigning(KEY_TYPES["rsa-3072-pkcs1v15"], name)!;
+    assert.equal(signing.mechanism, CKM.RSA_PKCS);
+    const digest = new Uint8Array(DIGEST_LENGTH[name]).fill(7);
+    const hash = signing.digestInfo!;
+    assert.equal(digestInfo(hash, digest).toHex(), prefix + digest.toHex());
+  }
+  assert.equal(digestMechanism("rsa-3072-pkcs1v15", "sha-512"), "CKM_RSA_PKCS");
+  assert.equal(digestSigning(KEY_TYPES["rsa-3072-pkcs1v15"], "ml-dsa-mu"), undefined);
 });

@@ -45,10 +45,12 @@ export {
   type KeyTypeName,
   type KeyTypeSpec,
   type PublicKey,
+  schemeTemplate,
 } from "./key_types.ts";
 export {
   DIGEST_LENGTH,
   DIGEST_NAMES,
+  digestInfo,
   digestMechanism,
   type DigestName,
   digestsOfKeyType,

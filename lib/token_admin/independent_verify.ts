@@ -1,5 +1,6 @@
 /**
- * Checks a token's signature without the token: Web Crypto for EC, Ed25519 and RSA-PSS,
+ * Checks a token's signature without the token: Web Crypto for EC, Ed25519, RSA-PSS and RSA PKCS #1
+ * v1.5,
  * @noble/post-quantum for ML-DSA, and both for the composite (draft-ietf-lamps-pq-composite-sigs-19,
  * id-MLDSA65-Ed25519-SHA512). Used by `svcd token selftest` and the tests as an oracle.
  *
@@ -81,6 +82,14 @@ export async function verifyIndependently(
         ab(message),
       );
       return { ok, verifier: "WebCrypto RSA-PSS" };
+    }
+    case "rsa-3072-pkcs1v15": {
+      const algorithm = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" };
+      const pub = await crypto.subtle.importKey("spki", ab(key.publicKeySpki!), algorithm, false, [
+        "verify",
+      ]);
+      const ok = await crypto.subtle.verify(algorithm, pub, ab(signature), ab(message));
+      return { ok, verifier: "WebCrypto RSASSA-PKCS1-v1_5" };
     }
     case "ml-dsa-44":
     case "ml-dsa-65":

@@ -2,7 +2,9 @@
  * Key generation on the token (operator tooling, `svcd token keygen` and `init`): the attribute
  * templates — private keys sensitive and never extractable, signing keys that do nothing else —,
  * the checks that the module offers the mechanism before anything is attempted, and the
- * C_GenerateKeyPair and C_GenerateKey calls.
+ * C_GenerateKeyPair and C_GenerateKey calls. A key type with a signature scheme of its own (RSA:
+ * PSS or PKCS #1 v1.5) is recorded on both halves as CKA_ALLOWED_MECHANISMS, which the module
+ * enforces and the daemon reads back to tell the types apart (lib/token/key_types.ts).
  *
  * @example
  * ```ts
@@ -37,6 +39,7 @@ import {
   type MechanismCatalogue,
   type MechanismChoice,
   MechanismUnavailableError,
+  schemeTemplate,
   utf8,
 } from "../token/mod.ts";
 
@@ -86,10 +89,12 @@ export async function generateSigningKeyPair(
       ...commonKeyAttributes(label, id, false),
       ...PUBLIC_KEY_USE,
       ...spec.publicTemplate(),
+      ...schemeTemplate(spec),
     ],
     [
       ...commonKeyAttributes(label, id, true),
       ...PRIVATE_KEY_USE,
+      ...schemeTemplate(spec),
     ],
   ).catch((err) => {
     // The mechanism exists but not for these parameters: the type is not offered after all.

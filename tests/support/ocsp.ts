@@ -38,7 +38,7 @@ import { runCommand } from "./command.ts";
 import { concat } from "../../lib/bytes/mod.ts";
 
 /** Key types openssl 3.0 makes certificates for. */
-export type OpensslKeyType = "ec-p256" | "ec-p384" | "ed25519" | "rsa-3072";
+export type OpensslKeyType = "ec-p256" | "ec-p384" | "ed25519" | "rsa-3072" | "rsa-3072-pkcs1v15";
 
 /** A CA or responder certificate with its key. */
 export interface TestCert {
@@ -57,12 +57,14 @@ const GENKEY: Record<OpensslKeyType, string[]> = {
   "ec-p384": ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384"],
   "ed25519": ["-algorithm", "ED25519"],
   "rsa-3072": ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:3072"],
+  "rsa-3072-pkcs1v15": ["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:3072"],
 };
 const SIGOPT: Record<OpensslKeyType, string[]> = {
   "ec-p256": ["-sha256"],
   "ec-p384": ["-sha384"],
   "ed25519": [],
   "rsa-3072": ["-sha256", "-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:32"],
+  "rsa-3072-pkcs1v15": ["-sha256"],
 };
 
 async function openssl(args: string[]): Promise<void> {
@@ -96,6 +98,11 @@ export function nodeSigner(keyType: OpensslKeyType, key: nodeCrypto.KeyObject): 
             key,
             padding: nodeCrypto.constants.RSA_PKCS1_PSS_PADDING,
             saltLength: 32,
+          });
+        case "rsa-3072-pkcs1v15":
+          return nodeCrypto.sign("sha256", tbs, {
+            key,
+            padding: nodeCrypto.constants.RSA_PKCS1_PADDING,
           });
       }
     },
@@ -215,6 +222,10 @@ const WEBCRYPTO: Record<
   "rsa-3072": {
     key: { name: "RSA-PSS", hash: "SHA-256" },
     sign: { name: "RSA-PSS", saltLength: 32 } as RsaPssParams,
+  },
+  "rsa-3072-pkcs1v15": {
+    key: { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" },
+    sign: { name: "RSASSA-PKCS1-v1_5" },
   },
 };
 

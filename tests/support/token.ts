@@ -200,12 +200,17 @@ export async function deleteKeyWithPkcs11Tool(t: TestToken, label: string): Prom
 }
 
 /**
- * Makes an EC P-256 key pair labelled `label` on the token with pkcs11-tool, as another
- * application would, whatever is on the token already (a second key with a label in use, too).
- * Example: `await makeEcKeyWithPkcs11Tool(token, "k1")`.
+ * Makes a key pair labelled `label` on the token with pkcs11-tool (EC P-256 unless `keyType`, in
+ * pkcs11-tool's spelling, says otherwise), as another application would, whatever is on the token
+ * already (a second key with a label in use, too). It states no CKA_ALLOWED_MECHANISMS.
+ * Example: `await makeKeyWithPkcs11Tool(token, "k1")`.
  */
-export async function makeEcKeyWithPkcs11Tool(t: TestToken, label: string): Promise<void> {
-  await runPkcs11Tool(t, ["--keypairgen", "--key-type", "EC:prime256v1", "--label", label]);
+export async function makeKeyWithPkcs11Tool(
+  t: TestToken,
+  label: string,
+  keyType = "EC:prime256v1",
+): Promise<void> {
+  await runPkcs11Tool(t, ["--keypairgen", "--key-type", keyType, "--label", label]);
 }
 
 /** One object as `pkcs11-tool --list-objects` shows it. */

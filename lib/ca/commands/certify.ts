@@ -7,7 +7,8 @@ import { type Profile, profileExtensions, PROFILES } from "../certificate.ts";
 import { nameFromRfc4514, nginxSubject } from "../name.ts";
 import { CaFolder, serialHex } from "../store.ts";
 import { parseCertificate } from "../../ocsp/mod.ts";
-import type { SigningKey } from "../../token/mod.ts";
+import { KEY_TYPES, type SigningKey } from "../../token/mod.ts";
+import { CKK } from "../../../ffi/pkcs11/mod.ts";
 import { EXIT } from "../../cli/exit.ts";
 import {
   type Context,
@@ -44,7 +45,7 @@ export async function certify(ctx: Context): Promise<number> {
     lifetime,
     (spki, caSpki, pointers) =>
       profileExtensions(profile, spki, caSpki, pointers, {
-        rsa: key!.keyType === "rsa-3072",
+        rsa: KEY_TYPES[key!.keyType].keyType === CKK.RSA,
         dnsNames,
       }),
     outCopies(ctx),
