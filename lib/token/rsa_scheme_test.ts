@@ -173,6 +173,8 @@ Deno.test({
           pss: [CKM.RSA_PKCS_PSS, CKM.SHA256_RSA_PKCS_PSS],
         };
         for (const [label, scheme] of Object.entries(schemes)) {
+          const expected = label === "v15" ? "rsa-3072-pkcs1v15" : "rsa-3072";
+          assert.equal((await token.key(label))!.keyType, expected);
           const priv = tokenObject(mod, s, CKO.PRIVATE_KEY, label);
           const pub = tokenObject(mod, s, CKO.PUBLIC_KEY, label);
           assert.deepEqual(allowedMechanisms(mod, s, priv), scheme, `${label} private`);
