@@ -3,23 +3,43 @@
  * key's certificate, stored in the token with the key's CKA_ID, comes from GET /token and shows as
  * a CKO_CERTIFICATE object beside its keys with the same CKA_ID, in pkcs11-tool's and p11tool's
  * listings and to C_FindObjects; its attributes are checked against asn1js's reading of the
- * certificate. EC P-256, RSA-3072 and Ed25519 on SoftHSM2, where osslsigncode also signs a PE
- * file through the module with the key and certificate from the token and `osslsigncode verify`
- * accepts it against the CA; ML-DSA-44/65/87 and the composite on the test module (svcmod), each
+ * certificate. EC P-256, RSA-3072 (PSS and PKCS #1 v1.5) and Ed25519 on SoftHSM2, where
+ * osslsigncode also signs a PE file through the module with the key and certificate from the token
+ * (EC, and the RSA key that signs PKCS #1 v1.5) and `osslsigncode verify` accepts it against the CA; ML-DSA-44/65/87 and the composite on the test module (svcmod), each
  * certificate's signature checked by @noble/post-quantum. The certificates are made by
  * `svcd ca certify` under a CA whose key is in the same token.
  */
 import assert from "node:assert/strict";
-import { createHash, X509Certificate } from "node:crypto";
+import { Buffer } from "node:buffer";
+import {
+  constants,
+  createHash,
+  createPublicKey,
+  verify as nodeVerify,
+  X509Certificate,
+} from "node:crypto";
 import { ml_dsa65 } from "@noble/post-quantum/ml-dsa.js";
 import * as asn1js from "asn1js";
-import { CKA, CKC, CKM, CKO, CKR, encodeMechanism, ulongBytes } from "../ffi/pkcs11/mod.ts";
+import {
+  CKA,
+  CKC,
+  CKG,
+  CKM,
+  CKO,
+  CKR,
+  encodeMechanism,
+  encodePssParams,
+  Pkcs11Error,
+  readUlong,
+  ulongBytes,
+} from "../ffi/pkcs11/mod.ts";
 import {
   acquireModule,
   findObjects,
   getAttributes,
   openSession,
   releaseModule,
+  signOnceSync,
 } from "../lib/token/mod.ts";
 import {
   CLIENT_MODULE,
@@ -38,10 +58,11 @@ import { minimalPe, PE_CODE_OFFSET } from "./support/pe.ts";
 const KEYS = {
   "k-ec": "ec-p256",
   "k-rsa": "rsa-3072",
+  "k-rsa15": "rsa-3072-pkcs1v15",
   "k-ed": "ed25519",
   "k-bare": "ec-p256",
 };
-const CERTIFIED = ["k-ec", "k-rsa", "k-ed"];
+const CERTIFIED = ["k-ec", "k-rsa", "k-rsa15", "k-ed"];
 const PQ_KEYS = {
   "k-44": "ml-dsa-44",
   "k-65": "ml-dsa-65",
@@ -276,6 +297,83 @@ function assertCertificateObjects(
   });
 }
 
+const SHA2_DIGEST_INFO = {
+  sha256: "3031300d060960864801650304020105000420",
+  sha384: "3041300d060960864801650304020205000430",
+  sha512: "3051300d060960864801650304020305000440",
+} as const;
+
+/**
+ * Through the client module, an rsa-3072-pkcs1v15 key (`v15`): CKM_RSA_PKCS signs a DER
+ * DigestInfo of SHA-256/384/512 and CKM_SHA256_RSA_PKCS a message, both checked by node:crypto
+ * as RSASSA-PKCS1-v1_5 over the message; any other input to CKM_RSA_PKCS is CKR_DATA_INVALID;
+ * neither key signs with the other's scheme, and CKA_ALLOWED_MECHANISMS says which is whose.
+ */
+function assertDigestInfoSigning(env: Record<string, string>, v15: TokenKey, pss: TokenKey): void {
+  const message = new TextEncoder().encode("an Authenticode SpcIndirectDataContent");
+  const publicKey = createPublicKey({
+    key: Buffer.from(Uint8Array.fromBase64(v15.public_key!)),
+    format: "der",
+    type: "spki",
+  });
+  const valid = (hash: string, signature: Uint8Array) =>
+    nodeVerify(hash, message, { key: publicKey, padding: constants.RSA_PKCS1_PADDING }, signature);
+  withClientSession(env, (mod, session) => {
+    const privateKey = (key: TokenKey) =>
+      findObjects(mod, session, [
+        { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },
+        { type: CKA.ID, value: Uint8Array.fromHex(moduleKeyId(key)) },
+      ])[0];
+    const sign = (key: TokenKey, mechanism: number, data: Uint8Array): Uint8Array | number => {
+      try {
+        return signOnceSync(mod, session, privateKey(key), { mechanism }, data, 384);
+      } catch (err) {
+        if (err instanceof Pkcs11Error) return err.rv;
+        throw err;
+      }
+    };
+    const allowed = (key: TokenKey) => {
+      const bytes = getAttributes(mod, session, privateKey(key), [CKA.ALLOWED_MECHANISMS])
+        .get(CKA.ALLOWED_MECHANISMS)!;
+      return Array.from({ length: bytes.length / 8 }, (_, i) => readUlong(bytes, 8 * i));
+    };
+    assert.ok(allowed(v15).includes(CKM.RSA_PKCS) && allowed(v15).includes(CKM.SHA256_RSA_PKCS));
+    assert.ok(!allowed(v15).some((m) => m === CKM.RSA_PKCS_PSS || m === CKM.SHA256_RSA_PKCS_PSS));
+    assert.ok(!allowed(pss).some((m) => m === CKM.RSA_PKCS || m === CKM.SHA256_RSA_PKCS));
+
+    for (const [hash, prefix] of Object.entries(SHA2_DIGEST_INFO)) {
+      const info = Uint8Array.fromHex(prefix + createHash(hash).update(message).digest("hex"));
+      const signature = sign(v15, CKM.RSA_PKCS, info);
+      assert.ok(signature instanceof Uint8Array && valid(hash, signature), `${hash} DigestInfo`);
+    }
+    const whole = sign(v15, CKM.SHA256_RSA_PKCS, message);
+    assert.ok(whole instanceof Uint8Array && valid("sha256", whole), "CKM_SHA256_RSA_PKCS");
+
+    const digest = createHash("sha256").update(message).digest("hex");
+    const notDigestInfo = {
+      "a bare digest": digest,
+      "a SHA-1 DigestInfo": "3021300906052b0e03021a05000414" + "ab".repeat(20),
+      "a SHA-256 prefix, a digest one byte short": SHA2_DIGEST_INFO.sha256 + digest.slice(2),
+      "a SHA-256 DigestInfo and a byte more": SHA2_DIGEST_INFO.sha256 + digest + "00",
+      "SHA-256 without the NULL parameters": "302f300b06096086480165030402010420" + digest,
+      "nothing": "",
+    };
+    for (const [what, hex] of Object.entries(notDigestInfo)) {
+      assert.equal(sign(v15, CKM.RSA_PKCS, Uint8Array.fromHex(hex)), CKR.DATA_INVALID, what);
+    }
+    // Each key signs with its own scheme only.
+    const pssInfo = Uint8Array.fromHex(SHA2_DIGEST_INFO.sha256 + digest);
+    assert.equal(sign(pss, CKM.RSA_PKCS, pssInfo), CKR.KEY_TYPE_INCONSISTENT);
+    assert.equal(sign(pss, CKM.SHA256_RSA_PKCS, message), CKR.KEY_TYPE_INCONSISTENT);
+    const pssMechanism = encodeMechanism(
+      CKM.SHA256_RSA_PKCS_PSS,
+      encodePssParams(CKM.SHA256, CKG.MGF1_SHA256, 32),
+    );
+    const rv = mod.fn.C_SignInit(session, pssMechanism.bytes, privateKey(v15));
+    assert.equal(rv, CKR.KEY_TYPE_INCONSISTENT, "PSS with the PKCS #1 v1.5 key");
+  });
+}
+
 clientBedTest(
   "client module: each key's certificate beside its keys (pkcs11-tool, p11tool, C_FindObjects), " +
     "and Authenticode with osslsigncode",
@@ -316,7 +414,7 @@ clientBedTest(
     });
 
     // libp11 0.4.12 (Debian 12) stops listing keys at a key type it does not know (Ed25519).
-    const signEnv = { ...env, SVCD_PKCS11_KEY_TYPES: "ec-p256,rsa-3072" };
+    const signEnv = { ...env, SVCD_PKCS11_KEY_TYPES: "ec-p256,rsa-3072,rsa-3072-pkcs1v15" };
     const pe = `${bed.dir}/app.exe`;
     await Deno.writeFile(pe, minimalPe());
     const osslsign = (label: string, out: string) =>
@@ -329,48 +427,52 @@ clientBedTest(
     const verify = (file: string, caFile: string) =>
       run(["osslsigncode", "verify", "-CAfile", caFile, "-in", file], {});
 
+    /** osslsigncode signs with `label`'s key and certificate; osslsigncode verify accepts it. */
+    const signAndVerify = async (label: string) => {
+      const signed = `${bed.dir}/app.${label}.exe`;
+      const r = await osslsign(label, signed);
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      const v = await verify(signed, ca.caPem);
+      assert.equal(v.code, 0, v.stdout + v.stderr);
+      // The signer is the token's certificate.
+      const extracted = `${bed.dir}/app.${label}.p7`;
+      await runOk(["osslsigncode", "extract-signature", "-in", signed, "-out", extracted], {});
+      const printed = await openssl(["pkcs7", "-inform", "DER", "-in", extracted, "-print_certs"]);
+      const signer = new X509Certificate(printed);
+      assert.deepEqual(new Uint8Array(signer.raw), certs.get(label));
+
+      const changed = await Deno.readFile(signed);
+      changed[PE_CODE_OFFSET] ^= 0xff;
+      await Deno.writeFile(`${bed.dir}/app.${label}.changed.exe`, changed);
+      assert.notEqual(
+        (await verify(`${bed.dir}/app.${label}.changed.exe`, ca.caPem)).code,
+        0,
+        "a changed byte",
+      );
+      // The client CA of the bed's nginx did not issue the signer's certificate.
+      assert.notEqual((await verify(signed, bed.pki.caCert)).code, 0, "another CA");
+    };
+
     await t.step(
       "osslsigncode sign through the module (EC): osslsigncode verify accepts it",
-      async () => {
-        const signed = `${bed.dir}/app.k-ec.exe`;
-        const r = await osslsign("k-ec", signed);
-        assert.equal(r.code, 0, r.stdout + r.stderr);
-        const v = await verify(signed, ca.caPem);
-        assert.equal(v.code, 0, v.stdout + v.stderr);
-        // The signer is the token's certificate.
-        const extracted = `${bed.dir}/app.k-ec.p7`;
-        await runOk(["osslsigncode", "extract-signature", "-in", signed, "-out", extracted], {});
-        const printed = await openssl([
-          "pkcs7",
-          "-inform",
-          "DER",
-          "-in",
-          extracted,
-          "-print_certs",
-        ]);
-        const signer = new X509Certificate(printed);
-        assert.deepEqual(new Uint8Array(signer.raw), certs.get("k-ec"));
-
-        const changed = await Deno.readFile(signed);
-        changed[PE_CODE_OFFSET] ^= 0xff;
-        await Deno.writeFile(`${bed.dir}/app.changed.exe`, changed);
-        assert.notEqual(
-          (await verify(`${bed.dir}/app.changed.exe`, ca.caPem)).code,
-          0,
-          "a changed byte",
-        );
-        // The client CA of the bed's nginx did not issue the signer's certificate.
-        assert.notEqual((await verify(signed, bed.pki.caCert)).code, 0, "another CA");
-      },
+      () => signAndVerify("k-ec"),
     );
     // osslsigncode signs with OpenSSL's PKCS#7 code, which makes RSA PKCS#1 v1.5 signatures only
-    // (CKM_RSA_PKCS over a DigestInfo); the daemon signs RSA keys with RSASSA-PSS only, so the
-    // module has no CKM_RSA_PKCS to offer and nothing is signed.
-    await t.step("osslsigncode sign with the RSA key: refused, no file written", async () => {
+    // (CKM_RSA_PKCS over a DigestInfo): an rsa-3072-pkcs1v15 key signs them.
+    await t.step(
+      "osslsigncode sign through the module (RSA PKCS #1 v1.5): osslsigncode verify accepts it",
+      () => signAndVerify("k-rsa15"),
+    );
+    // An rsa-3072 key signs PSS only: the module offers it no CKM_RSA_PKCS, and nothing is signed.
+    await t.step("osslsigncode sign with the RSA-PSS key: refused, no file written", async () => {
       const signed = `${bed.dir}/app.k-rsa.exe`;
       const r = await osslsign("k-rsa", signed);
       assert.notEqual(r.code, 0, r.stdout + r.stderr);
       await assert.rejects(Deno.stat(signed), Deno.errors.NotFound);
+    });
+
+    await t.step("C_Sign with CKM_RSA_PKCS takes exactly a SHA-2 DigestInfo", () => {
+      assertDigestInfoSigning(env, key("k-rsa15"), key("k-rsa"));
     });
 
     await t.step(

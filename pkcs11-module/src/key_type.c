@@ -7,7 +7,8 @@ static const struct {
   key_type type;
 } KEY_TYPE_NAMES[] = {
     {"ec-p256", KT_EC_P256},     {"ec-p384", KT_EC_P384},     {"ed25519", KT_ED25519},
-    {"rsa-3072", KT_RSA_3072},   {"ml-dsa-44", KT_ML_DSA_44}, {"ml-dsa-65", KT_ML_DSA_65},
+    {"rsa-3072", KT_RSA_3072},   {"rsa-3072-pkcs1v15", KT_RSA_3072_PKCS1V15},
+    {"ml-dsa-44", KT_ML_DSA_44}, {"ml-dsa-65", KT_ML_DSA_65},
     {"ml-dsa-87", KT_ML_DSA_87}, {"composite-mldsa65-ed25519", KT_COMPOSITE},
 };
 
@@ -55,6 +56,7 @@ CK_KEY_TYPE key_type_ckk(key_type t) {
     case KT_ED25519:
       return CKK_EC_EDWARDS;
     case KT_RSA_3072:
+    case KT_RSA_3072_PKCS1V15:
       return CKK_RSA;
     case KT_COMPOSITE:
       return CKK_COMPOSITE_MLDSA65_ED25519;
@@ -67,6 +69,8 @@ CK_ULONG key_type_parameter_set(key_type t) {
   return t == KT_ML_DSA_44 ? CKP_ML_DSA_44 : t == KT_ML_DSA_65 ? CKP_ML_DSA_65 : CKP_ML_DSA_87;
 }
 
+int key_type_is_rsa(key_type t) { return t == KT_RSA_3072 || t == KT_RSA_3072_PKCS1V15; }
+
 int key_type_verified_here(key_type t) {
-  return t == KT_EC_P256 || t == KT_EC_P384 || t == KT_ED25519 || t == KT_RSA_3072;
+  return t == KT_EC_P256 || t == KT_EC_P384 || t == KT_ED25519 || key_type_is_rsa(t);
 }

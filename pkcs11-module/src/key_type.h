@@ -12,6 +12,7 @@ typedef enum {
   KT_EC_P384,
   KT_ED25519,
   KT_RSA_3072,
+  KT_RSA_3072_PKCS1V15,
   KT_ML_DSA_44,
   KT_ML_DSA_65,
   KT_ML_DSA_87,
@@ -26,9 +27,11 @@ size_t key_type_raw_length(key_type t);
 /* CKA_EC_PARAMS (the curve's OID, DER), or NULL for the types without a curve. */
 const unsigned char *key_ec_params(key_type t, size_t *len);
 CK_KEY_TYPE key_type_ckk(key_type t);
+/* An RSA key, whichever its signature scheme (PSS or PKCS #1 v1.5). */
+int key_type_is_rsa(key_type t);
 /* CKA_PARAMETER_SET of an ML-DSA type. */
 CK_ULONG key_type_parameter_set(key_type t);
-/* EC, RSA-PSS and Ed25519 are verified here with libcrypto; ML-DSA and the composite by the daemon
+/* EC, RSA (PSS and PKCS #1 v1.5) and Ed25519 are verified here with libcrypto; ML-DSA and the composite by the daemon
  * (POST /verify). */
 int key_type_verified_here(key_type t);
 

@@ -32,6 +32,7 @@ size_t key_signature_length(const remote_key *k) {
     case KT_EC_P384:
       return 96;
     case KT_RSA_3072:
+    case KT_RSA_3072_PKCS1V15:
       return k->pkey != NULL ? (size_t)EVP_PKEY_get_size(k->pkey) : 384;
     case KT_ML_DSA_44:
       return 2420;
@@ -125,7 +126,7 @@ static int bn_param(EVP_PKEY *pkey, const char *name, unsigned char **out, size_
 static int derive_attributes(remote_key *k) {
   if (k->type == KT_EC_P256 || k->type == KT_EC_P384 || k->type == KT_ED25519)
     return derive_ec_point(k);
-  if (k->type == KT_RSA_3072) {
+  if (key_type_is_rsa(k->type)) {
     if (k->pkey == NULL) return -1;
     if (bn_param(k->pkey, "n", &k->modulus, &k->modulus_len) != 0) return -1;
     return bn_param(k->pkey, "e", &k->exponent, &k->exponent_len);

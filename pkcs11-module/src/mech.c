@@ -1,14 +1,17 @@
 /* Which mechanism signs with which key, and how: the daemon signs in message mode with one
  * mechanism per key type (ec-p256 ECDSA-SHA256, ec-p384 ECDSA-SHA384, ed25519 EdDSA, rsa-3072
- * SHA256-RSA-PKCS-PSS with a 32-byte salt, ML-DSA hedged with an empty context, the composite), and
- * in digest mode over a digest made here where /token lists the digest for the key. A mechanism is
- * offered only where one of the two carries it out exactly. */
+ * SHA256-RSA-PKCS-PSS with a 32-byte salt, rsa-3072-pkcs1v15 SHA256-RSA-PKCS, ML-DSA hedged with an
+ * empty context, the composite), and in digest mode over a digest made here where /token lists the
+ * digest for the key. A mechanism is offered only where one of the two carries it out exactly: an
+ * RSA key signs with its own scheme only, PSS or PKCS #1 v1.5, never the other. */
 #include <openssl/obj_mac.h>
 #include <string.h>
 
 #include "mech.h"
 
 static int is_ec(key_type t) { return t == KT_EC_P256 || t == KT_EC_P384; }
+static int is_rsa_pss(key_type t) { return t == KT_RSA_3072; }
+static int is_rsa_pkcs1(key_type t) { return t == KT_RSA_3072_PKCS1V15; }
 static int is_mldsa(key_type t) {
   return t == KT_ML_DSA_44 || t == KT_ML_DSA_65 || t == KT_ML_DSA_87;
 }
@@ -18,33 +21,52 @@ static int mech_hash_bits(CK_MECHANISM_TYPE m) {
   switch (m) {
     case CKM_ECDSA_SHA256:
     case CKM_SHA256_RSA_PKCS_PSS:
+    case CKM_SHA256_RSA_PKCS:
       return 256;
     case CKM_ECDSA_SHA384:
     case CKM_SHA384_RSA_PKCS_PSS:
+    case CKM_SHA384_RSA_PKCS:
       return 384;
     case CKM_ECDSA_SHA512:
     case CKM_SHA512_RSA_PKCS_PSS:
+    case CKM_SHA512_RSA_PKCS:
       return 512;
     default:
       return 0;
   }
 }
 
-static unsigned digest_flag_of(int bits) {
+unsigned mech_digest_flag(int bits) {
   return bits == 256 ? DG_SHA256 : bits == 384 ? DG_SHA384 : bits == 512 ? DG_SHA512 : 0;
 }
 
-static const char *digest_name_of(int bits) {
+const char *mech_digest_name(int bits) {
   return bits == 256 ? "sha-256" : bits == 384 ? "sha-384" : "sha-512";
 }
 
-static int nid_of(int bits) {
+int mech_digest_nid(int bits) {
   return bits == 256 ? NID_sha256 : bits == 384 ? NID_sha384 : NID_sha512;
 }
 
 /* The hash of the daemon's message-mode mechanism for the key type (0: not hash-and-sign). */
 static int native_hash_bits(key_type t) {
-  return t == KT_EC_P256 || t == KT_RSA_3072 ? 256 : t == KT_EC_P384 ? 384 : 0;
+  return t == KT_EC_P256 || key_type_is_rsa(t) ? 256 : t == KT_EC_P384 ? 384 : 0;
+}
+
+/* Whether a hash-and-sign mechanism is one of the key type's family (ECDSA, PSS, PKCS #1 v1.5). */
+static int hash_and_sign_family(key_type t, CK_MECHANISM_TYPE m) {
+  switch (m) {
+    case CKM_ECDSA_SHA256:
+    case CKM_ECDSA_SHA384:
+    case CKM_ECDSA_SHA512:
+      return is_ec(t);
+    case CKM_SHA256_RSA_PKCS_PSS:
+    case CKM_SHA384_RSA_PKCS_PSS:
+    case CKM_SHA512_RSA_PKCS_PSS:
+      return is_rsa_pss(t);
+    default:
+      return is_rsa_pkcs1(t);
+  }
 }
 
 static const CK_MECHANISM_TYPE EC_MECHS[] = {CKM_ECDSA, CKM_ECDSA_SHA256, CKM_ECDSA_SHA384,
@@ -56,17 +78,21 @@ int mech_allowed(const remote_key *k, CK_MECHANISM_TYPE type) {
     case CKM_ECDSA:
       return is_ec(k->type) && (k->digests & sha) != 0;
     case CKM_RSA_PKCS_PSS:
-      return k->type == KT_RSA_3072 && (k->digests & sha) != 0;
+      return is_rsa_pss(k->type) && (k->digests & sha) != 0;
+    case CKM_RSA_PKCS:
+      return is_rsa_pkcs1(k->type) && (k->digests & sha) != 0;
     case CKM_ECDSA_SHA256:
     case CKM_ECDSA_SHA384:
     case CKM_ECDSA_SHA512:
     case CKM_SHA256_RSA_PKCS_PSS:
     case CKM_SHA384_RSA_PKCS_PSS:
-    case CKM_SHA512_RSA_PKCS_PSS: {
-      int ec_mech = type == CKM_ECDSA_SHA256 || type == CKM_ECDSA_SHA384 || type == CKM_ECDSA_SHA512;
-      if (ec_mech ? !is_ec(k->type) : k->type != KT_RSA_3072) return 0;
+    case CKM_SHA512_RSA_PKCS_PSS:
+    case CKM_SHA256_RSA_PKCS:
+    case CKM_SHA384_RSA_PKCS:
+    case CKM_SHA512_RSA_PKCS: {
+      if (!hash_and_sign_family(k->type, type)) return 0;
       int bits = mech_hash_bits(type);
-      return bits == native_hash_bits(k->type) || (k->digests & digest_flag_of(bits)) != 0;
+      return bits == native_hash_bits(k->type) || (k->digests & mech_digest_flag(bits)) != 0;
     }
     case CKM_EDDSA:
       return k->type == KT_ED25519;
@@ -79,15 +105,18 @@ int mech_allowed(const remote_key *k, CK_MECHANISM_TYPE type) {
   }
 }
 
+/* Every mechanism this module can offer, in the order it lists them. */
+static const CK_MECHANISM_TYPE OFFERABLE[] = {
+    CKM_ECDSA,        CKM_ECDSA_SHA256,        CKM_ECDSA_SHA384,        CKM_ECDSA_SHA512,
+    CKM_RSA_PKCS_PSS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS, CKM_SHA512_RSA_PKCS_PSS,
+    CKM_RSA_PKCS,     CKM_SHA256_RSA_PKCS,     CKM_SHA384_RSA_PKCS,     CKM_SHA512_RSA_PKCS,
+    CKM_EDDSA,        CKM_ML_DSA,              CKM_COMPOSITE_MLDSA65_ED25519};
+
 size_t mech_allowed_list(const remote_key *k, CK_MECHANISM_TYPE *out, size_t cap) {
-  static const CK_MECHANISM_TYPE ALL[] = {
-      CKM_ECDSA,        CKM_ECDSA_SHA256,        CKM_ECDSA_SHA384,        CKM_ECDSA_SHA512,
-      CKM_RSA_PKCS_PSS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS, CKM_SHA512_RSA_PKCS_PSS,
-      CKM_EDDSA,        CKM_ML_DSA,              CKM_COMPOSITE_MLDSA65_ED25519};
   size_t n = 0;
-  for (size_t i = 0; i < sizeof ALL / sizeof ALL[0]; i++)
-    if (mech_allowed(k, ALL[i])) {
-      if (out != NULL && n < cap) out[n] = ALL[i];
+  for (size_t i = 0; i < sizeof OFFERABLE / sizeof OFFERABLE[0]; i++)
+    if (mech_allowed(k, OFFERABLE[i])) {
+      if (out != NULL && n < cap) out[n] = OFFERABLE[i];
       n++;
     }
   return n;
@@ -130,10 +159,10 @@ static CK_RV check_pss_params(const CK_MECHANISM *m, int *bits) {
 }
 
 static void plan_hash_and_sign(const remote_key *k, int bits, sign_plan *plan) {
-  plan->hash_nid = nid_of(bits);
-  if (k->digests & digest_flag_of(bits)) {
+  plan->hash_nid = mech_digest_nid(bits);
+  if (k->digests & mech_digest_flag(bits)) {
     plan->mode = MODE_DIGEST; /* hashed here: the message never crosses the wire */
-    plan->digest = digest_name_of(bits);
+    plan->digest = mech_digest_name(bits);
   } else {
     plan->mode = MODE_MESSAGE;
   }
@@ -161,17 +190,31 @@ CK_RV mech_plan(const remote_key *k, const CK_MECHANISM *mech, sign_plan *plan) 
       return CKR_OK;
     case CKM_RSA_PKCS_PSS:
       if ((rv = check_pss_params(mech, &bits)) != CKR_OK) return rv;
-      if (!(k->digests & digest_flag_of(bits))) return CKR_MECHANISM_PARAM_INVALID;
+      if (!(k->digests & mech_digest_flag(bits))) return CKR_MECHANISM_PARAM_INVALID;
       plan->mode = MODE_DIGEST;
       plan->raw_digest = 1;
-      plan->hash_nid = nid_of(bits);
-      plan->digest = digest_name_of(bits);
+      plan->hash_nid = mech_digest_nid(bits);
+      plan->digest = mech_digest_name(bits);
       plan->digest_len = (size_t)bits / 8;
       return CKR_OK;
     case CKM_SHA256_RSA_PKCS_PSS:
     case CKM_SHA384_RSA_PKCS_PSS:
     case CKM_SHA512_RSA_PKCS_PSS:
       if ((rv = check_pss_params(mech, &bits)) != CKR_OK) return rv;
+      plan_hash_and_sign(k, bits, plan);
+      return CKR_OK;
+    case CKM_RSA_PKCS:
+      /* Signs a DER DigestInfo (RFC 8017 section 9.2), as libp11 gives OpenSSL's PKCS #1 v1.5:
+       * the digest inside goes to digest mode; anything else is refused when it is given. */
+      if (!param_empty(mech)) return CKR_MECHANISM_PARAM_INVALID;
+      plan->mode = MODE_DIGEST;
+      plan->raw_digest = 1;
+      plan->digest_info = 1;
+      return CKR_OK;
+    case CKM_SHA256_RSA_PKCS:
+    case CKM_SHA384_RSA_PKCS:
+    case CKM_SHA512_RSA_PKCS:
+      if (!param_empty(mech)) return CKR_MECHANISM_PARAM_INVALID;
       plan_hash_and_sign(k, bits, plan);
       return CKR_OK;
     case CKM_EDDSA:
@@ -191,11 +234,6 @@ CK_RV mech_plan(const remote_key *k, const CK_MECHANISM *mech, sign_plan *plan) 
       return CKR_MECHANISM_INVALID;
   }
 }
-
-static const CK_MECHANISM_TYPE OFFERABLE[] = {
-    CKM_ECDSA,        CKM_ECDSA_SHA256,        CKM_ECDSA_SHA384,        CKM_ECDSA_SHA512,
-    CKM_RSA_PKCS_PSS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS, CKM_SHA512_RSA_PKCS_PSS,
-    CKM_EDDSA,        CKM_ML_DSA,              CKM_COMPOSITE_MLDSA65_ED25519};
 
 static int offered(const token_listing *t, CK_MECHANISM_TYPE m) {
   for (size_t i = 0; i < t->count; i++)
@@ -222,6 +260,7 @@ static CK_ULONG key_size(const remote_key *k) {
     case KT_EC_P384:
       return 384;
     case KT_RSA_3072:
+    case KT_RSA_3072_PKCS1V15:
       return (CK_ULONG)key_signature_length(k) * 8;
     case KT_ML_DSA_44:
       return CKP_ML_DSA_44;

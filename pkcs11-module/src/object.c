@@ -122,11 +122,11 @@ static int attr_typed(const remote_key *k, int is_private, CK_ATTRIBUTE_TYPE t, 
         *v = (attr_value){NULL, 0, 1};
         return 1;
       }
-      if (params != NULL || k->type == KT_RSA_3072) return 0; /* EC and RSA have no CKA_VALUE */
+      if (params != NULL || key_type_is_rsa(k->type)) return 0; /* EC and RSA have no CKA_VALUE */
       *v = (attr_value){k->raw, k->raw_len, 0};
       return 1;
     case CKA_SEED:
-      if (!is_private || params != NULL || k->type == KT_RSA_3072) return 0;
+      if (!is_private || params != NULL || key_type_is_rsa(k->type)) return 0;
       *v = (attr_value){NULL, 0, 1};
       return 1;
     default:

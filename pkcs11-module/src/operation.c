@@ -69,7 +69,7 @@ static CK_RV acc_start(operation *op, int multipart, size_t total) {
   op->acc = ACC_BUFFER;
   op->limit = max_body;
   if (p->raw_digest) {
-    op->limit = 64;
+    op->limit = p->digest_info ? DIGEST_INFO_PREFIX_LEN + 64 : 64;
   } else if (op->verifying && key_type_verified_here(op->key->type)) {
     op->acc = p->hash_nid != 0 ? ACC_HASH : ACC_BUFFER;
     op->limit = (size_t)1 << 30; /* Ed25519 verified here: the message is never sent */
@@ -94,8 +94,40 @@ static CK_RV acc_add(operation *op, const unsigned char *data, size_t len) {
   return pkcs11_buffer_append(&op->buf, data, len, op->limit);
 }
 
+/* The digest inside a DER DigestInfo of SHA-256/384/512 (RFC 8017 section 9.2, note 1: the
+ * prefix is fixed for each hash), if the key's digest mode takes it. Nothing else is a DigestInfo
+ * here: another hash, other parameters, a digest of the wrong length or trailing bytes. */
+static CK_RV digest_in_info(const operation *op, payload *out) {
+  static const struct {
+    int bits;
+    unsigned char prefix[DIGEST_INFO_PREFIX_LEN];
+  } INFO[] = {
+      {256, {0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02,
+             0x01, 0x05, 0x00, 0x04, 0x20}},
+      {384, {0x30, 0x41, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02,
+             0x02, 0x05, 0x00, 0x04, 0x30}},
+      {512, {0x30, 0x51, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02,
+             0x03, 0x05, 0x00, 0x04, 0x40}},
+  };
+  const unsigned char *in = op->buf.data;
+  size_t len = op->buf.len;
+  for (size_t i = 0; i < sizeof INFO / sizeof INFO[0]; i++) {
+    size_t dlen = (size_t)INFO[i].bits / 8;
+    if (len != DIGEST_INFO_PREFIX_LEN + dlen || memcmp(in, INFO[i].prefix, DIGEST_INFO_PREFIX_LEN) != 0)
+      continue;
+    if (!(op->key->digests & mech_digest_flag(INFO[i].bits))) return CKR_DATA_INVALID;
+    out->data = in + DIGEST_INFO_PREFIX_LEN;
+    out->len = dlen;
+    out->digest = mech_digest_name(INFO[i].bits);
+    out->md_nid = mech_digest_nid(INFO[i].bits);
+    return CKR_OK;
+  }
+  return CKR_DATA_INVALID;
+}
+
 static CK_RV raw_digest_name(const operation *op, size_t len, payload *out) {
   const sign_plan *p = &op->plan;
+  if (p->digest_info) return len == 0 ? CKR_DATA_INVALID : digest_in_info(op, out);
   if (p->digest_len != 0) { /* RSA-PSS: the parameters named the hash */
     if (len != p->digest_len) return CKR_DATA_LEN_RANGE;
     out->digest = p->digest;

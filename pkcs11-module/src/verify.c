@@ -1,4 +1,4 @@
-/* Local verification with libcrypto for the key types it knows (EC, RSA-PSS, Ed25519); ML-DSA and
+/* Local verification with libcrypto for the key types it knows (EC, RSA PSS and PKCS #1 v1.5, Ed25519); ML-DSA and
  * the composite are verified by the daemon (POST /verify). */
 #include <openssl/bn.h>
 #include <openssl/ec.h>
@@ -32,7 +32,12 @@ static CK_RV verify_digest(const remote_key *k, int md_nid, const unsigned char 
   }
   unsigned char *der = NULL;
   int ok = -1;
-  if (k->type == KT_RSA_3072) {
+  if (k->type == KT_RSA_3072_PKCS1V15) {
+    /* RSASSA-PKCS1-v1_5: libcrypto checks the DigestInfo of `md` around the digest. */
+    if (EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 &&
+        EVP_PKEY_CTX_set_signature_md(ctx, EVP_get_digestbynid(md_nid)) == 1)
+      ok = EVP_PKEY_verify(ctx, sig, sig_len, dg, dlen);
+  } else if (k->type == KT_RSA_3072) {
     const EVP_MD *md = EVP_get_digestbynid(md_nid);
     if (EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PSS_PADDING) == 1 &&
         EVP_PKEY_CTX_set_signature_md(ctx, md) == 1 && EVP_PKEY_CTX_set_rsa_mgf1_md(ctx, md) == 1 &&
