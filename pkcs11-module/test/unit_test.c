@@ -155,6 +155,73 @@ static void test_ec_plans(void) {
   }
 }
 
+/* RSA-3072 keys of both schemes, with and without digest mode: each offers its own mechanisms
+ * only; CKM_RSA_PKCS (PKCS #1 v1.5 keys in digest mode) takes a DigestInfo, parameters none. */
+static void test_rsa_plans(void) {
+  static const char *SPKI =
+      "MIIBojANBgkqhkiG9w0BAQEFAAOCAY8AMIIBigKCAYEAur50UmmcMAwJ3mqN9jkzmnzb1k+Tz+KIj23HkZnEwscjun8/"
+      "dM11zOU32Z1RGAwavKLIOZae5jRdFA0DVvle7FIw4xXceWB8cUF+4AO9Dc/zuh3Ev9KuH0FjfjdFR61Bjg4NWmAHwGGE"
+      "dg3ezIC5mUaAgBmC/Ma7qn0EEFEiiG/i7e5tuGwTBhiyXTKwgh4XyT8Fvu1M8O3IxmS7/5RCwXS6Kv7JY920X67nnYrV"
+      "/OjADXovca5it6H8H1x50ODDmq5XJyL5sSTgT4LWn0HOzB2WoMnti2lbPSUAOymQEFXtuq6dldLVqSBiyY+0R8PwgfY7"
+      "ZQMOYyfRViZXiq8I2DnCPKTGyw9RAyfD99N1NlL67Q7tSnox2U4+KclL76+M+7Ja5Wmb7maa5hD69KslESoKnXAHBJxf"
+      "nwHaaBQofx0RjGX/jwMXfWshu0x+GK8MMTJUyTRFquBi2T24P9CUjxvE86IBnOZIqnwxQRAQDmti+tzbCcGseTI6ogp5"
+      "uqWPAgMBAAE=";
+  static const char *RAW =
+      "MIIBigKCAYEAur50UmmcMAwJ3mqN9jkzmnzb1k+Tz+KIj23HkZnEwscjun8/dM11zOU32Z1RGAwavKLIOZae5jRdFA0D"
+      "Vvle7FIw4xXceWB8cUF+4AO9Dc/zuh3Ev9KuH0FjfjdFR61Bjg4NWmAHwGGEdg3ezIC5mUaAgBmC/Ma7qn0EEFEiiG/i"
+      "7e5tuGwTBhiyXTKwgh4XyT8Fvu1M8O3IxmS7/5RCwXS6Kv7JY920X67nnYrV/OjADXovca5it6H8H1x50ODDmq5XJyL5"
+      "sSTgT4LWn0HOzB2WoMnti2lbPSUAOymQEFXtuq6dldLVqSBiyY+0R8PwgfY7ZQMOYyfRViZXiq8I2DnCPKTGyw9RAyfD"
+      "99N1NlL67Q7tSnox2U4+KclL76+M+7Ja5Wmb7maa5hD69KslESoKnXAHBJxfnwHaaBQofx0RjGX/jwMXfWshu0x+GK8M"
+      "MTJUyTRFquBi2T24P9CUjxvE86IBnOZIqnwxQRAQDmti+tzbCcGseTI6ogp5uqWPAgMBAAE=";
+  static char json[2048];
+  for (int pkcs1 = 0; pkcs1 <= 1; pkcs1++) {
+    for (int digests = 0; digests <= 1; digests++) {
+      snprintf(json, sizeof json,
+               "{\"keys\":[{\"label\":\"rsa\",\"key_type\":\"%s\",\"public_key\":\"%s\","
+               "\"public_key_raw\":\"%s\"%s}]}",
+               pkcs1 ? "rsa-3072-pkcs1v15" : "rsa-3072", SPKI, RAW,
+               digests ? ",\"digests\":[\"sha-256\",\"sha-384\",\"sha-512\"]" : "");
+      token_listing t;
+      CHECK(token_parse(json, strlen(json), &t) == CKR_OK && t.count == 1);
+      if (t.count != 1) return;
+      const remote_key *k = t.keys[0];
+      CHECK(k->type == (pkcs1 ? KT_RSA_3072_PKCS1V15 : KT_RSA_3072));
+      CHECK(key_type_ckk(k->type) == CKK_RSA && k->modulus_len == 384);
+      CHECK(key_signature_length(k) == 384);
+      CK_MECHANISM_TYPE list[16];
+      size_t n = mech_list(&t, list, 16);
+      CHECK(n == (digests ? 4u : 1u));
+      CHECK(list[0] == (pkcs1 ? (digests ? CKM_RSA_PKCS : CKM_SHA256_RSA_PKCS)
+                              : (digests ? CKM_RSA_PKCS_PSS : CKM_SHA256_RSA_PKCS_PSS)));
+      for (size_t i = 0; i < n; i++) {
+        int v15 = list[i] == CKM_RSA_PKCS || list[i] == CKM_SHA256_RSA_PKCS ||
+                  list[i] == CKM_SHA384_RSA_PKCS || list[i] == CKM_SHA512_RSA_PKCS;
+        CHECK(v15 == pkcs1); /* its own scheme only */
+      }
+      sign_plan plan;
+      CK_MECHANISM m = {CKM_RSA_PKCS, NULL, 0};
+      CK_RV want = pkcs1 && digests ? CKR_OK : CKR_KEY_TYPE_INCONSISTENT;
+      CHECK(mech_plan(k, &m, &plan) == want);
+      if (want == CKR_OK) CHECK(plan.mode == MODE_DIGEST && plan.raw_digest && plan.digest_info);
+      CK_ULONG stray = 0;
+      m = (CK_MECHANISM){CKM_RSA_PKCS, &stray, sizeof stray};
+      CHECK(mech_plan(k, &m, &plan) == (want == CKR_OK ? CKR_MECHANISM_PARAM_INVALID : want));
+      m = (CK_MECHANISM){CKM_SHA256_RSA_PKCS, NULL, 0};
+      CHECK(mech_plan(k, &m, &plan) == (pkcs1 ? CKR_OK : CKR_KEY_TYPE_INCONSISTENT));
+      if (pkcs1) CHECK(plan.mode == (digests ? MODE_DIGEST : MODE_MESSAGE) && !plan.digest_info);
+      m.mechanism = CKM_SHA384_RSA_PKCS;
+      CHECK(mech_plan(k, &m, &plan) == (pkcs1 && digests ? CKR_OK : CKR_KEY_TYPE_INCONSISTENT));
+      CK_MECHANISM_INFO info;
+      CK_MECHANISM_TYPE own = pkcs1 ? CKM_SHA256_RSA_PKCS : CKM_SHA256_RSA_PKCS_PSS;
+      CK_MECHANISM_TYPE other = pkcs1 ? CKM_SHA256_RSA_PKCS_PSS : CKM_SHA256_RSA_PKCS;
+      CHECK(mech_info(&t, own, &info) == CKR_OK && info.ulMinKeySize == 3072 &&
+            info.ulMaxKeySize == 3072);
+      CHECK(mech_info(&t, other, &info) == CKR_MECHANISM_INVALID);
+      token_listing_free(&t);
+    }
+  }
+}
+
 static void test_status_table(void) {
   CHECK(status_to_rv(200, "sign") == CKR_OK);
   CHECK(status_to_rv(403, "sign") == CKR_KEY_FUNCTION_NOT_PERMITTED);
@@ -171,6 +238,7 @@ int main(void) {
   test_config();
   test_token();
   test_ec_plans();
+  test_rsa_plans();
   test_status_table();
   if (failures) {
     fprintf(stderr, "unit_test: %d failure(s)\n", failures);
