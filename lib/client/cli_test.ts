@@ -9,7 +9,7 @@ import { constants, createHash, createPublicKey, verify as nodeVerify } from "no
 import { ml_dsa44, ml_dsa65, ml_dsa87 } from "@noble/post-quantum/ml-dsa.js";
 import { runClientCommand } from "./cli.ts";
 import { muHasher } from "./mu.ts";
-import { rsaPssVerify } from "./verify.ts";
+import { rsaPkcs1v15Verify, rsaPssVerify } from "./verify.ts";
 import { ecdsaDer, ecdsaRaw } from "./format.ts";
 import { terminalProgress } from "./hash.ts";
 import { verifyIndependently } from "../../tests/support/oracle.ts";
@@ -66,6 +66,12 @@ const DIGEST_CASES = [
   { type: "ec-p256", digests: ["sha-256", "sha-384", "sha-512"], sent: "sha-256", length: 32 },
   { type: "ec-p384", digests: ["sha-256", "sha-384", "sha-512"], sent: "sha-384", length: 48 },
   { type: "rsa-3072", digests: ["sha-256", "sha-384", "sha-512"], sent: "sha-256", length: 32 },
+  {
+    type: "rsa-3072-pkcs1v15",
+    digests: ["sha-256", "sha-384", "sha-512"],
+    sent: "sha-256",
+    length: 32,
+  },
   { type: "ml-dsa-44", digests: ["ml-dsa-mu"], sent: "ml-dsa-mu", length: 64 },
   { type: "ml-dsa-65", digests: ["ml-dsa-mu"], sent: "ml-dsa-mu", length: 64 },
   { type: "ml-dsa-87", digests: ["ml-dsa-mu"], sent: "ml-dsa-mu", length: 64 },
@@ -89,6 +95,12 @@ function independentlyValid(
       key: spkiKey(key.publicKeySpki!),
       padding: constants.RSA_PKCS1_PSS_PADDING,
       saltLength: 32,
+    }, signature);
+  }
+  if (type === "rsa-3072-pkcs1v15") {
+    return nodeVerify("sha256", message, {
+      key: spkiKey(key.publicKeySpki!),
+      padding: constants.RSA_PKCS1_PADDING,
     }, signature);
   }
   return MLDSA[type as keyof typeof MLDSA].verify(signature, message, key.publicKeyRaw);
@@ -555,6 +567,34 @@ Deno.test("RSA-PSS over a digest: node:crypto's signatures for SHA-256/384/512 v
     assert.ok(!rsaPssVerify(spki, name, other, sig));
     sig[10] ^= 1;
     assert.ok(!rsaPssVerify(spki, name, digest, sig));
+  }
+});
+
+Deno.test("RSA PKCS #1 v1.5 over a digest: node:crypto's signatures for SHA-256/384/512 verify, others not", async () => {
+  const { generateKeyPairSync, sign } = await import("node:crypto");
+  const pair = generateKeyPairSync("rsa", { modulusLength: 3072 });
+  const spki = new Uint8Array(pair.publicKey.export({ format: "der", type: "spki" }));
+  const message = new TextEncoder().encode("pkcs1v15");
+  const pss = new Uint8Array(sign("sha256", message, {
+    key: pair.privateKey,
+    padding: constants.RSA_PKCS1_PSS_PADDING,
+  }));
+  const sha256 = createHash("sha256").update(message).digest();
+  assert.ok(!rsaPkcs1v15Verify(spki, "sha-256", sha256, pss), "a PSS signature");
+  for (const hash of ["sha256", "sha384", "sha512"] as const) {
+    const sig = new Uint8Array(sign(hash, message, {
+      key: pair.privateKey,
+      padding: constants.RSA_PKCS1_PADDING,
+    }));
+    const name = `sha-${hash.slice(3)}` as "sha-256" | "sha-384" | "sha-512";
+    const digest = createHash(hash).update(message).digest();
+    assert.ok(rsaPkcs1v15Verify(spki, name, digest, sig), hash);
+    const other = createHash(hash).update("other").digest();
+    assert.ok(!rsaPkcs1v15Verify(spki, name, other, sig));
+    if (hash !== "sha256") assert.ok(!rsaPkcs1v15Verify(spki, "sha-256", sha256, sig));
+    assert.ok(!rsaPkcs1v15Verify(spki, name, digest, sig.subarray(1)), "short");
+    sig[10] ^= 1;
+    assert.ok(!rsaPkcs1v15Verify(spki, name, digest, sig));
   }
 });
 

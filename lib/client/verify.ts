@@ -151,11 +151,15 @@ export function rsaPkcs1v15Verify(
   const key = createPublicKey({ key: Buffer.from(spki), format: "der", type: "spki" });
   const k = Math.ceil((key.asymmetricKeyDetails?.modulusLength ?? 0) / 8);
   if (signature.length !== k) return false;
-  const recovered = publicDecrypt(
-    { key, padding: constants.RSA_PKCS1_PADDING },
-    Buffer.from(signature),
-  );
-  return bytesEqual(recovered, digestInfo(NODE_HASH[hash], digest));
+  try {
+    const recovered = publicDecrypt(
+      { key, padding: constants.RSA_PKCS1_PADDING },
+      Buffer.from(signature),
+    );
+    return bytesEqual(recovered, digestInfo(NODE_HASH[hash], digest));
+  } catch {
+    return false; // not block type 1 under this key
+  }
 }
 
 export function rsaPssVerify(

@@ -51,6 +51,7 @@ const KEYS: Record<string, string> = {
   "k-p384": "ec-p384",
   "k-ed": "ed25519",
   "k-rsa": "rsa-3072",
+  "k-rsa15": "rsa-3072-pkcs1v15",
   "k-mldsa44": "ml-dsa-44",
   "k-mldsa65": "ml-dsa-65",
   "k-mldsa87": "ml-dsa-87",
@@ -59,7 +60,7 @@ const KEYS: Record<string, string> = {
 
 /** Each module's key types here (a type that stops being offered fails the test, not quietly). */
 const EXPECTED_KEYS: Record<string, string[]> = {
-  softhsm: ["k-p256", "k-p384", "k-ed", "k-rsa"],
+  softhsm: ["k-p256", "k-p384", "k-ed", "k-rsa", "k-rsa15"],
   svcmod: ["k-p256", "k-ed", "k-mldsa44", "k-mldsa65", "k-mldsa87", "k-comp"],
 };
 /** The digest `svcd client` sends for each key type that has one (the wire contract's choice). */
@@ -67,6 +68,7 @@ const DIGEST_SENT: Record<string, string> = {
   "ec-p256": "sha-256",
   "ec-p384": "sha-384",
   "rsa-3072": "sha-256",
+  "rsa-3072-pkcs1v15": "sha-256",
   "ml-dsa-44": "ml-dsa-mu",
   "ml-dsa-65": "ml-dsa-mu",
   "ml-dsa-87": "ml-dsa-mu",
@@ -175,7 +177,7 @@ async function signAndCheck(s: Setup, key: TokenKey, file: string): Promise<void
   const pem = `${sig}.pub.pem`;
   if (key.public_key) await writeSpkiPem(pem, key.public_key);
   try {
-    if (ecdsa || key.key_type === "rsa-3072" || key.key_type === "ed25519") {
+    if (ecdsa || key.key_type.startsWith("rsa-") || key.key_type === "ed25519") {
       const v = await opensslVerifyFile(key.key_type, pem, file, sig);
       assert.equal(v.code, 0, `openssl (${key.key_type}): ${v.text}`);
     } else if (key.key_type in ML_DSA) {

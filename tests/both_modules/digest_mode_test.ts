@@ -67,6 +67,12 @@ function verifiesOverMessage(
       saltLength: DIGEST_BYTES[name],
     }, signature);
   }
+  if (keyType === "rsa-3072-pkcs1v15") {
+    return nodeVerify(NODE_HASH[name], message, {
+      key,
+      padding: constants.RSA_PKCS1_PADDING,
+    }, signature);
+  }
   return nodeVerify(NODE_HASH[name], message, { key, dsaEncoding: "ieee-p1363" }, signature);
 }
 

@@ -19,6 +19,7 @@ const KEY_TYPES: Record<string, string> = {
   p256: "ec-p256",
   p384: "ec-p384",
   rsa: "rsa-3072",
+  rsa15: "rsa-3072-pkcs1v15",
   ed: "ed25519",
   ml44: "ml-dsa-44",
   ml65: "ml-dsa-65",
@@ -28,7 +29,7 @@ const KEY_TYPES: Record<string, string> = {
 
 /** What each module offers of them (a type that stops being offered fails, not quietly). */
 const OFFERED: Record<string, string[]> = {
-  softhsm: ["p256", "p384", "rsa", "ed"],
+  softhsm: ["p256", "p384", "rsa", "rsa15", "ed"],
   svcmod: ["p256", "ed", "ml44", "ml65", "ml87", "comp"],
 };
 
@@ -71,6 +72,7 @@ export const DIGEST_NAMES: Readonly<Record<string, readonly string[]>> = {
   "ec-p256": SHA2,
   "ec-p384": SHA2,
   "rsa-3072": SHA2,
+  "rsa-3072-pkcs1v15": SHA2,
   "ed25519": [],
   "ml-dsa-44": ["ml-dsa-mu"],
   "ml-dsa-65": ["ml-dsa-mu"],

@@ -51,7 +51,7 @@ export type Override = (req: SeenRequest) =>
 export interface FakeSvcd {
   socket: string;
   requests: SeenRequest[];
-  /** Messages a digest may stand for (RSA-PSS is signed over the message it matches). */
+  /** Messages a digest may stand for (RSA is signed over the message it matches). */
   messages: Uint8Array[];
   /** Answers to put first; each is asked in turn, the first defined answer is sent. */
   overrides: Override[];
@@ -85,27 +85,27 @@ export function fakeKey(label: string, keyType: string, digests: string[] | unde
         signDigest: (_n, d) => curve.sign(d, secretKey, { prehash: false }),
       };
     }
-    case "rsa-3072": {
+    case "rsa-3072":
+    case "rsa-3072-pkcs1v15": {
       const pair = generateKeyPairSync("rsa", { modulusLength: 3072 });
       const spki = new Uint8Array(pair.publicKey.export({ format: "der", type: "spki" }));
-      const pss = (m: Uint8Array, hash: string) =>
-        new Uint8Array(nodeSign(hash, m, {
-          key: pair.privateKey,
-          padding: constants.RSA_PKCS1_PSS_PADDING,
-          saltLength: constants.RSA_PSS_SALTLEN_DIGEST,
-        }));
+      const padding = keyType === "rsa-3072"
+        ? { padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_DIGEST }
+        : { padding: constants.RSA_PKCS1_PADDING };
+      const rsa = (m: Uint8Array, hash: string) =>
+        new Uint8Array(nodeSign(hash, m, { key: pair.privateKey, ...padding }));
       return {
         label,
         keyType,
         digests,
         publicKeyRaw: spki,
         publicKeySpki: spki,
-        signMessage: (m) => pss(m, "sha256"),
+        signMessage: (m) => rsa(m, "sha256"),
         signDigest: (name, d, messages) => {
           const hash = name.replace("-", "");
           const m = messages.find((m) => createHash(hash).update(m).digest().toHex() === d.toHex());
           if (!m) throw new Error("the fake has no registered message with that digest");
-          return pss(m, hash);
+          return rsa(m, hash);
         },
       };
     }

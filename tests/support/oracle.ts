@@ -80,7 +80,7 @@ export async function writeSpkiPem(path: string, spkiBase64: string): Promise<vo
 
 /**
  * openssl's check of the signature file `sig` over `file` with the PEM public key `pem`: ECDSA
- * (DER) and RSA-PSS (SHA-256, salt 32) by `openssl dgst`, Ed25519 by `openssl pkeyutl -rawin`.
+ * (DER), RSA-PSS (SHA-256, salt 32) and RSA PKCS #1 v1.5 (SHA-256) by `openssl dgst`, Ed25519 by `openssl pkeyutl -rawin`.
  */
 export function opensslVerifyFile(
   keyType: string,
@@ -102,10 +102,11 @@ export function opensslVerifyFile(
       sig,
     ]);
   }
-  if (!["ec-p256", "ec-p384", "rsa-3072"].includes(keyType)) {
+  if (!["ec-p256", "ec-p384", "rsa-3072", "rsa-3072-pkcs1v15"].includes(keyType)) {
     throw new Error(`openssl does not check key type ${keyType} here`);
   }
   const hash = keyType === "ec-p384" ? "-sha384" : "-sha256";
+  // openssl dgst's default RSA padding is PKCS #1 v1.5.
   const pss = keyType === "rsa-3072"
     ? ["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:32"]
     : [];
