@@ -173,7 +173,15 @@ function parseNonceFromOpensslRequest(der: Uint8Array): string {
   return Array.from(der.subarray(der.length - 16), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-for (const keyType of ["ec-p256", "ec-p384", "ed25519", "rsa-3072"] as OpensslKeyType[]) {
+for (
+  const keyType of [
+    "ec-p256",
+    "ec-p384",
+    "ed25519",
+    "rsa-3072",
+    "rsa-3072-pkcs1v15",
+  ] as OpensslKeyType[]
+) {
   Deno.test(`openssl, cryptography and ocsptool verify a ${keyType} CA's response`, () =>
     withDir(async (dir) => {
       const ca = await opensslCa(dir, keyType);

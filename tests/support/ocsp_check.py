@@ -19,8 +19,11 @@ if isinstance(pub, ec.EllipticCurvePublicKey):
     pub.verify(sig, data, ec.ECDSA(resp.signature_hash_algorithm))
 elif isinstance(pub, ed25519.Ed25519PublicKey):
     pub.verify(sig, data)
-elif isinstance(pub, rsa.RSAPublicKey):
+elif isinstance(pub, rsa.RSAPublicKey) and resp.signature_algorithm_oid == x509.SignatureAlgorithmOID.RSASSA_PSS:
     pub.verify(sig, data, padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=32), hashes.SHA256())
+elif isinstance(pub, rsa.RSAPublicKey):
+    # PKCS #1 v1.5 with the hash the response's signatureAlgorithm names (sha256WithRSAEncryption).
+    pub.verify(sig, data, padding.PKCS1v15(), resp.signature_hash_algorithm)
 else:
     raise SystemExit("unexpected key type")
 
