@@ -357,3 +357,12 @@ export function benchArgs<const O extends Record<string, BenchOption>>(
   }
   return { ...parsed, exitWithUsage: (problem) => exitWithUsage(bench, problem) };
 }
+
+/** An option that takes one value, checked by `check`, with `value` when absent. */
+export function valueOption<const D extends string>(
+  check: ValueCheck,
+  value: D,
+  help: string,
+): { type: "string"; default: D; check: ValueCheck; help: string } {
+  return { type: "string", default: value, check, help };
+}

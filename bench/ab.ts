@@ -15,7 +15,7 @@
  *   --tree-args='after=--metrics-socket,{tmp}/metrics.sock'
  * ```
  */
-import { benchArgs, count, positiveNumber } from "./_args.ts";
+import { benchArgs, count, positiveNumber, valueOption } from "./_args.ts";
 import { checkouts } from "./_checkouts.ts";
 import { runLoad } from "./load.ts";
 import { daemonCpu } from "./_proc_cpu.ts";
@@ -33,8 +33,8 @@ const { values, positionals, exitWithUsage } = benchArgs({
       "node_modules",
   },
   options: {
-    rounds: { type: "string", default: "3", check: count, help: "rounds, interleaved" },
-    seconds: { type: "string", default: "4", check: positiveNumber, help: "seconds per figure" },
+    rounds: valueOption(count, "3", "rounds, interleaved"),
+    seconds: valueOption(positiveNumber, "4", "seconds per figure"),
     "serve-args": {
       type: "string",
       default: "",

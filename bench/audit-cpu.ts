@@ -11,7 +11,7 @@
  * node_modules/.bin/deno run -A bench/audit-cpu.ts before=/tmp/before after=. --rounds 3
  * ```
  */
-import { benchArgs, count } from "./_args.ts";
+import { benchArgs, count, valueOption } from "./_args.ts";
 import { checkouts } from "./_checkouts.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 
@@ -26,8 +26,8 @@ const { values, positionals, exitWithUsage } = benchArgs({
       "(default: this=.)",
   },
   options: {
-    rounds: { type: "string", default: "1", check: count, help: "rounds, interleaved" },
-    lines: { type: "string", default: "20000", check: count, help: "lines per measurement" },
+    rounds: valueOption(count, "1", "rounds, interleaved"),
+    lines: valueOption(count, "20000", "lines per measurement"),
   },
   examples: [
     "node_modules/.bin/deno run -A bench/audit-cpu.ts",

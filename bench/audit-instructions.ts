@@ -11,7 +11,7 @@
  * node_modules/.bin/deno run -A bench/audit-instructions.ts --short 1000 --long 3000
  * ```
  */
-import { benchArgs, count } from "./_args.ts";
+import { benchArgs, count, valueOption } from "./_args.ts";
 import { auditKeysFromToken, AuditLog } from "../lib/audit/mod.ts";
 import { Token } from "../lib/token/mod.ts";
 import { makeTestToken } from "../tests/support/token.ts";
@@ -22,8 +22,8 @@ const { values, exitWithUsage } = benchArgs({
     "by valgrind (callgrind, every thread, user space) as the difference between a long and a " +
     "short run of 16 appenders; also fdatasyncs and seals (token MACs) per line.",
   options: {
-    short: { type: "string", default: "2000", check: count, help: "lines of the short run" },
-    long: { type: "string", default: "6000", check: count, help: "lines of the long run" },
+    short: valueOption(count, "2000", "lines of the short run"),
+    long: valueOption(count, "6000", "lines of the long run"),
     lines: {
       type: "string",
       check: count,

@@ -8,7 +8,7 @@
  * node_modules/.bin/deno run -A bench/audit-sign.ts --seconds 5 --concurrency 16
  * ```
  */
-import { benchArgs, count, positiveNumber } from "./_args.ts";
+import { benchArgs, count, positiveNumber, valueOption } from "./_args.ts";
 import { runLoad } from "./load.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import { makeTestToken } from "../tests/support/token.ts";
@@ -19,13 +19,12 @@ const { values } = benchArgs({
     "syscalls:sys_enter_fdatasync tracepoint (perf stat -p) of svcd serve, beside the request " +
     "rate.",
   options: {
-    seconds: { type: "string", default: "5", check: positiveNumber, help: "seconds of load" },
-    concurrency: { type: "string", default: "16", check: count, help: "requests in flight" },
+    seconds: valueOption(positiveNumber, "5", "seconds of load"),
+    concurrency: valueOption(count, "16", "requests in flight"),
   },
   examples: ["node_modules/.bin/deno run -A bench/audit-sign.ts --seconds 5 --concurrency 16"],
 });
-const seconds = Number(values.seconds);
-const concurrency = Number(values.concurrency);
+const [seconds, concurrency] = [values.seconds, values.concurrency].map(Number);
 
 /** Starts counting fdatasync calls of `pid` (perf tracepoint); the returned function stops and returns the count. */
 function countSyncs(pid: number): () => Promise<number> {

@@ -13,7 +13,7 @@
  * node_modules/.bin/deno run -A bench/client.ts --rounds 3 --files 1000 --gib 1
  * ```
  */
-import { benchArgs, count, positiveNumber } from "./_args.ts";
+import { benchArgs, count, positiveNumber, valueOption } from "./_args.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 import { makeProxyWorkDir, startDaemon } from "../tests/support/daemon.ts";
 import { makePki } from "../tests/support/pki.ts";
@@ -27,8 +27,8 @@ const { values } = benchArgs({
     "interleaved rounds with medians: a big file on a tmpfs in digest mode (ECDSA P-256) against " +
     "sha256sum of the same file, and small files signed in sequence (Ed25519) against a curl loop.",
   options: {
-    rounds: { type: "string", default: "3", check: count, help: "rounds, interleaved" },
-    files: { type: "string", default: "1000", check: count, help: "small files (1 KiB each)" },
+    rounds: valueOption(count, "3", "rounds, interleaved"),
+    files: valueOption(count, "1000", "small files (1 KiB each)"),
     gib: {
       type: "string",
       default: "1",

@@ -31,7 +31,7 @@
  * node_modules/.bin/deno run -A bench/compare.ts --seconds 5 --rounds 3
  * ```
  */
-import { benchArgs, count, listOf, positiveNumber, wholeNumber } from "./_args.ts";
+import { benchArgs, count, listOf, positiveNumber, valueOption, wholeNumber } from "./_args.ts";
 import { measureRawSign } from "./raw-sign.ts";
 import { buildCLoad, type CLoad, P11KIT_CLIENT, startP11KitServer } from "./_p11kit.ts";
 import { buildHttpload, runHttpload } from "./_httpload.ts";
@@ -51,8 +51,8 @@ const { values } = benchArgs({
     "threads), and svcd /sign at c=16 with 16 identities (C load), audit on and off, by " +
     "--threads, and the audit's cost step by step; medians of interleaved rounds.",
   options: {
-    seconds: { type: "string", default: "4", check: positiveNumber, help: "seconds per figure" },
-    rounds: { type: "string", default: "2", check: count, help: "rounds, interleaved" },
+    seconds: valueOption(positiveNumber, "4", "seconds per figure"),
+    rounds: valueOption(count, "2", "rounds, interleaved"),
     "threads-list": {
       type: "string",
       default: "0,1,2",

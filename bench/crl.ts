@@ -16,7 +16,7 @@
  * Usage: deno run -A bench/crl.ts [--certs N] [--revoked N] [--partitions N] [--runs N]
  */
 import { createPrivateKey, sign } from "node:crypto";
-import { benchArgs, count } from "./_args.ts";
+import { benchArgs, count, valueOption } from "./_args.ts";
 import { IndexFileSource } from "../lib/ocsp/index_source.ts";
 import { RevokedSet } from "../lib/ca/crl.ts";
 import { CrlKeeper, crlTimes, signCrls, writeCrlFiles } from "../lib/ca/crl_publish.ts";
@@ -30,10 +30,10 @@ const { values } = benchArgs({
     "same run; after one revocation more, the daemon's round until the partition's CRL is " +
     "written and until the full CRL is; resident memory.",
   options: {
-    certs: { type: "string", default: "1000000", check: count, help: "certificates in index.txt" },
-    revoked: { type: "string", default: "100000", check: count, help: "of them revoked" },
-    partitions: { type: "string", default: "16", check: count, help: "CRL partitions" },
-    runs: { type: "string", default: "3", check: count, help: "runs per figure (median)" },
+    certs: valueOption(count, "1000000", "certificates in index.txt"),
+    revoked: valueOption(count, "100000", "of them revoked"),
+    partitions: valueOption(count, "16", "CRL partitions"),
+    runs: valueOption(count, "3", "runs per figure (median)"),
   },
   examples: ["deno run -A bench/crl.ts", "deno run -A bench/crl.ts --certs 100000 --runs 5"],
 });

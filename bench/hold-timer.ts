@@ -11,7 +11,7 @@
  * deno run -A bench/hold-timer.ts --calls 5000
  * ```
  */
-import { benchArgs, count } from "./_args.ts";
+import { benchArgs, count, valueOption } from "./_args.ts";
 
 const { values } = benchArgs({
   url: import.meta.url,
@@ -19,7 +19,7 @@ const { values } = benchArgs({
     "spinning process; prints the longest wall-clock time and the longest time the hold timer " +
     "counted.",
   options: {
-    calls: { type: "string", default: "1000", check: count, help: "computations to time" },
+    calls: valueOption(count, "1000", "computations to time"),
   },
   examples: ["deno run -A bench/hold-timer.ts --calls 5000"],
 });

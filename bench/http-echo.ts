@@ -12,7 +12,7 @@
  * ```
  */
 import { cpuUsage } from "node:process";
-import { benchArgs, count, positiveNumber } from "./_args.ts";
+import { benchArgs, count, positiveNumber, valueOption } from "./_args.ts";
 import { Listener } from "../lib/http/mod.ts";
 import type { LoadResult } from "./load.ts";
 
@@ -30,9 +30,9 @@ const { values } = benchArgs({
       check: count,
       help: "a concurrency level; repeat it for more",
     },
-    seconds: { type: "string", default: "3", check: positiveNumber, help: "seconds per run" },
-    workers: { type: "string", default: "16", check: count, help: "the Listener's workers" },
-    runs: { type: "string", default: "3", check: count, help: "runs per level" },
+    seconds: valueOption(positiveNumber, "3", "seconds per run"),
+    workers: valueOption(count, "16", "the Listener's workers"),
+    runs: valueOption(count, "3", "runs per level"),
   },
   examples: [
     "deno run -A bench/http-echo.ts",

@@ -12,7 +12,7 @@
  * deno run -A bench/load.ts --tcp 127.0.0.1:8888 --path / --body-file req.der   # openssl ocsp -port
  * ```
  */
-import { benchArgs, count, nonNegativeNumber, positiveNumber } from "./_args.ts";
+import { benchArgs, count, nonNegativeNumber, positiveNumber, valueOption } from "./_args.ts";
 
 /** One run's figures. */
 export interface LoadResult {
@@ -122,8 +122,8 @@ if (import.meta.main) {
       socket: { type: "string", value: "PATH", help: "the UNIX socket to load" },
       tcp: { type: "string", value: "HOST:PORT", help: "a TCP server to load instead" },
       key: { type: "string", value: "LABEL", help: "X-SVC-Key of each request (needed for /sign)" },
-      concurrency: { type: "string", default: "16", check: count, help: "loops in flight" },
-      seconds: { type: "string", default: "5", check: positiveNumber, help: "seconds measured" },
+      concurrency: valueOption(count, "16", "loops in flight"),
+      seconds: valueOption(positiveNumber, "5", "seconds measured"),
       path: { type: "string", default: "/sign", value: "PATH", help: "the request path" },
       warmup: {
         type: "string",

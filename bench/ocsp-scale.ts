@@ -16,7 +16,7 @@
  * deno run -A bench/ocsp-scale.ts [--sizes 10000,100000,1000000] [--seconds 3]
  * ```
  */
-import { benchArgs, count, listOf, positiveNumber } from "./_args.ts";
+import { benchArgs, count, listOf, positiveNumber, valueOption } from "./_args.ts";
 import { certIdFor, encodeOcspRequest, serialContent } from "../lib/ocsp/request.ts";
 import { parseCertificate, readCertificates } from "../lib/ocsp/certificate.ts";
 import { formatIndexLine } from "../lib/ocsp/index_db.ts";
@@ -43,7 +43,7 @@ const { values } = benchArgs({
       check: listOf(count),
       help: "index.txt sizes in lines",
     },
-    seconds: { type: "string", default: "3", check: positiveNumber, help: "seconds per rate" },
+    seconds: valueOption(positiveNumber, "3", "seconds per rate"),
   },
   examples: ["deno run -A bench/ocsp-scale.ts --sizes 10000,100000 --seconds 3"],
 });

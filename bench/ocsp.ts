@@ -21,7 +21,7 @@
  * deno run -A bench/ocsp.ts --key ed25519 --seconds 3 --rounds 5
  * ```
  */
-import { benchArgs, count, listOf, oneOf, positiveNumber } from "./_args.ts";
+import { benchArgs, count, listOf, oneOf, positiveNumber, valueOption } from "./_args.ts";
 import {
   encodeResponseData,
   formatIndexLine,
@@ -60,15 +60,15 @@ const { values } = benchArgs({
       check: oneOf((Object.keys(KEY_TYPES) as KeyTypeName[]).filter(isOpensslKeyType)),
       help: "the CA's key type",
     },
-    seconds: { type: "string", default: "3", check: positiveNumber, help: "seconds per figure" },
+    seconds: valueOption(positiveNumber, "3", "seconds per figure"),
     "public-threads": {
       type: "string",
       default: "1,2",
       check: listOf(count),
       help: "the --public-threads of svcd serve to run, each in turn",
     },
-    entries: { type: "string", default: "10000", check: count, help: "index.txt lines" },
-    rounds: { type: "string", default: "3", check: count, help: "rounds, interleaved" },
+    entries: valueOption(count, "10000", "index.txt lines"),
+    rounds: valueOption(count, "3", "rounds, interleaved"),
   },
   examples: [
     "deno run -A bench/ocsp.ts",

@@ -29,7 +29,7 @@
  * node_modules/.bin/deno run -A bench/p11client.ts --without audit --serve-args=--threads,2
  * ```
  */
-import { benchArgs, count, listOf, oneOf, positiveNumber } from "./_args.ts";
+import { benchArgs, count, listOf, oneOf, positiveNumber, valueOption } from "./_args.ts";
 import { buildCLoad, type CLoad, P11KIT_CLIENT, startP11KitServer } from "./_p11kit.ts";
 import { cpuSeconds, daemonCpu } from "./_proc_cpu.ts";
 import { buildHttpload, runHttpload } from "./_httpload.ts";
@@ -43,9 +43,9 @@ const { values } = benchArgs({
     "same C load of --threads threads, in interleaved rounds with medians, with each side's CPU " +
     "per signature; and svcd alone (bench/httpload.c on its socket) for the breakdown.",
   options: {
-    seconds: { type: "string", default: "5", check: positiveNumber, help: "seconds per figure" },
-    rounds: { type: "string", default: "3", check: count, help: "rounds, interleaved" },
-    threads: { type: "string", default: "16", check: count, help: "threads of the C load" },
+    seconds: valueOption(positiveNumber, "5", "seconds per figure"),
+    rounds: valueOption(count, "3", "rounds, interleaved"),
+    threads: valueOption(count, "16", "threads of the C load"),
     "nginx-workers": {
       type: "string",
       default: "auto",

@@ -11,7 +11,7 @@
  * deno run -A bench/public-isolation.ts --seconds 5 --flood 64
  * ```
  */
-import { benchArgs, count, oneOf, positiveNumber } from "./_args.ts";
+import { benchArgs, count, oneOf, positiveNumber, valueOption } from "./_args.ts";
 import type { LoadResult } from "./load.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 import { makeTestCa, publicListenerArgs } from "../tests/support/ca.ts";
@@ -27,8 +27,8 @@ const { values } = benchArgs({
     "p99 at c=16 on the authenticated socket, idle and then under a flood of POST /ocsp with a " +
     "nonce (signed live by the token) on the public socket, against the same daemon.",
   options: {
-    seconds: { type: "string", default: "5", check: positiveNumber, help: "seconds per figure" },
-    flood: { type: "string", default: "64", check: count, help: "the flood's concurrency" },
+    seconds: valueOption(positiveNumber, "5", "seconds per figure"),
+    flood: valueOption(count, "64", "the flood's concurrency"),
     "ca-key": {
       type: "string",
       default: "ec-p256",

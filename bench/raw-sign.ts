@@ -11,7 +11,7 @@
  * ```
  */
 import { createHash } from "node:crypto";
-import { benchArgs, listOf, oneOf, positiveNumber } from "./_args.ts";
+import { benchArgs, listOf, oneOf, positiveNumber, valueOption } from "./_args.ts";
 import {
   CKA,
   CKF_MECHANISM,
@@ -181,7 +181,7 @@ if (import.meta.main) {
         check: listOf(oneOf(Object.keys(KEY_TYPES))),
         help: "key types to measure",
       },
-      seconds: { type: "string", default: "2", check: positiveNumber, help: "seconds per figure" },
+      seconds: valueOption(positiveNumber, "2", "seconds per figure"),
     },
     examples: [
       "deno run -A bench/raw-sign.ts",

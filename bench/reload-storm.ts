@@ -11,7 +11,7 @@
  * nice -n 10 deno run -A bench/reload-storm.ts --threads 4 --requests 100000
  * ```
  */
-import { benchArgs, count, positiveNumber, wholeNumber } from "./_args.ts";
+import { benchArgs, count, positiveNumber, valueOption, wholeNumber } from "./_args.ts";
 import { makeTestToken } from "../tests/support/token.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import { notOk, reloadStorm, type StormResult } from "../tests/support/reload_storm.ts";
@@ -23,8 +23,8 @@ const { values } = benchArgs({
     "status (every one must be 200), the signatures checked with Web Crypto, the daemon's RSS " +
     "once a minute. Exit 0 when every answer was 200 and every checked signature verified.",
   options: {
-    threads: { type: "string", default: "0", check: wholeNumber, help: "the daemon's --threads" },
-    requests: { type: "string", default: "100000", check: count, help: "answers to wait for" },
+    threads: valueOption(wholeNumber, "0", "the daemon's --threads"),
+    requests: valueOption(count, "100000", "answers to wait for"),
     "hup-ms": {
       type: "string",
       default: "50",
@@ -32,7 +32,7 @@ const { values } = benchArgs({
       value: "MS",
       help: "pause between two SIGHUPs",
     },
-    clients: { type: "string", default: "8", check: count, help: "clients signing at once" },
+    clients: valueOption(count, "8", "clients signing at once"),
     "gc-trace": {
       type: "boolean",
       default: false,

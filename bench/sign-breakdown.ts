@@ -21,7 +21,7 @@
  * ```
  */
 import { createHash } from "node:crypto";
-import { benchArgs, count, listOf, oneOf, positiveNumber } from "./_args.ts";
+import { benchArgs, count, listOf, oneOf, positiveNumber, valueOption } from "./_args.ts";
 import { SWITCHABLE_PARTS } from "./serve.ts";
 import { CKA, CKM, CKO, encodeMechanism, loadModule, ulongBytes } from "../ffi/pkcs11/mod.ts";
 import { AuditLog } from "../lib/audit/mod.ts";
@@ -39,8 +39,8 @@ const { values } = benchArgs({
     "library, and the parts on their own in this process (instructions per operation). Without " +
     "a usable perf only the /proc figures.",
   options: {
-    seconds: { type: "string", default: "3", check: positiveNumber, help: "seconds per figure" },
-    concurrency: { type: "string", default: "16", check: count, help: "requests in flight" },
+    seconds: valueOption(positiveNumber, "3", "seconds per figure"),
+    concurrency: valueOption(count, "16", "requests in flight"),
     without: {
       type: "string",
       default: "",

@@ -15,7 +15,7 @@
  * deno run -A bench/sign.ts --keys ec-p256 --variants full,no-audit
  * ```
  */
-import { benchArgs, count, listOf, oneOf, positiveNumber } from "./_args.ts";
+import { benchArgs, count, listOf, oneOf, positiveNumber, valueOption } from "./_args.ts";
 import { measureRawSign } from "./raw-sign.ts";
 import { runLoad } from "./load.ts";
 import { daemonCpu } from "./_proc_cpu.ts";
@@ -40,7 +40,7 @@ const { values } = benchArgs({
     "with its audit log or refusal budget switched off; the daemon's CPU (all threads, main " +
     "thread) and, with perf, instructions per request.",
   options: {
-    seconds: { type: "string", default: "3", check: positiveNumber, help: "seconds per figure" },
+    seconds: valueOption(positiveNumber, "3", "seconds per figure"),
     keys: {
       type: "string",
       default: "ec-p256,ed25519",

@@ -19,7 +19,7 @@
  * ```
  */
 import { createHash } from "node:crypto";
-import { benchArgs, count, positiveNumber, wholeNumber } from "./_args.ts";
+import { benchArgs, count, positiveNumber, valueOption, wholeNumber } from "./_args.ts";
 import { runLoad } from "./load.ts";
 import { auditLines, runAuditVerify } from "../tests/support/audit.ts";
 import { startDaemon, type TestDaemon } from "../tests/support/daemon.ts";
@@ -76,7 +76,7 @@ const { values } = benchArgs({
       check: count,
       help: "most requests in flight; past it the offered load is not met",
     },
-    threads: { type: "string", default: "0", check: wholeNumber, help: "the daemon's --threads" },
+    threads: valueOption(wholeNumber, "0", "the daemon's --threads"),
     "hup-seconds": {
       type: "string",
       default: "30",

@@ -10,7 +10,7 @@
  * node_modules/.bin/deno run -A bench/thread-call.ts [--calls 20000] [--rounds 3]
  * ```
  */
-import { benchArgs, count } from "./_args.ts";
+import { benchArgs, count, valueOption } from "./_args.ts";
 import { answerCall, type CallMessage, callSlot } from "../lib/server/threads/protocol.ts";
 import { cpuSeconds } from "./_proc_cpu.ts";
 
@@ -20,8 +20,8 @@ const { values } = benchArgs({
     "--threads pays per request for the budget and cap checks): µs per round trip seen by the " +
     "Worker and the main thread's CPU µs per call; medians of the rounds.",
   options: {
-    calls: { type: "string", default: "20000", check: count, help: "calls per round" },
-    rounds: { type: "string", default: "3", check: count, help: "rounds" },
+    calls: valueOption(count, "20000", "calls per round"),
+    rounds: valueOption(count, "3", "rounds"),
   },
   examples: ["node_modules/.bin/deno run -A bench/thread-call.ts --calls 20000 --rounds 3"],
 });

@@ -8,7 +8,7 @@
  * node_modules/.bin/deno run -A bench/throttle-check.ts [--entries 10000] [--rounds 5]
  * ```
  */
-import { benchArgs, count } from "./_args.ts";
+import { benchArgs, count, valueOption } from "./_args.ts";
 import { RefusalBudget } from "../lib/throttle/mod.ts";
 
 const { values } = benchArgs({
@@ -23,7 +23,7 @@ const { values } = benchArgs({
       check: count,
       help: "identities in the table",
     },
-    rounds: { type: "string", default: "5", check: count, help: "rounds" },
+    rounds: valueOption(count, "5", "rounds"),
   },
   examples: ["node_modules/.bin/deno run -A bench/throttle-check.ts --entries 10000 --rounds 5"],
 });

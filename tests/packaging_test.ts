@@ -286,6 +286,13 @@ Deno.test({
           assert.ok(sock.isSocket);
           assert.equal(sock.mode! & 0o777, 0o660);
           assert.equal((await getent("group", String(sock.gid)))?.split(":")[0], "svcd-proxy");
+          // /etc/default/svcd bounds each isolate's young generation (docs/scale.md): the
+          // daemon's own environment carries it, not only the file.
+          const environ = (await Deno.readTextFile(`/proc/${daemon.pid}/environ`)).split("\0");
+          assert.ok(
+            environ.some((v) => /^DENO_V8_FLAGS=.*--max-semi-space-size=\d+/.test(v)),
+            "the daemon runs without /etc/default/svcd's DENO_V8_FLAGS",
+          );
         },
       );
 

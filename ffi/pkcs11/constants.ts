@@ -141,6 +141,11 @@ export const CKO = {
   SECRET_KEY: 0x4,
 } as const;
 
+/** Certificate types (CKA_CERTIFICATE_TYPE). Example: `CKC.X_509 === 0`. */
+export const CKC = {
+  X_509: 0x0,
+} as const;
+
 /** The vendor-defined composite ML-DSA-65 + Ed25519 mechanism, also used as its key type. */
 export const CK_COMPOSITE_MLDSA65_ED25519 = 0x80004202;
 
@@ -168,7 +173,11 @@ export const CKA = {
   PRIVATE: 0x2,
   LABEL: 0x3,
   VALUE: 0x11,
+  CERTIFICATE_TYPE: 0x80,
+  ISSUER: 0x81,
+  SERIAL_NUMBER: 0x82,
   KEY_TYPE: 0x100,
+  SUBJECT: 0x101,
   ID: 0x102,
   SENSITIVE: 0x103,
   ENCRYPT: 0x104,

@@ -14,8 +14,9 @@
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
-import { DEFAULT_AUDIT_DIR, sharedOption } from "../cli/shared_options.ts";
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL, loadPin, Token } from "../token/mod.ts";
+import { DEFAULT_AUDIT_DIR, sharedSpec } from "../cli/shared_options.ts";
+import { cliOptions, OptionReader, type OptionTable } from "../cli/option_table.ts";
+import { loadPin, Token } from "../token/mod.ts";
 import { asUser } from "../token_admin/mod.ts";
 import { auditFileNumber } from "./format.ts";
 import { listAuditFiles } from "./files.ts";
@@ -28,6 +29,47 @@ import {
   parseCollectedCheckpoints,
   wantedSeqs,
 } from "./checkpoints.ts";
+
+/** The options of `svcd audit verify`, read through typed accessors. */
+const AUDIT_OPTIONS = {
+  "audit-dir": sharedSpec("audit-dir", {
+    group: "log",
+    multiple: true,
+    note: "the oldest file must start the chain. Give it once per node to check several " +
+      "nodes' folders in one run (each its own chain)",
+  }),
+  checkpoints: {
+    kind: "path",
+    value: "FILE",
+    group: "log",
+    help: "checkpoint lines collected off the host (the syslog copies, identifier " +
+      "svcd-audit): each must be in one of the logs checked; a log that ends before one, or " +
+      "holds another line at its seq, fails naming it. The file must hold only the " +
+      "checkpoints of the folders given (filter by host)",
+  },
+  "public-key": {
+    kind: "path",
+    value: "FILE",
+    group: "keys",
+    help: `PEM public key of ${AUDIT_SIGN_LABEL} ('svcd token pubkey'): check the ` +
+      "checkpoint signatures without the token (seals and MACs are then not checked; " +
+      "hashes are)",
+  },
+  module: sharedSpec("module", { group: "keys" }),
+  token: sharedSpec("token", { group: "keys", note: "with --public-key, use the token as well" }),
+  credential: sharedSpec("credential", { group: "keys" }),
+  "plain-credential-dir": {
+    kind: "path",
+    value: "DIR",
+    group: "keys",
+    help: "read the PIN from DIR/svc-pin instead (as 'svcd token init " +
+      "--plain-credential-dir' wrote it; tests and demos)",
+  },
+  user: sharedSpec("user", { group: "keys" }),
+} as const satisfies OptionTable<"log" | "keys">;
+
+/** The parsed options of `svcd audit verify`. */
+type VerifyOptions = OptionReader<typeof AUDIT_OPTIONS>;
 
 /** `svcd audit`: its one command and the table of its options. */
 export const AUDIT_COMMAND: CommandGroup = {
@@ -49,42 +91,7 @@ export const AUDIT_COMMAND: CommandGroup = {
         "one is not checked).",
     },
   ],
-  options: [
-    sharedOption("audit-dir", {
-      group: "log",
-      multiple: true,
-      note: "the oldest file must start the chain. Give it once per node to check several " +
-        "nodes' folders in one run (each its own chain)",
-    }),
-    {
-      flag: "checkpoints",
-      value: "FILE",
-      group: "log",
-      help: "checkpoint lines collected off the host (the syslog copies, identifier " +
-        "svcd-audit): each must be in one of the logs checked; a log that ends before one, or " +
-        "holds another line at its seq, fails naming it. The file must hold only the " +
-        "checkpoints of the folders given (filter by host)",
-    },
-    {
-      flag: "public-key",
-      value: "FILE",
-      group: "keys",
-      help: `PEM public key of ${AUDIT_SIGN_LABEL} ('svcd token pubkey'): check the ` +
-        "checkpoint signatures without the token (seals and MACs are then not checked; " +
-        "hashes are)",
-    },
-    sharedOption("module", { group: "keys" }),
-    sharedOption("token", { group: "keys", note: "with --public-key, use the token as well" }),
-    sharedOption("credential", { group: "keys" }),
-    {
-      flag: "plain-credential-dir",
-      value: "DIR",
-      group: "keys",
-      help: "read the PIN from DIR/svc-pin instead (as 'svcd token init " +
-        "--plain-credential-dir' wrote it; tests and demos)",
-    },
-    sharedOption("user", { group: "keys" }),
-  ],
+  options: cliOptions(AUDIT_OPTIONS),
   groups: [
     { id: "log", title: "what is checked" },
     { id: "keys", title: "token and keys" },
@@ -113,7 +120,12 @@ export async function runAuditCommand(args: string[]): Promise<number> {
   });
   if ("exit" in line) return line.exit;
   try {
-    return await verifyCommand(line.values as VerifyValues, line.positionals);
+    const options: VerifyOptions = new OptionReader(
+      AUDIT_OPTIONS,
+      line.values,
+      (_flag, message) => new UsageError(message),
+    );
+    return await verifyCommand(options, line.positionals);
   } catch (err) {
     if (err instanceof UsageError) return usageError(err.message);
     // SetupError, CredentialError, an unreadable file: failed, as in every other command.
@@ -122,39 +134,29 @@ export async function runAuditCommand(args: string[]): Promise<number> {
   }
 }
 
-interface VerifyValues {
-  "audit-dir"?: string[];
-  checkpoints?: string;
-  "public-key"?: string;
-  module?: string;
-  token?: string;
-  "plain-credential-dir"?: string;
-  credential?: string;
-  user?: string;
-}
-
-async function verifyCommand(values: VerifyValues, positionals: string[]): Promise<number> {
-  if (values["audit-dir"] !== undefined && positionals.length > 0) {
+async function verifyCommand(options: VerifyOptions, positionals: string[]): Promise<number> {
+  if (options.isGiven("audit-dir") && positionals.length > 0) {
     throw new UsageError("give --audit-dir or FILEs, not both");
   }
   const chains = positionals.length > 0
     ? [await filesToCheck(DEFAULT_AUDIT_DIR, positionals)]
-    : await Promise.all(
-      (values["audit-dir"] ?? [DEFAULT_AUDIT_DIR]).map((d) => filesToCheck(d, [])),
-    );
-  const collected = values.checkpoints ? await readCollected(values.checkpoints) : undefined;
-  const publicKey = values["public-key"] ? await readPublicKey(values["public-key"]) : undefined;
-  const useToken = !values["public-key"] || values.token !== undefined ||
-    values.module !== undefined;
+    : await Promise.all(options.get("audit-dir").map((d) => filesToCheck(d, [])));
+  const checkpoints = options.get("checkpoints");
+  const collected = checkpoints ? await readCollected(checkpoints) : undefined;
+  const keyFile = options.get("public-key");
+  const publicKey = keyFile ? await readPublicKey(keyFile) : undefined;
+  const useToken = !keyFile || options.isGiven("token") || options.isGiven("module");
   // The PIN first: decrypting the credential needs root, the token work is done as --user.
+  const credential = options.get("credential");
   const pin = useToken
     ? await loadPin(
-      values.credential ? { encryptedFile: values.credential } : {
-        dir: values["plain-credential-dir"],
-      },
+      credential ? { encryptedFile: credential } : { dir: options.get("plain-credential-dir") },
     )
     : undefined;
-  return await asUser(values.user, () => verifyWith(values, chains, collected, publicKey, pin))
+  return await asUser(
+    options.get("user"),
+    () => verifyWith(options, chains, collected, publicKey, pin),
+  )
     .finally(() => pin?.fill(0));
 }
 
@@ -180,7 +182,7 @@ async function readCollected(path: string): Promise<CollectedCheckpoint[]> {
 }
 
 async function verifyWith(
-  values: VerifyValues,
+  options: VerifyOptions,
   chains: Chain[],
   collected: CollectedCheckpoint[] | undefined,
   publicKey: CryptoKey | undefined,
@@ -188,11 +190,10 @@ async function verifyWith(
 ): Promise<number> {
   let token: Token | undefined;
   try {
-    let keyNote = values["public-key"]
-      ? `checkpoint signatures checked with ${values["public-key"]}`
-      : "";
+    const keyFile = options.get("public-key");
+    let keyNote = keyFile ? `checkpoint signatures checked with ${keyFile}` : "";
     if (pin) {
-      token = await loggedInToken(values, pin);
+      token = await loggedInToken(options, pin);
       if (!publicKey) {
         publicKey = await tokenPublicKey(token);
         keyNote = publicKey
@@ -261,12 +262,12 @@ async function filesToCheck(dir: string, positionals: string[]): Promise<Chain> 
   return { name: dir, files: names.map((n) => `${dir}/${n}`), fromStart: true };
 }
 
-async function loggedInToken(values: VerifyValues, pin: Uint8Array): Promise<Token> {
+async function loggedInToken(options: VerifyOptions, pin: Uint8Array): Promise<Token> {
   let token: Token;
   try {
     token = Token.open({
-      modulePath: values.module ?? DEFAULT_MODULE,
-      tokenLabel: values.token ?? DEFAULT_TOKEN_LABEL,
+      modulePath: options.get("module"),
+      tokenLabel: options.get("token"),
       maxSessions: 8,
     });
   } catch (err) {

@@ -90,6 +90,10 @@ export interface AuditOptions {
   sync?: (file: Deno.FsFile) => Promise<void>;
 }
 
+const DEFAULT_CHECKPOINT_EVERY = 1000;
+const DEFAULT_CHECKPOINT_INTERVAL_MS = 60_000;
+const DEFAULT_RETRY_MS = 1000;
+
 /** Counters for benches and /health. */
 export interface AuditStats {
   /** Lines made durable since open. */
@@ -102,9 +106,6 @@ export interface AuditStats {
   seals: number;
 }
 
-const DEFAULT_CHECKPOINT_EVERY = 1000;
-const DEFAULT_CHECKPOINT_INTERVAL_MS = 60_000;
-const DEFAULT_RETRY_MS = 1000;
 /** Events only the log writes: a caller's line must not look like a file opening or a checkpoint. */
 const INTERNAL_EVENTS: ReadonlySet<string> = new Set([
   "login_ok",

@@ -41,9 +41,11 @@ export type OptionTable<G extends string = string> = Readonly<Record<string, Opt
 
 /**
  * What reading an option gives: a switch a boolean; a count a number, text a string, either
- * possibly undefined unless the option has a fallback or is required.
+ * possibly undefined unless the option has a fallback or is required; an option that may be given
+ * more than once every value given, in order (its fallback alone when none is).
  */
-export type OptionValue<S extends OptionSpec> = S extends { kind: "switch" } ? boolean
+export type OptionValue<S extends OptionSpec> = S extends { multiple: true } ? string[]
+  : S extends { kind: "switch" } ? boolean
   : S extends { kind: "count" }
     ? S extends { fallback: number } | { required: true } ? number : number | undefined
   : S extends { fallback: string } | { required: true } ? string
@@ -92,8 +94,9 @@ export class OptionReader<T extends OptionTable> {
     return this.values[flag] !== undefined;
   }
 
-  private read(flag: string, spec: OptionSpec): string | number | boolean | undefined {
+  private read(flag: string, spec: OptionSpec): string | string[] | number | boolean | undefined {
     const raw = this.values[flag];
+    if (spec.multiple) return this.readAll(flag, spec, raw);
     if (spec.kind === "switch") return raw === true;
     if (typeof raw !== "string") {
       if (spec.required) throw this.mistake(flag, `--${flag} is required: ${spec.help}`);
@@ -110,5 +113,15 @@ export class OptionReader<T extends OptionTable> {
       );
     }
     return n;
+  }
+
+  private readAll(flag: string, spec: OptionSpec, raw: OptionValues[string]): string[] {
+    const given = Array.isArray(raw) ? raw : typeof raw === "string" ? [raw] : [];
+    if (given.length === 0) {
+      if (spec.required) throw this.mistake(flag, `--${flag} is required: ${spec.help}`);
+      return spec.fallback === undefined ? [] : [String(spec.fallback)];
+    }
+    if (given.includes("")) throw this.mistake(flag, `--${flag} is empty: give ${spec.help}`);
+    return given;
   }
 }

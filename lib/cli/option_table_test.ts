@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { cliOption, cliOptions, OptionReader, type OptionTable } from "./option_table.ts";
-import { SHARED_OPTIONS, sharedOption } from "./shared_options.ts";
+import { SHARED_OPTIONS, sharedOption, sharedSpec } from "./shared_options.ts";
 
 const TABLE = {
   socket: { kind: "path", group: "g", value: "PATH", fallback: "/run/s.sock", help: "the socket" },
@@ -108,4 +108,25 @@ Deno.test("shared options: a group lists the declared option under its heading, 
   assert.deepEqual(dirs.commands, ["verify"]);
   assert.equal(dirs.help, SHARED_OPTIONS["audit-dir"].help);
   assert.equal(sharedOption("credential", { group: "g" }).default, undefined);
+});
+
+Deno.test("option table: an option given more than once is read as every value, in order", () => {
+  const table = {
+    dir: { kind: "path", group: "g", multiple: true, fallback: "/var/log/x", help: "a folder" },
+    label: { kind: "text", group: "g", multiple: true, help: "a label" },
+    module: sharedSpec("module", { group: "g" }),
+  } as const satisfies OptionTable;
+  const read = (values: Record<string, string | string[]>) =>
+    new OptionReader(table, values, (flag, message) => new Mistake(flag, message));
+  const given = read({ dir: ["/a", "/b"], label: "one" });
+  const dirs: string[] = given.get("dir");
+  assert.deepEqual(dirs, ["/a", "/b"]);
+  assert.deepEqual(given.get("label"), ["one"]);
+  assert.deepEqual(read({}).get("dir"), ["/var/log/x"], "its fallback alone when none is given");
+  assert.deepEqual(read({}).get("label"), [], "none, without a fallback");
+  assert.equal(read({}).get("module"), SHARED_OPTIONS.module.fallback);
+  assert.throws(
+    () => read({ label: ["one", ""] }).get("label"),
+    (e) => e instanceof Mistake && e.flag === "label" && /empty/.test(e.message),
+  );
 });

@@ -78,12 +78,34 @@ export interface SharedPlace {
  * ```
  */
 export function sharedOption(flag: SharedFlag, place: SharedPlace): CliOption {
+  return cliOption(flag, sharedSpec(flag, place));
+}
+
+/** A shared option as it stands in a group's option table (typed as the shared declaration). */
+export type SharedSpec<F extends SharedFlag, P extends SharedPlace> =
+  & (typeof SHARED_OPTIONS)[F]
+  & { group: P["group"] }
+  & (P extends { multiple: true } ? { multiple: true } : unknown);
+
+/**
+ * A shared option as an entry of a group's option table (lib/cli/option_table.ts), read through
+ * the table's typed accessors.
+ *
+ * @example
+ * ```ts
+ * const TABLE = { module: sharedSpec("module", { group: "common" }) };
+ * ```
+ */
+export function sharedSpec<F extends SharedFlag, const P extends SharedPlace>(
+  flag: F,
+  place: P,
+): SharedSpec<F, P> {
   const spec: Omit<OptionSpec, "group"> = SHARED_OPTIONS[flag];
-  return cliOption(flag, {
+  return {
     ...spec,
     group: place.group,
     help: place.note === undefined ? spec.help : `${spec.help}; ${place.note}`,
     ...(place.commands ? { commands: place.commands } : {}),
     ...(place.multiple ? { multiple: true } : {}),
-  });
+  } as SharedSpec<F, P>;
 }

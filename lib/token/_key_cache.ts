@@ -18,6 +18,7 @@ import {
   type AttributeIn,
   boolBytes,
   CKA,
+  CKC,
   ckmName,
   CKO,
   CKR,
@@ -71,6 +72,8 @@ export interface KeyInternals {
   retired: boolean;
   /** Which thread its signatures run on. */
   placement: SignPlacement;
+  /** The private key's CKA_ID: what its certificate is found by; empty when it has none. */
+  id: Uint8Array;
 }
 
 /** A MAC secret: its working copy (or the token object) and the token object. */
@@ -239,6 +242,28 @@ export class KeyCache {
     };
   }
 
+  /**
+   * The DER of every X.509 certificate object on the token with the key's CKA_ID (usually one;
+   * two for the moment a renewal has stored the new one and not yet destroyed the old). None when
+   * the key has no CKA_ID: an empty one would match every certificate stored without one.
+   */
+  certificatesOf(session: Handle, key: SigningKey): Uint8Array[] {
+    const { id } = this.#internalsOf(key);
+    if (id.length === 0) return [];
+    const found = findObjects(this.#mod, session, [
+      { type: CKA.CLASS, value: ulongBytes(CKO.CERTIFICATE) },
+      { type: CKA.CERTIFICATE_TYPE, value: ulongBytes(CKC.X_509) },
+      { type: CKA.ID, value: id },
+      ON_TOKEN,
+    ]);
+    const values: Uint8Array[] = [];
+    for (const handle of found) {
+      const value = getAttributes(this.#mod, session, handle, [CKA.VALUE]).get(CKA.VALUE);
+      if (value && value.length > 0) values.push(value);
+    }
+    return values;
+  }
+
   /** Closes the session holding the working copies (which destroys them). */
   close(): void {
     if (this.#copySession !== undefined) this.#mod.fn.C_CloseSession(this.#copySession);
@@ -360,6 +385,7 @@ export class KeyCache {
       uses: 0,
       retired: false,
       placement: new SignPlacement(this.#inlineSignLimitUs),
+      id: getAttributes(this.#mod, session, privs[0], [CKA.ID]).get(CKA.ID) ?? new Uint8Array(),
     };
     const earlier = this.#resolved.get(label); // a lookup whose cache entry was dropped
     if (earlier) this.#retire(earlier);

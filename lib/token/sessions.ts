@@ -162,34 +162,32 @@ export interface MechanismChoice {
   parameter?: Encoded;
 }
 
-/**
- * C_SignInit + C_Sign (nonblocking), with a first buffer of `maxLength` bytes; grows it once on
- * CKR_BUFFER_TOO_SMALL. Example: `await signOnce(mod, s, key, { mechanism: CKM.EDDSA }, msg, 64)`.
- */
-export async function signOnce(
+/** What signOnce and signOnceSync take: the key, its mechanism, the data and a first buffer size. */
+export type SignArguments = [
   mod: Pkcs11Module,
   session: Handle,
   key: Handle,
   choice: MechanismChoice,
   data: Uint8Array,
   maxLength: number,
-): Promise<Uint8Array> {
-  const call = new SignCall(mod, session, key, choice, data, maxLength);
+];
+
+/**
+ * C_SignInit + C_Sign (nonblocking), with a first buffer of `maxLength` bytes; grows it once on
+ * CKR_BUFFER_TOO_SMALL. Example: `await signOnce(mod, s, key, { mechanism: CKM.EDDSA }, msg, 64)`.
+ */
+export async function signOnce(...args: SignArguments): Promise<Uint8Array> {
+  const [mod] = args;
+  const call = new SignCall(...args);
   let rv = await mod.fn.C_SignAsync(...call.args);
   if (call.out.grown(rv)) rv = await mod.fn.C_SignAsync(...call.args);
   return call.result(rv);
 }
 
 /** As signOnce, but synchronous: for quick mechanisms such as HMAC where a thread hop costs more. */
-export function signOnceSync(
-  mod: Pkcs11Module,
-  session: Handle,
-  key: Handle,
-  choice: MechanismChoice,
-  data: Uint8Array,
-  maxLength: number,
-): Uint8Array {
-  const call = new SignCall(mod, session, key, choice, data, maxLength);
+export function signOnceSync(...args: SignArguments): Uint8Array {
+  const [mod] = args;
+  const call = new SignCall(...args);
   let rv = mod.fn.C_Sign(...call.args);
   if (call.out.grown(rv)) rv = mod.fn.C_Sign(...call.args);
   return call.result(rv);
@@ -206,14 +204,7 @@ class SignCall {
   readonly #length: number;
   readonly #mech: Encoded;
 
-  constructor(
-    mod: Pkcs11Module,
-    session: Handle,
-    key: Handle,
-    choice: MechanismChoice,
-    data: Uint8Array,
-    maxLength: number,
-  ) {
+  constructor(...[mod, session, key, choice, data, maxLength]: SignArguments) {
     this.#mech = signInit(mod, session, key, choice);
     this.#session = session;
     this.#input = dataPointer(data);

@@ -280,6 +280,15 @@ export class Token {
   }
 
   /**
+   * The DER of the X.509 certificate objects stored for the key (CKO_CERTIFICATE with the key's
+   * CKA_ID), read afresh each call so that a renewal shows at once; usually one, none when the key
+   * has no certificate. Whether one belongs to the key is the caller's to check (its public key).
+   */
+  certificates(key: SigningKey): Promise<Uint8Array[]> {
+    return this.#pool.use((s) => this.#keys.certificatesOf(s, key));
+  }
+
+  /**
    * Signs `message` with the key's mechanism; for CKM_ECDSA the digest is computed here. With
    * `digest`, `message` is that digest of the message (digest mode, ./mechanisms.ts; the name
    * must be one of `key.digests`) and the signature is the one over the message. Resolves with

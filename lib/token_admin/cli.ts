@@ -11,8 +11,6 @@ import {
   AUDIT_MAC_LABEL,
   AUDIT_SIGN_LABEL,
   CredentialError,
-  DEFAULT_MODULE,
-  DEFAULT_TOKEN_LABEL,
   fingerprint,
   generatePin,
   isKeyTypeName,
@@ -33,7 +31,59 @@ import { asUser, isRoot } from "./run_as.ts";
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
-import { sharedOption } from "../cli/shared_options.ts";
+import { sharedSpec } from "../cli/shared_options.ts";
+import { cliOptions, OptionReader, type OptionTable } from "../cli/option_table.ts";
+
+/** The options of `svcd token`, read through typed accessors. */
+const TOKEN_OPTIONS = {
+  "key-label": {
+    kind: "text",
+    value: "LABEL",
+    multiple: true,
+    commands: ["keygen", "pubkey"],
+    group: "command",
+    help: "the key's label (keygen: repeat with --key-type for several keys)",
+  },
+  "key-type": {
+    kind: "text",
+    value: "TYPE",
+    multiple: true,
+    commands: ["keygen"],
+    group: "command",
+    help: `key type: ${KEY_TYPE_NAMES.join(", ")}`,
+  },
+  "credential-out": {
+    kind: "path",
+    value: "FILE",
+    commands: ["init"],
+    group: "command",
+    help: "write the user PIN into this encrypted credential (systemd-creds, needs root)",
+  },
+  "plain-credential-dir": {
+    kind: "path",
+    value: "DIR",
+    commands: ["init"],
+    group: "command",
+    help: "write the user PIN into DIR/svc-pin, mode 0400, unencrypted (tests and demos only)",
+  },
+  out: {
+    kind: "path",
+    value: "FILE",
+    commands: ["pubkey"],
+    group: "command",
+    help: "write the PEM there instead of to stdout",
+  },
+  module: sharedSpec("module", { group: "common" }),
+  token: sharedSpec("token", { group: "common", note: "init: the label the new token gets" }),
+  credential: sharedSpec("credential", {
+    group: "common",
+    commands: ["keygen", "list", "selftest", "pubkey", "rotate-pin"],
+  }),
+  user: sharedSpec("user", { group: "common" }),
+} as const satisfies OptionTable<"command" | "common">;
+
+/** The parsed options of a `svcd token` command line. */
+type TokenOptions = OptionReader<typeof TOKEN_OPTIONS>;
 
 /** `svcd token`: its commands and the one table of their options. */
 export const TOKEN_COMMAND: CommandGroup = {
@@ -77,52 +127,7 @@ export const TOKEN_COMMAND: CommandGroup = {
         "FILE replaced by the new encrypted credential; restart the daemon afterwards",
     },
   ],
-  options: [
-    {
-      flag: "key-label",
-      value: "LABEL",
-      multiple: true,
-      commands: ["keygen", "pubkey"],
-      group: "command",
-      help: "the key's label (keygen: repeat with --key-type for several keys)",
-    },
-    {
-      flag: "key-type",
-      value: "TYPE",
-      multiple: true,
-      commands: ["keygen"],
-      group: "command",
-      help: `key type: ${KEY_TYPE_NAMES.join(", ")}`,
-    },
-    {
-      flag: "credential-out",
-      value: "FILE",
-      commands: ["init"],
-      group: "command",
-      help: "write the user PIN into this encrypted credential (systemd-creds, needs root)",
-    },
-    {
-      flag: "plain-credential-dir",
-      value: "DIR",
-      commands: ["init"],
-      group: "command",
-      help: "write the user PIN into DIR/svc-pin, mode 0400, unencrypted (tests and demos only)",
-    },
-    {
-      flag: "out",
-      value: "FILE",
-      commands: ["pubkey"],
-      group: "command",
-      help: "write the PEM there instead of to stdout",
-    },
-    sharedOption("module", { group: "common" }),
-    sharedOption("token", { group: "common", note: "init: the label the new token gets" }),
-    sharedOption("credential", {
-      group: "common",
-      commands: ["keygen", "list", "selftest", "pubkey", "rotate-pin"],
-    }),
-    sharedOption("user", { group: "common" }),
-  ],
+  options: cliOptions(TOKEN_OPTIONS),
   groups: [
     { id: "command", title: "command options" },
     { id: "common", title: "common options" },
@@ -145,19 +150,35 @@ export interface Common {
   user?: string;
 }
 
-type Values = Record<string, string | string[] | boolean | undefined>;
+/** A value that breaks its option's declaration (an empty --key-label, say): exit 2. */
+class OptionMistake extends Error {}
 
 /** Runs `svcd token <args>`; returns the exit code. Example: `await runTokenCommand(["list"])`. */
 export async function runTokenCommand(args: string[]): Promise<number> {
   const line = parseCommandLine(TOKEN_COMMAND, args, { allowPositionals: false, usageError });
   if ("exit" in line) return line.exit;
-  const { command, values } = line;
-  const credential = str(values.credential);
+  const { command } = line;
+  const options: TokenOptions = new OptionReader(
+    TOKEN_OPTIONS,
+    line.values,
+    (_flag, message) => new OptionMistake(message),
+  );
+  try {
+    return await runCommand(command, options);
+  } catch (err) {
+    if (err instanceof OptionMistake) return usageError(err.message, command);
+    console.error(`svcd token ${command}: ${describe(err)}`);
+    return EXIT.failed;
+  }
+}
+
+async function runCommand(command: string, options: TokenOptions): Promise<number> {
+  const credential = options.get("credential");
   const common: Common = {
-    modulePath: str(values.module) ?? DEFAULT_MODULE,
-    tokenLabel: str(values.token) ?? DEFAULT_TOKEN_LABEL,
+    modulePath: options.get("module"),
+    tokenLabel: options.get("token"),
     pin: credential ? { encryptedFile: credential } : {},
-    user: str(values.user),
+    user: options.get("user"),
   };
   if (common.user === undefined && isRoot() && command !== "pubkey") {
     console.error(
@@ -165,30 +186,20 @@ export async function runTokenCommand(args: string[]): Promise<number> {
         "keeps what it creates readable by root only (pass --user svcd on a packaged host)",
     );
   }
-  try {
-    switch (command) {
-      case "init":
-        return await init(common, values);
-      case "keygen":
-        return await keygen(common, values);
-      case "list":
-        return await list(common);
-      case "selftest":
-        return await selftest(common);
-      case "pubkey":
-        return await pubkey(common, values);
-      default:
-        return await rotatePin(common);
-    }
-  } catch (err) {
-    console.error(`svcd token ${command}: ${describe(err)}`);
-    return EXIT.failed;
+  switch (command) {
+    case "init":
+      return await init(common, options);
+    case "keygen":
+      return await keygen(common, options);
+    case "list":
+      return await list(common);
+    case "selftest":
+      return await selftest(common);
+    case "pubkey":
+      return await pubkey(common, options);
+    default:
+      return await rotatePin(common);
   }
-}
-
-function str(v: string | string[] | boolean | undefined): string | undefined {
-  if (Array.isArray(v)) return v.at(-1);
-  return typeof v === "string" ? v : undefined;
 }
 
 /** Exit code of `keygen` when the module does not offer a requested type (the others are made). */
@@ -215,10 +226,10 @@ function progress(line: string): void {
   console.log(`  ${line}`);
 }
 
-async function init(common: Common, values: Values): Promise<number> {
+async function init(common: Common, options: TokenOptions): Promise<number> {
   const tokenLabel = common.tokenLabel;
-  const encryptedFile = str(values["credential-out"]);
-  const plainDir = str(values["plain-credential-dir"]);
+  const encryptedFile = options.get("credential-out");
+  const plainDir = options.get("plain-credential-dir");
   if (!encryptedFile === !plainDir) {
     return usageError(
       "init needs exactly one of --credential-out FILE or --plain-credential-dir DIR",
@@ -278,9 +289,9 @@ export async function openLoggedIn(common: Common, pin?: Uint8Array): Promise<To
   }
 }
 
-async function keygen(common: Common, values: Values): Promise<number> {
-  const labels = (values["key-label"] as string[] | undefined) ?? [];
-  const types = (values["key-type"] as string[] | undefined) ?? [];
+async function keygen(common: Common, options: TokenOptions): Promise<number> {
+  const labels = options.get("key-label");
+  const types = options.get("key-type");
   if (labels.length === 0 || labels.length !== types.length) {
     return usageError(
       "keygen needs --key-label LABEL --key-type TYPE (pairs may repeat, in order)",
@@ -397,8 +408,8 @@ async function checkMac(token: Token): Promise<string | undefined> {
   }
 }
 
-async function pubkey(common: Common, values: Values): Promise<number> {
-  const label = str(values["key-label"]);
+async function pubkey(common: Common, options: TokenOptions): Promise<number> {
+  const label = options.get("key-label").at(-1);
   if (!label) return usageError("pubkey needs --key-label LABEL", "pubkey");
   // A module may keep public objects private until login: have the PIN at hand if one is given
   // (decrypting needs root, so before switching to --user).
@@ -426,7 +437,7 @@ async function pubkey(common: Common, values: Values): Promise<number> {
     }
   }).finally(() => pin?.fill(0));
   const text = pem("PUBLIC KEY", spki);
-  const out = str(values.out);
+  const out = options.get("out");
   if (out) await Deno.writeTextFile(out, text);
   else console.log(text.trimEnd());
   return EXIT.ok;

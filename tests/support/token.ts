@@ -208,8 +208,41 @@ export async function makeEcKeyWithPkcs11Tool(t: TestToken, label: string): Prom
   await runPkcs11Tool(t, ["--keypairgen", "--key-type", "EC:prime256v1", "--label", label]);
 }
 
-/** Runs pkcs11-tool logged in to the test token; throws with its stderr when it fails. */
-async function runPkcs11Tool(t: TestToken, args: string[]): Promise<void> {
+/**
+ * The CKA_ID (hex) of the private key `label`, as pkcs11-tool lists it.
+ * Example: `await keyIdWithPkcs11Tool(token, "k1") // "3f0a…"`.
+ */
+export async function keyIdWithPkcs11Tool(t: TestToken, label: string): Promise<string> {
+  const listed = await runPkcs11Tool(t, ["--list-objects", "--type", "privkey"]);
+  for (const object of listed.split(/\n(?=\S)/)) {
+    const lines = object.split("\n").map((l) => l.trim());
+    if (!lines.includes(`label:      ${label}`)) continue;
+    const id = lines.find((l) => l.startsWith("ID:"))?.slice(3).trim();
+    if (id) return id;
+  }
+  throw new Error(`pkcs11-tool lists no private key '${label}' with an ID:\n${listed}`);
+}
+
+/**
+ * Stores the DER certificate in `derPath` on the token as a CKO_CERTIFICATE object with CKA_ID
+ * `idHex` and CKA_LABEL `label`, with pkcs11-tool, as another application would.
+ */
+export async function writeCertificateWithPkcs11Tool(
+  t: TestToken,
+  derPath: string,
+  idHex: string,
+  label: string,
+): Promise<void> {
+  await runPkcs11Tool(t, [
+    ...["--write-object", derPath, "--type", "cert", "--id", idHex, "--label", label],
+  ]);
+}
+
+/**
+ * Runs pkcs11-tool logged in to the test token; returns its stdout, throws with its stderr when it
+ * fails.
+ */
+async function runPkcs11Tool(t: TestToken, args: string[]): Promise<string> {
   const pin = new TextDecoder().decode(testTokenPin(t)); // a test token's PIN, on the command line
   const out = await new Deno.Command("pkcs11-tool", {
     args: [
@@ -223,4 +256,5 @@ async function runPkcs11Tool(t: TestToken, args: string[]): Promise<void> {
   if (out.code !== 0) {
     throw new Error(`pkcs11-tool ${args.join(" ")}: ${new TextDecoder().decode(out.stderr)}`);
   }
+  return new TextDecoder().decode(out.stdout);
 }

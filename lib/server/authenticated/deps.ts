@@ -14,7 +14,12 @@ import type { MainServices } from "./main_services.ts";
 export type RouteToken<K extends RouteKey> = Omit<AuthenticatedDeps<K>["token"], "dropRemovedKeys">;
 
 /** What the authenticated side states about itself (links, GET /token, /health) and where it logs. */
-export type SideSettings = Pick<AuthenticatedDeps, "publicUrl" | "maxBody" | "log" | "startedAt">;
+export type SideSettings =
+  & Pick<AuthenticatedDeps, "publicUrl" | "maxBody" | "log" | "startedAt">
+  & {
+    /** The CA certificate file (`--ca-cert`) GET /token builds a key's chain from, read each time. */
+    caCertificates?: string;
+  };
 
 /**
  * The routes' dependencies: this isolate's `token` and `policy`, the main isolate's `services`.
@@ -42,6 +47,7 @@ export function authenticatedDeps<K extends RouteKey>(
       key: (label) => token.key(label),
       sign: (key, message, digest) => token.sign(key, message, digest),
       verify: (key, message, signature, digest) => token.verify(key, message, signature, digest),
+      certificates: token.certificates && ((key) => token.certificates!(key)),
       info: () => token.info(),
       loggedIn: () => token.loggedIn(),
       poolStats: () => token.poolStats(),
@@ -51,6 +57,20 @@ export function authenticatedDeps<K extends RouteKey>(
     audit: services.audit,
     admission: services.admission,
     budget: services.budget,
-    ...settings,
+    publicUrl: settings.publicUrl,
+    maxBody: settings.maxBody,
+    log: settings.log,
+    startedAt: settings.startedAt,
+    readCaCertificates: () => readOptionalFile(settings.caCertificates),
   };
+}
+
+/** The file's bytes; undefined when there is no file to read (none given, or unreadable). */
+function readOptionalFile(path: string | undefined): Uint8Array | undefined {
+  if (path === undefined) return undefined;
+  try {
+    return Deno.readFileSync(path);
+  } catch {
+    return undefined;
+  }
 }

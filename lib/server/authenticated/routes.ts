@@ -18,6 +18,7 @@ import { clientText } from "../log.ts";
 import type { Admission, AdmissionAnswer } from "./admission.ts";
 import { digestRequest } from "./digest_request.ts";
 import { countThrottled } from "../../metrics/svcd.ts";
+import { keyCertificate, RefusalNotes } from "./key_certificate.ts";
 
 /** The signing key as the routes see it (a subset of lib/token's SigningKey). */
 export interface RouteKey {
@@ -54,6 +55,11 @@ export interface AuthenticatedDeps<K extends RouteKey = RouteKey> {
       signature: Uint8Array,
       digest?: DigestName,
     ): Promise<boolean>;
+    /**
+     * The DER of the certificate objects stored for the key (by its CKA_ID), read afresh; whether
+     * one is the key's is checked here. Absent: keys are listed without certificates.
+     */
+    certificates?(key: K): Promise<Uint8Array[]>;
     info(): Record<string, unknown>;
     loggedIn(): Promise<boolean>;
     poolStats(): { size: number; inUse: number; waiting: number; cap: number };
@@ -92,6 +98,11 @@ export interface AuthenticatedDeps<K extends RouteKey = RouteKey> {
    * `max_body` so that a client refuses a larger message before sending it; undefined: not stated.
    */
   maxBody?: number;
+  /**
+   * The CA certificates (PEM or DER) the chains GET /token states are built from (`--ca-cert`),
+   * read when a key has a certificate; undefined when there are none to read.
+   */
+  readCaCertificates?(): Uint8Array | undefined;
   log(message: string): void;
   startedAt: number;
 }
@@ -485,10 +496,49 @@ async function tokenRoute<K extends RouteKey>(
       public_key: key.publicKeySpki ? key.publicKeySpki.toBase64() : null,
       public_key_raw: key.publicKeyRaw.toBase64(),
       digests: key.digests,
+      ...await certificateMembers(key, deps),
     });
   }
   const limit = deps.maxBody === undefined ? {} : { max_body: deps.maxBody };
   return json(200, { token: deps.token.info(), ...limit, keys });
+}
+
+/** Each wrong certificate is told to the log at most once per key per interval. */
+const refusalNotes = new RefusalNotes();
+
+/**
+ * GET /token's `certificate` and `chain` of a key (base64 DER), when the token holds a certificate
+ * for it whose public key is the key's; else none, and the log says why a stored one was not used.
+ */
+async function certificateMembers<K extends RouteKey>(
+  key: K,
+  deps: AuthenticatedDeps<K>,
+): Promise<{ certificate?: string; chain?: string[] }> {
+  if (!deps.token.certificates || !key.publicKeySpki) return {};
+  let stored: Uint8Array[];
+  try {
+    stored = await deps.token.certificates(key);
+  } catch (err) {
+    if (isTokenDead(err)) throw err;
+    if (refusalNotes.due(key.label)) {
+      deps.log(`key '${key.label}': its certificate cannot be read: ${(err as Error).message}`);
+    }
+    return {};
+  }
+  const found = keyCertificate(
+    key.label,
+    key.publicKeySpki,
+    stored,
+    () => deps.readCaCertificates?.(),
+  );
+  if ("certificate" in found) {
+    return {
+      certificate: found.certificate.toBase64(),
+      chain: found.chain.map((der) => der.toBase64()),
+    };
+  }
+  if (found.refused && refusalNotes.due(key.label)) deps.log(found.refused);
+  return {};
 }
 
 function json(status: number, value: unknown): HttpResponse {

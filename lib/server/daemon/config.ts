@@ -114,6 +114,11 @@ export interface ServeConfig {
    * the authenticated socket's 404 for /certificates and /ocsp. Undefined: derived per request.
    */
   publicUrl: string | undefined;
+  /**
+   * The CA certificate chain (--ca-cert): GET /token builds a certified key's chain from it, and
+   * the public listener serves it.
+   */
+  caCertificates: string;
 }
 
 /**
@@ -186,6 +191,7 @@ export function serveConfig(
     public: publicConfig(options),
     publicUrl: publicUrl(options),
     metrics: metricsConfig(options),
+    caCertificates: options.get("ca-cert"),
   };
 }
 

@@ -385,6 +385,7 @@ function serveInThisThread(
   const deps = authenticatedDeps(running.token, () => running.policy.current, services, {
     publicUrl: config.publicUrl,
     maxBody: config.listener.maxBodyBytes,
+    caCertificates: config.caCertificates,
     log: (message) => log(message, "authenticated"),
     startedAt,
   });
@@ -435,6 +436,7 @@ async function serveInThreads(
         policy: policy.toData(),
         audit: { healthy: running.audit.healthy, lastError: running.audit.lastError },
         publicUrl: config.publicUrl,
+        caCertificates: config.caCertificates,
         startedAt,
         metrics: share && { buffer: share, firstRegion: 1 },
       },

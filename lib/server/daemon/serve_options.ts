@@ -287,8 +287,8 @@ export const SERVE_OPTIONS = {
     value: "FILE",
     kind: "path",
     fallback: "/var/lib/svcd/ca/ca.pem",
-    help:
-      "CA certificate chain (PEM) served by /certificates; the first is the CA OCSP answers for",
+    help: "CA certificate chain (PEM) served by /certificates, and the chains GET /token states " +
+      "for certified keys; the first is the CA OCSP answers for",
   },
   "ocsp-cert": {
     group: "public",

@@ -59,6 +59,8 @@ export interface RequestThreadSetup {
   policy: PolicyData;
   audit: AuditHealth;
   publicUrl: string | undefined;
+  /** The CA certificate file GET /token builds chains from (--ca-cert); none: no chains. */
+  caCertificates?: string;
   startedAt: number;
   /** This thread's reply slot for synchronous calls ({@link callSlot}). */
   calls: SharedArrayBuffer;

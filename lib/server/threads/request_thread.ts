@@ -107,6 +107,7 @@ function start(setup: RequestThreadSetup): void {
   const deps = authenticatedDeps(opened, () => policy!, services, {
     publicUrl: setup.publicUrl,
     maxBody: setup.maxBodyBytes,
+    caCertificates: setup.caCertificates,
     log: (message) => report({ kind: "log", message }),
     startedAt: setup.startedAt,
   });
