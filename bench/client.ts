@@ -20,6 +20,7 @@ import { makePki } from "../tests/support/pki.ts";
 import { curlNginx, curlTlsArgs, startNginx } from "../tests/support/nginx.ts";
 import { mountFs } from "../tests/support/mounts.ts";
 import { runCommand } from "../tests/support/command.ts";
+import { writeBigFile } from "./_big_file.ts";
 
 const { values } = benchArgs({
   url: import.meta.url,
@@ -171,16 +172,4 @@ try {
 function median(v: number[]): number {
   const s = [...v].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
-
-/** `bytes` of 64 random KiB repeated, each MiB marked with its number (no hashing to make it). */
-async function writeBigFile(path: string, bytes: number): Promise<void> {
-  const block = crypto.getRandomValues(new Uint8Array(1 << 16));
-  const mib = new Uint8Array(1 << 20);
-  for (let i = 0; i < 16; i++) mib.set(block, i << 16);
-  using f = await Deno.open(path, { write: true, create: true, truncate: true });
-  for (let i = 0; i < bytes >> 20; i++) {
-    new DataView(mib.buffer).setUint32(0, i);
-    for (let at = 0; at < mib.length;) at += await f.write(mib.subarray(at));
-  }
 }

@@ -34,11 +34,11 @@ import {
   writeSpkiPem,
 } from "../support/oracle.ts";
 import { ML_DSA } from "../support/digest_mode.ts";
+import { clientFlags, runClientThroughNginx } from "../support/client_nginx.ts";
 
 const ALICE = "CN=alice,O=Example,C=DE";
 const WWW_DATA = 33;
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
-const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 const EXAMPLE = new URL("../../packaging/nginx-svcd.conf", import.meta.url).pathname;
 const BIG = 256 << 20;
 /** The daemon's and nginx's body limit here: a 256 MiB file in message mode fits. */
@@ -76,12 +76,6 @@ const canRun = Deno.uid() === 0 && await exists("/usr/sbin/nginx");
 
 async function exists(path: string): Promise<boolean> {
   return await Deno.stat(path).then(() => true, () => false);
-}
-
-/** The permission flags of deno.json's `client` task. */
-async function clientFlags(): Promise<string[]> {
-  const task: string = JSON.parse(await Deno.readTextFile(CONFIG)).tasks.client;
-  return task.replace(/^deno run /, "").replace(/ main\.ts client$/, "").split(" ");
 }
 
 interface Setup {
@@ -123,21 +117,8 @@ async function setUp(): Promise<Setup> {
 }
 
 /** `svcd client …` as a user runs it: SVCD_* in the environment, the task's permissions. */
-async function runClient(s: Setup, args: string[]): Promise<CommandResult> {
-  const client = s.pki.clients[0];
-  return await runCommand(
-    Deno.execPath(),
-    ["run", ...await clientFlags(), MAIN, "client", ...args],
-    {
-      env: {
-        SVCD_ADDR: `https://localhost:${s.nginx.port}`,
-        SVCD_CACERT: s.pki.caCert,
-        SVCD_CLIENT_CERT: client.cert,
-        SVCD_CLIENT_KEY: client.key,
-        NO_COLOR: "1",
-      },
-    },
-  );
+function runClient(s: Setup, args: string[]): Promise<CommandResult> {
+  return runClientThroughNginx(s.nginx, s.pki, args);
 }
 
 async function listedKeys(s: Setup): Promise<TokenKey[]> {

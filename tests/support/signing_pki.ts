@@ -17,6 +17,7 @@ import * as pkijs from "pkijs";
 import { buildCertificate, extension } from "../../lib/ca/certificate.ts";
 import { nameFromRfc4514 } from "../../lib/ca/name.ts";
 import type { Signer } from "../../lib/ocsp/mod.ts";
+import { keyIdWithPkcs11Tool, type TestToken, writeCertificateWithPkcs11Tool } from "./token.ts";
 
 const DAY = 86_400_000;
 
@@ -116,4 +117,22 @@ export async function makeSigningPki(): Promise<SigningPki> {
         ),
       ], opts.notAfterDays),
   };
+}
+
+/**
+ * Certifies the token key `label` (public key `spki`) under the intermediate and stores the
+ * certificate in the token with pkcs11-tool, as another application would (CKA_ID and label of
+ * the key). SoftHSM2 only: svcmod's certificate objects are written by `svcd ca certify`.
+ */
+export async function certifyTokenKey(
+  pki: SigningPki,
+  token: TestToken,
+  label: string,
+  spki: Uint8Array,
+): Promise<Uint8Array> {
+  const der = await pki.certify(spki, `CN=${label},O=Example`);
+  const path = `${token.dir}/${label}.crt.der`;
+  await Deno.writeFile(path, der);
+  await writeCertificateWithPkcs11Tool(token, path, await keyIdWithPkcs11Tool(token, label), label);
+  return der;
 }

@@ -1,0 +1,136 @@
+/**
+ * `svcd client sign --format cms` of a big file (on a tmpfs, so the disk is out of it) with a
+ * certified ECDSA P-256 key, through nginx (TLS, client certificate) to the real daemon, against
+ * `sha256sum` of the same file in the same run: interleaved rounds, medians, the ratio printed
+ * (target ≥ 0.9 × sha256sum's speed; nothing asserted). The file is hashed by the client and only
+ * the signed attributes go to /sign, so the client is bound by its SHA-256 as sha256sum is. The
+ * first signature is checked with `openssl cms -verify` before anything is timed.
+ *
+ * @example
+ * ```sh
+ * node_modules/.bin/deno run -A bench/cms-sign.ts --rounds 5 --gib 1
+ * ```
+ */
+import { benchArgs, count, positiveNumber, valueOption } from "./_args.ts";
+import { writeBigFile } from "./_big_file.ts";
+import { makeTestToken } from "../tests/support/token.ts";
+import { makeProxyWorkDir, startDaemon } from "../tests/support/daemon.ts";
+import { makePki } from "../tests/support/pki.ts";
+import { curlNginx, startNginx } from "../tests/support/nginx.ts";
+import { mountFs } from "../tests/support/mounts.ts";
+import { runCommand } from "../tests/support/command.ts";
+import { runClientThroughNginx } from "../tests/support/client_nginx.ts";
+import { certifyTokenKey, makeSigningPki } from "../tests/support/signing_pki.ts";
+import { pem } from "../lib/der/mod.ts";
+
+const { values } = benchArgs({
+  url: import.meta.url,
+  measures: "svcd client sign --format cms of a big file on a tmpfs (ECDSA P-256, certified), " +
+    "through nginx to the daemon, against sha256sum of the same file: interleaved rounds, " +
+    "medians, the ratio of their speeds (target ≥ 0.9).",
+  options: {
+    rounds: valueOption(count, "5", "rounds, interleaved"),
+    gib: {
+      type: "string",
+      default: "1",
+      check: positiveNumber,
+      value: "GIB",
+      help: "the file's size in GiB",
+    },
+  },
+  examples: ["node_modules/.bin/deno run -A bench/cms-sign.ts --rounds 5 --gib 1"],
+});
+const ROUNDS = Number(values.rounds);
+const BYTES = Math.round(Number(values.gib) * (1 << 30) / (1 << 20)) * (1 << 20);
+const ALICE = "CN=alice,O=Example,C=DE";
+const WWW_DATA = 33;
+const LABEL = "b-cms";
+
+const token = await makeTestToken({ keys: { [LABEL]: "ec-p256" } });
+const dir = await Deno.makeTempDir({ prefix: "svcd-bench-cms-" });
+await Deno.chmod(dir, 0o711);
+const cleanups: Array<() => Promise<unknown>> = [
+  () => token.cleanup(),
+  () => Deno.remove(dir, { recursive: true }),
+];
+try {
+  const pki = await makePki(dir, [ALICE]);
+  const signing = await makeSigningPki();
+  const chain = `${dir}/signing-chain.pem`;
+  await Deno.writeTextFile(
+    chain,
+    pem("CERTIFICATE", signing.intermediate) + pem("CERTIFICATE", signing.root),
+  );
+  const root = `${dir}/signing-root.pem`;
+  await Deno.writeTextFile(root, signing.rootPem);
+  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
+  const daemon = await startDaemon({
+    token,
+    workDir,
+    proxyUid: WWW_DATA,
+    policy: `${ALICE}\t${LABEL}\n`,
+    args: ["--ca-cert", chain],
+  });
+  cleanups.unshift(() => daemon.stop());
+  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
+  cleanups.unshift(() => nginx.stop());
+  const listed = JSON.parse(
+    new TextDecoder().decode((await curlNginx(nginx, pki, pki.clients[0], "/token", [])).body),
+  ) as { keys: Array<{ label: string; public_key: string }> };
+  const key = listed.keys.find((k) => k.label === LABEL)!;
+  await certifyTokenKey(signing, token, LABEL, Uint8Array.fromBase64(key.public_key));
+
+  const tmpfs = await mountFs("tmpfs", { mode: 0o755, sizeMiB: (BYTES >> 20) + 16 });
+  cleanups.unshift(() => tmpfs.cleanup());
+  const big = `${tmpfs.path}/big`;
+  await writeBigFile(big, BYTES);
+  const p7s = `${dir}/big.p7s`;
+  const signCms = async () => {
+    const r = await runClientThroughNginx(nginx, pki, [
+      ...["sign", "--key-label", LABEL, "--format", "cms", "--out", p7s, big],
+    ]);
+    if (r.code !== 0) throw new Error(`svcd client sign --format cms: ${r.text}`);
+  };
+  await signCms();
+  const checked = await runCommand("openssl", [
+    ...["cms", "-verify", "-binary", "-inform", "DER", "-in", p7s, "-content", big],
+    ...["-CAfile", root, "-out", "/dev/null"],
+  ]);
+  if (checked.code !== 0) throw new Error(`openssl cms -verify refused it: ${checked.text}`);
+
+  const timed = async (fn: () => Promise<unknown>) => {
+    const t0 = performance.now();
+    await fn();
+    return (performance.now() - t0) / 1000;
+  };
+  const cms: number[] = [];
+  const sha256sum: number[] = [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    cms.push(await timed(signCms));
+    sha256sum.push(
+      await timed(async () => {
+        const r = await runCommand("sha256sum", [big]);
+        if (r.code !== 0) throw new Error(r.text);
+      }),
+    );
+    console.log(
+      `round ${round}: svcd client sign --format cms ${cms.at(-1)!.toFixed(2)} s, sha256sum ` +
+        `${sha256sum.at(-1)!.toFixed(2)} s`,
+    );
+  }
+  const m = { cms: median(cms), sha256sum: median(sha256sum) };
+  const mib = BYTES / (1 << 20);
+  console.log(
+    `median: ${mib} MiB: svcd client sign --format cms ${m.cms.toFixed(2)} s (${
+      (mib / m.cms).toFixed(0)
+    } MiB/s), sha256sum ${m.sha256sum.toFixed(2)} s (${(mib / m.sha256sum).toFixed(0)} MiB/s): ` +
+      `${(m.sha256sum / m.cms).toFixed(2)} × sha256sum's speed (target ≥ 0.9)`,
+  );
+} finally {
+  for (const c of cleanups) await c().catch(() => {});
+}
+
+function median(v: number[]): number {
+  const s = [...v].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}

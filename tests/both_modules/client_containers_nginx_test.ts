@@ -1,0 +1,330 @@
+/**
+ * `svcd client sign --format cms | jws` and `verify --format cms` end to end: the client with the
+ * `client` task's permissions, through Debian's nginx with a client certificate, to a daemon on
+ * this run's module whose keys carry certificates in the token (GET /token's `certificate` and
+ * `chain`, the chain from the daemon's --ca-cert). Each container is checked by a verifier the
+ * project did not write:
+ * - CMS, EC P-256 and RSA-3072 (PSS): `openssl cms -verify -binary -inform DER -content FILE
+ *   -CAfile ca.pem`; Ed25519: GnuTLS `certtool --p7-verify` (OpenSSL 3.0 has no Ed25519 in CMS);
+ *   for a 1 KiB and a 1 GiB file (sparse, in /var/tmp, removed after), and refused once one byte
+ *   of the file changes;
+ * - JWS: the `jose` package with the key of the x5c certificate (ES256, PS256, EdDSA), attached
+ *   and detached; ML-DSA-65 (svcmod) by @noble over the JWS signing input.
+ * The SoftHSM2 keys are certified by a test PKI (root → intermediate), the certificates stored with
+ * pkcs11-tool as another application would.
+ */
+import assert from "node:assert/strict";
+import * as jose from "jose";
+import { ml_dsa65 } from "@noble/post-quantum/ml-dsa.js";
+import { moduleTempDir } from "../support/temp_dir.ts";
+import { makePki, type Pki } from "../support/pki.ts";
+import { curlNginx, startNginx, type TestNginx } from "../support/nginx.ts";
+import { makeTestToken, type TestToken } from "../support/token.ts";
+import { makeProxyWorkDir, startDaemon, type TestDaemon } from "../support/daemon.ts";
+import { type CommandResult, runCommand } from "../support/command.ts";
+import { runClientThroughNginx } from "../support/client_nginx.ts";
+import { certifyTokenKey, makeSigningPki, type SigningPki } from "../support/signing_pki.ts";
+import { selectedModuleName } from "../support/modules.ts";
+import { pem } from "../../lib/der/mod.ts";
+
+const ALICE = "CN=alice,O=Example,C=DE";
+const WWW_DATA = 33;
+const GIB = 1 << 30;
+
+/** SoftHSM2's keys: all certified but k-plain. */
+const CLASSICAL_KEYS: Record<string, string> = {
+  "k-p256": "ec-p256",
+  "k-rsa": "rsa-3072",
+  "k-ed": "ed25519",
+  "k-plain": "ec-p256",
+};
+const JWS_ALG: Record<string, string> = {
+  "ec-p256": "ES256",
+  "rsa-3072": "PS256",
+  ed25519: "EdDSA",
+};
+
+const canRun = Deno.uid() === 0 && await Deno.stat("/usr/sbin/nginx").then(() => true, () => false);
+const MODULE = selectedModuleName();
+
+interface ListedKey {
+  label: string;
+  key_type: string;
+  public_key: string;
+  public_key_raw: string;
+  certificate?: string;
+  chain?: string[];
+}
+
+interface Setup {
+  token: TestToken;
+  pki: Pki;
+  signing: SigningPki;
+  daemon: TestDaemon;
+  nginx: TestNginx;
+  dir: string;
+  /** The signing PKI's root, the CA file verifiers get. */
+  caFile: string;
+}
+
+async function setUp(keys: Record<string, string>): Promise<Setup> {
+  const token = await makeTestToken({ keys });
+  const dir = moduleTempDir("svcd-containers-");
+  await Deno.chmod(dir, 0o711);
+  const pki = await makePki(dir, [ALICE]);
+  const signing = await makeSigningPki();
+  const caFile = `${dir}/signing-root.pem`;
+  await Deno.writeTextFile(caFile, signing.rootPem);
+  // The daemon's CA certificates: the chain of every certificate it serves.
+  const chainFile = `${dir}/signing-chain.pem`;
+  await Deno.writeTextFile(
+    chainFile,
+    pem("CERTIFICATE", signing.intermediate) + pem("CERTIFICATE", signing.root),
+  );
+  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
+  const daemon = await startDaemon({
+    token,
+    workDir,
+    proxyUid: WWW_DATA,
+    policy: token.keys.map((k) => `${ALICE}\t${k}\n`).join(""),
+    args: ["--ca-cert", chainFile],
+  });
+  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
+  return { token, pki, signing, daemon, nginx, dir, caFile };
+}
+
+async function listedKeys(s: Setup): Promise<Map<string, ListedKey>> {
+  const res = await curlNginx(s.nginx, s.pki, s.pki.clients[0], "/token", []);
+  assert.equal(res.status, 200);
+  const keys: ListedKey[] = JSON.parse(new TextDecoder().decode(res.body)).keys;
+  return new Map(keys.map((k) => [k.label, k]));
+}
+
+/** Certifies every key but k-plain: a certificate of the signing PKI stored in the token. */
+async function certifyKeys(s: Setup, keys: Map<string, ListedKey>): Promise<void> {
+  for (const key of keys.values()) {
+    if (key.label === "k-plain") continue;
+    await certifyTokenKey(s.signing, s.token, key.label, Uint8Array.fromBase64(key.public_key));
+  }
+}
+
+function runClient(s: Setup, args: string[]): Promise<CommandResult> {
+  return runClientThroughNginx(s.nginx, s.pki, args);
+}
+
+/** The standard verifier of a CMS signature by `keyType` (exit 0: valid). */
+function cmsVerifier(keyType: string, file: string, p7s: string, ca: string) {
+  if (keyType === "ed25519") {
+    return runCommand("certtool", [
+      ...["--p7-verify", "--inder", "--infile", p7s, "--load-data", file],
+      ...["--load-ca-certificate", ca],
+    ]);
+  }
+  return runCommand("openssl", [
+    ...["cms", "-verify", "-binary", "-inform", "DER", "-in", p7s, "-content", file],
+    ...["-CAfile", ca, "-out", "/dev/null"],
+  ]);
+}
+
+async function signCms(s: Setup, label: string, file: string, out: string): Promise<void> {
+  const r = await runClient(s, [
+    "sign",
+    "--key-label",
+    label,
+    "--format",
+    "cms",
+    "--out",
+    out,
+    file,
+  ]);
+  assert.equal(r.code, 0, r.text);
+}
+
+/** Flips one byte of `file` at `offset` (twice restores it). */
+async function flipByte(file: string, offset: number): Promise<void> {
+  using f = await Deno.open(file, { read: true, write: true });
+  const one = new Uint8Array(1);
+  await f.seek(offset, Deno.SeekMode.Start);
+  await f.read(one);
+  one[0] ^= 0x01;
+  await f.seek(offset, Deno.SeekMode.Start);
+  await f.write(one);
+}
+
+/**
+ * Signs `file` (CMS) with each key; the standard verifier accepts it, then refuses it with a byte
+ * of the file flipped, and (`otherCa`) against the proxy's CA instead of the signing root.
+ */
+async function cmsRoundTrip(
+  s: Setup,
+  keys: ListedKey[],
+  file: string,
+  otherCa?: string,
+): Promise<void> {
+  const size = (await Deno.stat(file)).size;
+  for (const key of keys) {
+    const p7s = `${s.dir}/${key.label}.p7s`;
+    await signCms(s, key.label, file, p7s);
+    const ok = await cmsVerifier(key.key_type, file, p7s, s.caFile);
+    assert.equal(ok.code, 0, `${key.label}: ${ok.text}`);
+    await flipByte(file, size >> 1);
+    try {
+      const bad = await cmsVerifier(key.key_type, file, p7s, s.caFile);
+      assert.notEqual(bad.code, 0, `${key.label}: a changed file verified`);
+    } finally {
+      await flipByte(file, size >> 1);
+    }
+    if (otherCa) {
+      const untrusted = await cmsVerifier(key.key_type, file, p7s, otherCa);
+      assert.notEqual(untrusted.code, 0, `${key.label}: verified against another CA`);
+    }
+    await Deno.remove(p7s);
+  }
+}
+
+Deno.test({
+  name: "svcd client --format cms and jws through nginx: EC, RSA-PSS, Ed25519 (SoftHSM2)",
+  ignore: !canRun || MODULE !== "softhsm",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async (t) => {
+    let s: Setup | undefined;
+    const big = `/var/tmp/svcd-cms-${Deno.pid}.bin`;
+    try {
+      s = await setUp(CLASSICAL_KEYS);
+      const setup = s;
+      await certifyKeys(setup, await listedKeys(setup));
+      const keys = await listedKeys(setup);
+      assert.deepEqual([...keys.keys()].sort(), Object.keys(CLASSICAL_KEYS).sort());
+      for (const key of keys.values()) {
+        if (key.label === "k-plain") {
+          assert.equal(key.certificate, undefined);
+          continue;
+        }
+        assert.ok(key.certificate, `${key.label}: no certificate on GET /token`);
+        assert.equal(key.chain?.length, 2, `${key.label}: intermediate and root`);
+      }
+      const classical = [...keys.values()].filter((k) => k.key_type in JWS_ALG && k.certificate);
+      const small = `${setup.dir}/small`;
+      await Deno.writeFile(small, crypto.getRandomValues(new Uint8Array(1024)));
+
+      await t.step(
+        "CMS, 1 KiB: accepted by openssl / certtool, refused with a byte changed or another CA",
+        () => cmsRoundTrip(setup, classical, small),
+      );
+
+      await t.step(
+        "CMS, 1 GiB (sparse, /var/tmp): accepted, refused with a byte changed",
+        async () => {
+          using f = await Deno.open(big, { write: true, create: true, truncate: true });
+          await f.write(crypto.getRandomValues(new Uint8Array(4096)));
+          await f.truncate(GIB);
+          await cmsRoundTrip(setup, classical, big);
+        },
+      );
+
+      await t.step("verify --format cms: 0, 1 for a changed file, 1 for another CA", async () => {
+        const key = classical[0];
+        const p7s = `${setup.dir}/v.p7s`;
+        await signCms(setup, key.label, small, p7s);
+        const verify = (file: string, ca: string) =>
+          runClient(setup, ["verify", "--format", "cms", "--signer-ca-cert", ca, file, p7s]);
+        assert.equal((await verify(small, setup.caFile)).code, 0);
+        const other = `${setup.dir}/other`;
+        await Deno.writeFile(other, new Uint8Array(1024));
+        const changed = await verify(other, setup.caFile);
+        assert.equal(changed.code, 1, changed.text);
+        assert.match(changed.stdout, /Verification failure/);
+        const wrongCa = await verify(small, `${setup.dir}/rogue-ca.pem`);
+        assert.equal(wrongCa.code, 1, wrongCa.text);
+      });
+
+      await t.step("JWS: jose verifies ES256, PS256, EdDSA with the x5c key", async () => {
+        const payload = await Deno.readFile(small);
+        for (const key of classical) {
+          for (const detached of [false, true]) {
+            const out = `${setup.dir}/${key.label}.${detached}.jws`;
+            const r = await runClient(setup, [
+              ...["sign", "--key-label", key.label, "--format", "jws", "--out", out],
+              ...(detached ? ["--detached"] : []),
+              small,
+            ]);
+            assert.equal(r.code, 0, r.text);
+            const jws = await Deno.readTextFile(out);
+            const [h, p, sig] = jws.split(".");
+            assert.equal(p === "", detached);
+            const header = jose.decodeProtectedHeader(jws);
+            assert.equal(header.alg, JWS_ALG[key.key_type]);
+            assert.deepEqual(header.x5c, [key.certificate, ...key.chain!]);
+            const publicKey = await jose.importX509(
+              pem("CERTIFICATE", Uint8Array.fromBase64(header.x5c![0])),
+              header.alg!,
+            );
+            const b64 = payload.toBase64({ alphabet: "base64url", omitPadding: true });
+            const verified = await jose.compactVerify(`${h}.${b64}.${sig}`, publicKey);
+            assert.deepEqual(verified.payload, payload);
+          }
+        }
+      });
+
+      await t.step("a key without a certificate: CMS refused, naming svcd ca certify", async () => {
+        const r = await runClient(setup, [
+          ...["sign", "--key-label", "k-plain", "--format", "cms", "--out", `${setup.dir}/p.p7s`],
+          small,
+        ]);
+        assert.equal(r.code, 1);
+        assert.match(r.stderr, /svcd ca certify --key-label k-plain --profile /);
+        await assert.rejects(Deno.stat(`${setup.dir}/p.p7s`));
+      });
+    } finally {
+      await Deno.remove(big).catch(() => {});
+      await s?.nginx.stop();
+      await s?.daemon.stop();
+      await s?.token.cleanup();
+    }
+  },
+});
+
+Deno.test({
+  name: "svcd client --format jws through nginx: ML-DSA-65 (svcmod), checked by @noble",
+  ignore: !canRun || MODULE !== "svcmod",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async (t) => {
+    let s: Setup | undefined;
+    try {
+      s = await setUp({ "k-mldsa65": "ml-dsa-65" });
+      const setup = s;
+      const key = (await listedKeys(setup)).get("k-mldsa65")!;
+      const file = `${setup.dir}/small`;
+      await Deno.writeFile(file, crypto.getRandomValues(new Uint8Array(1024)));
+
+      await t.step("JWS ML-DSA-65 (kid): @noble verifies the signing input", async () => {
+        const out = `${setup.dir}/pq.jws`;
+        const r = await runClient(setup, [
+          ...["sign", "--key-label", "k-mldsa65", "--format", "jws", "--out", out, file],
+        ]);
+        assert.equal(r.code, 0, r.text);
+        const [h, p, sig] = (await Deno.readTextFile(out)).split(".");
+        const header = JSON.parse(
+          new TextDecoder().decode(Uint8Array.fromBase64(h, { alphabet: "base64url" })),
+        );
+        assert.deepEqual(header, { alg: "ML-DSA-65", kid: "k-mldsa65" });
+        assert.deepEqual(
+          Uint8Array.fromBase64(p, { alphabet: "base64url" }),
+          await Deno.readFile(file),
+        );
+        const input = new TextEncoder().encode(`${h}.${p}`);
+        const signature = Uint8Array.fromBase64(sig, { alphabet: "base64url" });
+        const pk = Uint8Array.fromBase64(key.public_key_raw);
+        assert.ok(ml_dsa65.verify(signature, input, pk), "@noble ML-DSA-65 over the input");
+        input[input.length - 1] ^= 1;
+        assert.ok(!ml_dsa65.verify(signature, input, pk));
+      });
+    } finally {
+      await s?.nginx.stop();
+      await s?.daemon.stop();
+      await s?.token.cleanup();
+    }
+  },
+});
