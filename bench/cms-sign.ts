@@ -13,15 +13,15 @@
  */
 import { benchArgs, count, positiveNumber, valueOption } from "./_args.ts";
 import { writeBigFile } from "./_big_file.ts";
-import { makeTestToken } from "../tests/support/token.ts";
-import { makeProxyWorkDir, startDaemon } from "../tests/support/daemon.ts";
-import { makePki } from "../tests/support/pki.ts";
-import { curlNginx, startNginx } from "../tests/support/nginx.ts";
+import { curlNginx } from "../tests/support/nginx.ts";
 import { mountFs } from "../tests/support/mounts.ts";
 import { runCommand } from "../tests/support/command.ts";
-import { runClientThroughNginx } from "../tests/support/client_nginx.ts";
-import { certifyTokenKey, makeSigningPki } from "../tests/support/signing_pki.ts";
-import { pem } from "../lib/der/mod.ts";
+import { runClientThroughNginx, startClientStack } from "../tests/support/client_nginx.ts";
+import {
+  certifyTokenKey,
+  makeSigningPki,
+  writeSigningPkiFiles,
+} from "../tests/support/signing_pki.ts";
 
 const { values } = benchArgs({
   url: import.meta.url,
@@ -42,38 +42,22 @@ const { values } = benchArgs({
 });
 const ROUNDS = Number(values.rounds);
 const BYTES = Math.round(Number(values.gib) * (1 << 30) / (1 << 20)) * (1 << 20);
-const ALICE = "CN=alice,O=Example,C=DE";
-const WWW_DATA = 33;
 const LABEL = "b-cms";
 
-const token = await makeTestToken({ keys: { [LABEL]: "ec-p256" } });
-const dir = await Deno.makeTempDir({ prefix: "svcd-bench-cms-" });
-await Deno.chmod(dir, 0o711);
-const cleanups: Array<() => Promise<unknown>> = [
-  () => token.cleanup(),
-  () => Deno.remove(dir, { recursive: true }),
-];
+const signing = await makeSigningPki();
+let root = "";
+const stack = await startClientStack({
+  keys: { [LABEL]: "ec-p256" },
+  prefix: "svcd-bench-cms-",
+  daemonArgs: async (dir) => {
+    const files = await writeSigningPkiFiles(signing, dir);
+    root = files.root;
+    return ["--ca-cert", files.chain];
+  },
+});
+const { token, pki, nginx, dir } = stack;
+const cleanups: Array<() => Promise<unknown>> = [() => stack.stop()];
 try {
-  const pki = await makePki(dir, [ALICE]);
-  const signing = await makeSigningPki();
-  const chain = `${dir}/signing-chain.pem`;
-  await Deno.writeTextFile(
-    chain,
-    pem("CERTIFICATE", signing.intermediate) + pem("CERTIFICATE", signing.root),
-  );
-  const root = `${dir}/signing-root.pem`;
-  await Deno.writeTextFile(root, signing.rootPem);
-  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
-  const daemon = await startDaemon({
-    token,
-    workDir,
-    proxyUid: WWW_DATA,
-    policy: `${ALICE}\t${LABEL}\n`,
-    args: ["--ca-cert", chain],
-  });
-  cleanups.unshift(() => daemon.stop());
-  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
-  cleanups.unshift(() => nginx.stop());
   const listed = JSON.parse(
     new TextDecoder().decode((await curlNginx(nginx, pki, pki.clients[0], "/token", [])).body),
   ) as { keys: Array<{ label: string; public_key: string }> };

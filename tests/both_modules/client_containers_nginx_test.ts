@@ -16,19 +16,22 @@
 import assert from "node:assert/strict";
 import * as jose from "jose";
 import { ml_dsa65 } from "@noble/post-quantum/ml-dsa.js";
-import { moduleTempDir } from "../support/temp_dir.ts";
-import { makePki, type Pki } from "../support/pki.ts";
-import { curlNginx, startNginx, type TestNginx } from "../support/nginx.ts";
-import { makeTestToken, type TestToken } from "../support/token.ts";
-import { makeProxyWorkDir, startDaemon, type TestDaemon } from "../support/daemon.ts";
+import { curlNginx } from "../support/nginx.ts";
 import { type CommandResult, runCommand } from "../support/command.ts";
-import { runClientThroughNginx } from "../support/client_nginx.ts";
-import { certifyTokenKey, makeSigningPki, type SigningPki } from "../support/signing_pki.ts";
+import {
+  type ClientStack,
+  runClientThroughNginx,
+  startClientStack,
+} from "../support/client_nginx.ts";
+import {
+  certifyTokenKey,
+  makeSigningPki,
+  type SigningPki,
+  writeSigningPkiFiles,
+} from "../support/signing_pki.ts";
 import { selectedModuleName } from "../support/modules.ts";
 import { pem } from "../../lib/der/mod.ts";
 
-const ALICE = "CN=alice,O=Example,C=DE";
-const WWW_DATA = 33;
 const GIB = 1 << 30;
 
 /** SoftHSM2's keys: all certified but k-plain. */
@@ -56,41 +59,25 @@ interface ListedKey {
   chain?: string[];
 }
 
-interface Setup {
-  token: TestToken;
-  pki: Pki;
+interface Setup extends ClientStack {
   signing: SigningPki;
-  daemon: TestDaemon;
-  nginx: TestNginx;
-  dir: string;
   /** The signing PKI's root, the CA file verifiers get. */
   caFile: string;
 }
 
 async function setUp(keys: Record<string, string>): Promise<Setup> {
-  const token = await makeTestToken({ keys });
-  const dir = moduleTempDir("svcd-containers-");
-  await Deno.chmod(dir, 0o711);
-  const pki = await makePki(dir, [ALICE]);
   const signing = await makeSigningPki();
-  const caFile = `${dir}/signing-root.pem`;
-  await Deno.writeTextFile(caFile, signing.rootPem);
-  // The daemon's CA certificates: the chain of every certificate it serves.
-  const chainFile = `${dir}/signing-chain.pem`;
-  await Deno.writeTextFile(
-    chainFile,
-    pem("CERTIFICATE", signing.intermediate) + pem("CERTIFICATE", signing.root),
-  );
-  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
-  const daemon = await startDaemon({
-    token,
-    workDir,
-    proxyUid: WWW_DATA,
-    policy: token.keys.map((k) => `${ALICE}\t${k}\n`).join(""),
-    args: ["--ca-cert", chainFile],
+  let caFile = "";
+  const stack = await startClientStack({
+    keys,
+    prefix: "svcd-containers-",
+    daemonArgs: async (dir) => {
+      const files = await writeSigningPkiFiles(signing, dir);
+      caFile = files.root;
+      return ["--ca-cert", files.chain];
+    },
   });
-  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
-  return { token, pki, signing, daemon, nginx, dir, caFile };
+  return { ...stack, signing, caFile };
 }
 
 async function listedKeys(s: Setup): Promise<Map<string, ListedKey>> {
@@ -278,9 +265,7 @@ Deno.test({
       });
     } finally {
       await Deno.remove(big).catch(() => {});
-      await s?.nginx.stop();
-      await s?.daemon.stop();
-      await s?.token.cleanup();
+      await s?.stop();
     }
   },
 });
@@ -322,9 +307,7 @@ Deno.test({
         assert.ok(!ml_dsa65.verify(signature, input, pk));
       });
     } finally {
-      await s?.nginx.stop();
-      await s?.daemon.stop();
-      await s?.token.cleanup();
+      await s?.stop();
     }
   },
 });

@@ -19,12 +19,8 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { moduleTempDir } from "../support/temp_dir.ts";
 import { mountFs } from "../support/mounts.ts";
-import { makePki, type Pki } from "../support/pki.ts";
-import { curlNginx, startNginx, type TestNginx } from "../support/nginx.ts";
-import { makeTestToken, type TestToken } from "../support/token.ts";
-import { makeProxyWorkDir, startDaemon, type TestDaemon } from "../support/daemon.ts";
+import { curlNginx } from "../support/nginx.ts";
 import { readAuditLines, runAuditVerify } from "../support/audit.ts";
 import { type CommandResult, runCommand } from "../support/command.ts";
 import {
@@ -34,10 +30,13 @@ import {
   writeSpkiPem,
 } from "../support/oracle.ts";
 import { ML_DSA } from "../support/digest_mode.ts";
-import { clientFlags, runClientThroughNginx } from "../support/client_nginx.ts";
+import {
+  clientFlags,
+  type ClientStack,
+  runClientThroughNginx,
+  startClientStack,
+} from "../support/client_nginx.ts";
 
-const ALICE = "CN=alice,O=Example,C=DE";
-const WWW_DATA = 33;
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const EXAMPLE = new URL("../../packaging/nginx-svcd.conf", import.meta.url).pathname;
 const BIG = 256 << 20;
@@ -78,12 +77,7 @@ async function exists(path: string): Promise<boolean> {
   return await Deno.stat(path).then(() => true, () => false);
 }
 
-interface Setup {
-  token: TestToken;
-  pki: Pki;
-  daemon: TestDaemon;
-  nginx: TestNginx;
-  dir: string;
+interface Setup extends ClientStack {
   accessLog: string;
 }
 
@@ -100,20 +94,13 @@ async function example(dir: string): Promise<string> {
 }
 
 async function setUp(): Promise<Setup> {
-  const token = await makeTestToken({ keys: KEYS });
-  const dir = moduleTempDir("svcd-client-nginx-");
-  await Deno.chmod(dir, 0o711);
-  const pki = await makePki(dir, [ALICE]);
-  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
-  const daemon = await startDaemon({
-    token,
-    workDir,
-    proxyUid: WWW_DATA,
-    policy: token.keys.map((k) => `${ALICE}\t${k}\n`).join(""),
-    args: ["--max-body", String(RAISED_MAX_BODY)],
+  const stack = await startClientStack({
+    keys: KEYS,
+    prefix: "svcd-client-nginx-",
+    daemonArgs: () => ["--max-body", String(RAISED_MAX_BODY)],
+    example,
   });
-  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket }, await example(dir));
-  return { token, pki, daemon, nginx, dir, accessLog: `${dir}/access.log` };
+  return { ...stack, accessLog: `${stack.dir}/access.log` };
 }
 
 /** `svcd client …` as a user runs it: SVCD_* in the environment, the task's permissions. */
@@ -440,9 +427,7 @@ Deno.test({
       });
     } finally {
       await big?.remove();
-      await s?.nginx.stop();
-      await s?.daemon.stop();
-      await s?.token.cleanup();
+      await s?.stop();
     }
   },
 });

@@ -1,20 +1,84 @@
 /**
- * `svcd client …` run as a user runs it through the proxy: a subprocess with exactly the
- * permissions of deno.json's `client` task, SVCD_* in its environment naming nginx's port, the
- * proxy's CA and a client certificate of the test PKI.
+ * What `svcd client` meets on a client host, for its end-to-end tests and benches: a test token,
+ * the daemon granting every key to one client subject, and Debian's nginx in front with the test
+ * PKI's client certificates ({@link startClientStack}); and `svcd client …` run as a user runs it
+ * ({@link runClientThroughNginx}): a subprocess with exactly the permissions of deno.json's
+ * `client` task, SVCD_* in its environment naming nginx's port, the proxy's CA and a client
+ * certificate.
  *
  * @example
  * ```ts
- * import { runClientThroughNginx } from "./client_nginx.ts";
- * import type { Pki } from "./pki.ts";
- * import type { TestNginx } from "./nginx.ts";
- * declare const nginx: TestNginx, pki: Pki;
- * const r = await runClientThroughNginx(nginx, pki, ["keys"]);
+ * import { runClientThroughNginx, startClientStack } from "./client_nginx.ts";
+ * const stack = await startClientStack({ keys: { k: "ec-p256" }, prefix: "svcd-x-" });
+ * const r = await runClientThroughNginx(stack.nginx, stack.pki, ["keys"]);
+ * await stack.stop();
  * ```
  */
-import type { Pki } from "./pki.ts";
-import type { NginxPorts } from "./nginx.ts";
+import { makePki, type Pki } from "./pki.ts";
+import { type NginxPorts, startNginx, type TestNginx } from "./nginx.ts";
 import { type CommandResult, runCommand } from "./command.ts";
+import { makeTestToken, type TestToken } from "./token.ts";
+import { makeProxyWorkDir, startDaemon, type TestDaemon } from "./daemon.ts";
+
+/** The client certificate's subject, granted every key of the token. */
+export const CLIENT_SUBJECT = "CN=alice,O=Example,C=DE";
+/** nginx's workers run as www-data: the daemon's --proxy-uid. */
+const WWW_DATA = 33;
+
+/** A running token, daemon and nginx. */
+export interface ClientStack {
+  token: TestToken;
+  pki: Pki;
+  daemon: TestDaemon;
+  nginx: TestNginx;
+  /** A temporary folder (0711) removed by `stop()`. */
+  dir: string;
+  /** Stops nginx and the daemon, removes the token and the folder. */
+  stop(): Promise<void>;
+}
+
+/** What {@link startClientStack} makes. */
+export interface ClientStackOptions {
+  /** Key pairs to create, label → key type (a type the module lacks is left out). */
+  keys: Record<string, string>;
+  /** The temporary folder's name prefix. */
+  prefix: string;
+  /** More `svcd serve` arguments; given the folder, so they may name files made there. */
+  daemonArgs?: (dir: string) => Promise<string[]> | string[];
+  /** nginx's configuration text in place of the packaged example. */
+  example?: (dir: string) => Promise<string>;
+}
+
+/** Token, daemon (every key granted to {@link CLIENT_SUBJECT}) and nginx, in that order. */
+export async function startClientStack(opts: ClientStackOptions): Promise<ClientStack> {
+  const token = await makeTestToken({ keys: opts.keys });
+  const dir = await Deno.makeTempDir({ prefix: opts.prefix });
+  const parts: { daemon?: TestDaemon; nginx?: TestNginx } = {};
+  const stop = async () => {
+    await parts.nginx?.stop().catch(() => {});
+    await parts.daemon?.stop().catch(() => {});
+    await token.cleanup();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  };
+  try {
+    await Deno.chmod(dir, 0o711);
+    const pki = await makePki(dir, [CLIENT_SUBJECT]);
+    const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
+    const daemon = parts.daemon = await startDaemon({
+      token,
+      workDir,
+      proxyUid: WWW_DATA,
+      policy: token.keys.map((k) => `${CLIENT_SUBJECT}\t${k}\n`).join(""),
+      args: await opts.daemonArgs?.(dir) ?? [],
+    });
+    const example = await opts.example?.(dir);
+    const nginx = parts.nginx = await startNginx(dir, pki, { authSocket: daemon.socket }, example);
+    return { token, pki, daemon, nginx, dir, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;

@@ -18,6 +18,7 @@ import { buildCertificate, extension } from "../../lib/ca/certificate.ts";
 import { nameFromRfc4514 } from "../../lib/ca/name.ts";
 import type { Signer } from "../../lib/ocsp/mod.ts";
 import { keyIdWithPkcs11Tool, type TestToken, writeCertificateWithPkcs11Tool } from "./token.ts";
+import { pem } from "../../lib/der/mod.ts";
 
 const DAY = 86_400_000;
 
@@ -103,9 +104,7 @@ export async function makeSigningPki(): Promise<SigningPki> {
   return {
     root,
     intermediate,
-    rootPem: `-----BEGIN CERTIFICATE-----\n${
-      root.toBase64().match(/.{1,64}/g)!.join("\n")
-    }\n-----END CERTIFICATE-----\n`,
+    rootPem: pem("CERTIFICATE", root),
     certify: (spki, subject, opts = {}) =>
       issue(mid, subject, spki, mid.signer, [
         extension("2.5.29.19", true, new pkijs.BasicConstraints({ cA: false }).toSchema()),
@@ -135,4 +134,22 @@ export async function certifyTokenKey(
   await Deno.writeFile(path, der);
   await writeCertificateWithPkcs11Tool(token, path, await keyIdWithPkcs11Tool(token, label), label);
   return der;
+}
+
+/**
+ * The PKI as files in `dir`: `root` (the CA file a verifier trusts) and `chain` (intermediate and
+ * root, the daemon's --ca-cert: the chain of every certificate it serves).
+ */
+export async function writeSigningPkiFiles(
+  pki: SigningPki,
+  dir: string,
+): Promise<{ root: string; chain: string }> {
+  const root = `${dir}/signing-root.pem`;
+  const chain = `${dir}/signing-chain.pem`;
+  await Deno.writeTextFile(root, pki.rootPem);
+  await Deno.writeTextFile(
+    chain,
+    pem("CERTIFICATE", pki.intermediate) + pem("CERTIFICATE", pki.root),
+  );
+  return { root, chain };
 }

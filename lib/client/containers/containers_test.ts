@@ -8,7 +8,6 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import * as asn1js from "asn1js";
-import * as pkijs from "pkijs";
 import * as jose from "jose";
 import { ml_dsa65 } from "@noble/post-quantum/ml-dsa.js";
 import { type FakeKey, fakeKey, type FakeSvcd } from "../../../tests/support/fake_svcd.ts";
@@ -16,6 +15,7 @@ import { client, withFake } from "../../../tests/support/fake_client.ts";
 import { makeSigningPki, type SigningPki } from "../../../tests/support/signing_pki.ts";
 import { verifyIndependently } from "../../../tests/support/oracle.ts";
 import { runCommand } from "../../../tests/support/command.ts";
+import { readSignedData } from "../../../tests/support/cms_pkijs.ts";
 import { spki } from "../../der/mod.ts";
 import { KEY_TYPES, type KeyTypeName } from "../../token/mod.ts";
 
@@ -89,21 +89,41 @@ async function changedCopy(file: string): Promise<string> {
   return `${file}.changed`;
 }
 
+/** `svcd client verify --format cms` of `file` and `p7s` against the test PKI's root. */
+async function verifyHere(fake: FakeSvcd, dir: string, file: string, p7s = `${file}.p7s`) {
+  const ca = await writeCa(dir);
+  return await client(fake, ["verify", "--format", "cms", "--signer-ca-cert", ca, file, p7s]);
+}
+
 async function signCms(fake: FakeSvcd, label: string, file: string) {
   const r = await client(fake, ["sign", "--key-label", label, "--format", "cms", file]);
   assert.equal(r.code, 0, r.err);
   return r;
 }
 
+/**
+ * A fake with one certified key of `type` ("k"), and `size` random bytes in `dir`/f signed by it
+ * with --format cms (f.p7s), for `fn`.
+ */
+async function withCmsSigned(
+  type: string,
+  size: number,
+  fn: (fake: FakeSvcd, dir: string, file: string, key: FakeKey) => Promise<void>,
+): Promise<void> {
+  const key = await certifiedKey("k", type);
+  await withFake([key], async (fake, dir) => {
+    const file = `${dir}/f`;
+    await Deno.writeFile(file, crypto.getRandomValues(new Uint8Array(size)));
+    fake.messages.push(await Deno.readFile(file));
+    await signCms(fake, "k", file);
+    await fn(fake, dir, file, key);
+  });
+}
+
 for (const type of ["ec-p256", "ec-p384", "rsa-3072", "ed25519"]) {
   const verifier = type === "ed25519" ? "certtool --p7-verify" : "openssl cms -verify";
   Deno.test(`cms ${type}: ${verifier} accepts it, refuses a changed byte`, async () => {
-    const key = await certifiedKey("k", type);
-    await withFake([key], async (fake, dir) => {
-      const file = `${dir}/f`;
-      await Deno.writeFile(file, crypto.getRandomValues(new Uint8Array(1024)));
-      fake.messages.push(await Deno.readFile(file));
-      await signCms(fake, "k", file);
+    await withCmsSigned(type, 1024, async (fake, dir, file) => {
       const ca = await writeCa(dir);
       const check = type === "ed25519" ? certtoolVerify : opensslCmsVerify;
       const ok = await check(file, `${file}.p7s`, ca);
@@ -120,11 +140,7 @@ for (const type of ["ec-p256", "ec-p384", "rsa-3072", "ed25519"]) {
 }
 
 Deno.test("verify --format cms: 0 for the file, 1 for a changed byte, 1 for another CA", async () => {
-  const key = await certifiedKey("k", "ec-p256");
-  await withFake([key], async (fake, dir) => {
-    const file = `${dir}/f`;
-    await Deno.writeFile(file, crypto.getRandomValues(new Uint8Array(5000)));
-    await signCms(fake, "k", file);
+  await withCmsSigned("ec-p256", 5000, async (fake, dir, file) => {
     const ca = await writeCa(dir);
     const verify = (f: string, caFile: string) =>
       client(fake, ["verify", "--format", "cms", "--signer-ca-cert", caFile, f, `${file}.p7s`]);
@@ -143,96 +159,50 @@ Deno.test("verify --format cms: 0 for the file, 1 for a changed byte, 1 for anot
     assert.deepEqual(wrongCa.out, ["Verification failure"]);
     const garbage = `${dir}/garbage.p7s`;
     await Deno.writeFile(garbage, Uint8Array.of(0x30, 0x03, 1, 2, 3));
-    const malformed = await client(fake, [
-      "verify",
-      "--format",
-      "cms",
-      "--signer-ca-cert",
-      ca,
-      file,
-      garbage,
-    ]);
-    assert.equal(malformed.code, 1);
+    assert.equal((await verifyHere(fake, dir, file, garbage)).code, 1);
   });
 });
 
 Deno.test("cms ml-dsa-65: pkijs reads the SignedData; @noble verifies the signed attributes", async () => {
-  const key = await certifiedKey("k", "ml-dsa-65");
-  await withFake([key], async (fake, dir) => {
-    const file = `${dir}/f`;
-    const message = crypto.getRandomValues(new Uint8Array(1024));
-    await Deno.writeFile(file, message);
-    await signCms(fake, "k", file);
-    const der = await Deno.readFile(`${file}.p7s`);
-    const info = new pkijs.ContentInfo({ schema: asn1js.fromBER(der.slice().buffer).result });
-    assert.equal(info.contentType, "1.2.840.113549.1.7.2");
-    const sd = new pkijs.SignedData({ schema: info.content });
-    assert.equal(sd.encapContentInfo.eContent, undefined, "detached");
-    assert.equal(sd.certificates?.length, 3);
-    const si = sd.signerInfos[0];
+  await withCmsSigned("ml-dsa-65", 1024, async (fake, dir, file, key) => {
+    const message = await Deno.readFile(file);
+    const read = readSignedData(await Deno.readFile(`${file}.p7s`));
+    assert.equal(read.signedData.encapContentInfo.eContent, undefined, "detached");
+    assert.equal(read.signedData.certificates?.length, 3);
+    const si = read.signerInfo;
     assert.equal(si.digestAlgorithm.algorithmId, "2.16.840.1.101.3.4.2.3"); // SHA-512
     assert.equal(si.signatureAlgorithm.algorithmId, "2.16.840.1.101.3.4.3.18");
     assert.equal(si.signatureAlgorithm.algorithmParams, undefined, "parameters absent");
-    const attrs = si.signedAttrs!;
-    const byType = new Map(attrs.attributes.map((a) => [a.type, a.values[0]]));
-    const md = new Uint8Array(
-      (byType.get("1.2.840.113549.1.9.4") as asn1js.OctetString)
-        .valueBlock.valueHexView,
+    const md = read.attributes.get("1.2.840.113549.1.9.4") as asn1js.OctetString;
+    assert.deepEqual(
+      new Uint8Array(md.valueBlock.valueHexView),
+      new Uint8Array(createHash("sha512").update(message).digest()),
     );
-    assert.deepEqual(md, new Uint8Array(createHash("sha512").update(message).digest()));
-    assert.equal(
-      (byType.get("1.2.840.113549.1.9.3") as asn1js.ObjectIdentifier).valueBlock.toString(),
-      "1.2.840.113549.1.7.1",
-    );
-    assert.ok(byType.has("1.2.840.113549.1.9.5"), "signingTime");
-    // The signature covers the attributes' DER with the SET OF tag (RFC 5652 §5.4).
-    const signed = new Uint8Array(attrs.toSchema().toBER());
-    signed[0] = 0x31;
-    const sig = new Uint8Array(si.signature.valueBlock.valueHexView);
+    const type = read.attributes.get("1.2.840.113549.1.9.3") as asn1js.ObjectIdentifier;
+    assert.equal(type.valueBlock.toString(), "1.2.840.113549.1.7.1");
+    assert.ok(read.attributes.has("1.2.840.113549.1.9.5"), "signingTime");
     assert.ok(
-      ml_dsa65.verify(sig, signed, key.publicKeyRaw),
+      ml_dsa65.verify(read.signature, read.signedAttributes, key.publicKeyRaw),
       "@noble ML-DSA-65 (pure, no context)",
     );
-    const ca = await writeCa(dir);
-    const ours = await client(fake, [
-      "verify",
-      "--format",
-      "cms",
-      "--signer-ca-cert",
-      ca,
-      file,
-      `${file}.p7s`,
-    ]);
-    assert.equal(ours.code, 0, ours.err);
+    assert.equal((await verifyHere(fake, dir, file)).code, 0);
   });
 });
 
 Deno.test("cms composite: the draft's OIDs; the signature checks over the signed attributes", async () => {
-  const key = await certifiedKey("k", "composite-mldsa65-ed25519");
-  await withFake([key], async (fake, dir) => {
-    const file = `${dir}/f`;
-    await Deno.writeFile(file, crypto.getRandomValues(new Uint8Array(1024)));
-    await signCms(fake, "k", file);
-    const der = await Deno.readFile(`${file}.p7s`);
-    const info = new pkijs.ContentInfo({ schema: asn1js.fromBER(der.slice().buffer).result });
-    const si = new pkijs.SignedData({ schema: info.content }).signerInfos[0];
-    assert.equal(si.signatureAlgorithm.algorithmId, "1.3.6.1.5.5.7.6.48");
-    assert.equal(si.digestAlgorithm.algorithmId, "2.16.840.1.101.3.4.2.3");
-    const signed = new Uint8Array(si.signedAttrs!.toSchema().toBER());
-    signed[0] = 0x31;
-    const sig = new Uint8Array(si.signature.valueBlock.valueHexView);
-    assert.ok(await verifyIndependently(key.keyType, { raw: key.publicKeyRaw }, signed, sig));
-    const ca = await writeCa(dir);
-    const ours = await client(fake, [
-      "verify",
-      "--format",
-      "cms",
-      "--signer-ca-cert",
-      ca,
-      file,
-      `${file}.p7s`,
-    ]);
-    assert.equal(ours.code, 0, ours.err);
+  await withCmsSigned("composite-mldsa65-ed25519", 1024, async (fake, dir, file, key) => {
+    const read = readSignedData(await Deno.readFile(`${file}.p7s`));
+    assert.equal(read.signerInfo.signatureAlgorithm.algorithmId, "1.3.6.1.5.5.7.6.48");
+    assert.equal(read.signerInfo.digestAlgorithm.algorithmId, "2.16.840.1.101.3.4.2.3");
+    assert.ok(
+      await verifyIndependently(
+        key.keyType,
+        { raw: key.publicKeyRaw },
+        read.signedAttributes,
+        read.signature,
+      ),
+    );
+    assert.equal((await verifyHere(fake, dir, file)).code, 0);
   });
 });
 
@@ -258,15 +228,7 @@ Deno.test("cms: an expired certificate warns on stderr; the signature is made", 
     const ca = await writeCa(dir);
     // openssl checks the time and refuses it; so does verify --format cms.
     assert.notEqual((await opensslCmsVerify(file, `${file}.p7s`, ca)).code, 0);
-    const ours = await client(fake, [
-      "verify",
-      "--format",
-      "cms",
-      "--signer-ca-cert",
-      ca,
-      file,
-      `${file}.p7s`,
-    ]);
+    const ours = await verifyHere(fake, dir, file);
     assert.equal(ours.code, 1);
     assert.match(ours.err, /expired/);
   });
