@@ -34,12 +34,13 @@ import { pem } from "../../lib/der/mod.ts";
 
 const GIB = 1 << 30;
 
-/** SoftHSM2's keys: all certified but k-plain. */
+/** SoftHSM2's keys: all certified but k-plain; k-old's certificate has expired. */
 const CLASSICAL_KEYS: Record<string, string> = {
   "k-p256": "ec-p256",
   "k-rsa": "rsa-3072",
   "k-ed": "ed25519",
   "k-plain": "ec-p256",
+  "k-old": "ec-p256",
 };
 const JWS_ALG: Record<string, string> = {
   "ec-p256": "ES256",
@@ -87,11 +88,16 @@ async function listedKeys(s: Setup): Promise<Map<string, ListedKey>> {
   return new Map(keys.map((k) => [k.label, k]));
 }
 
-/** Certifies every key but k-plain: a certificate of the signing PKI stored in the token. */
+/**
+ * Certifies every key but k-plain: a certificate of the signing PKI stored in the token (k-old's
+ * expired yesterday).
+ */
 async function certifyKeys(s: Setup, keys: Map<string, ListedKey>): Promise<void> {
   for (const key of keys.values()) {
     if (key.label === "k-plain") continue;
-    await certifyTokenKey(s.signing, s.token, key.label, Uint8Array.fromBase64(key.public_key));
+    const notAfterDays = key.label === "k-old" ? -1 : 30;
+    const spki = Uint8Array.fromBase64(key.public_key);
+    await certifyTokenKey(s.signing, s.token, key.label, spki, { notAfterDays });
   }
 }
 
@@ -191,7 +197,9 @@ Deno.test({
         assert.ok(key.certificate, `${key.label}: no certificate on GET /token`);
         assert.equal(key.chain?.length, 2, `${key.label}: intermediate and root`);
       }
-      const classical = [...keys.values()].filter((k) => k.key_type in JWS_ALG && k.certificate);
+      const classical = [...keys.values()].filter((k) =>
+        k.key_type in JWS_ALG && k.certificate && k.label !== "k-old"
+      );
       const small = `${setup.dir}/small`;
       await Deno.writeFile(small, crypto.getRandomValues(new Uint8Array(1024)));
 
@@ -262,6 +270,22 @@ Deno.test({
         assert.equal(r.code, 1);
         assert.match(r.stderr, /svcd ca certify --key-label k-plain --profile /);
         await assert.rejects(Deno.stat(`${setup.dir}/p.p7s`));
+      });
+
+      await t.step("an expired certificate: a warning on stderr, the signature made", async () => {
+        const p7s = `${setup.dir}/old.p7s`;
+        const r = await runClient(setup, [
+          ...["sign", "--key-label", "k-old", "--format", "cms", "--out", p7s, small],
+        ]);
+        assert.equal(r.code, 0, r.text);
+        assert.match(r.stderr, /warning: the certificate of 'k-old' expired on /);
+        // openssl refuses it for the certificate's time alone: without the time check it verifies.
+        assert.notEqual((await cmsVerifier("ec-p256", small, p7s, setup.caFile)).code, 0);
+        const timeless = await runCommand("openssl", [
+          ...["cms", "-verify", "-no_check_time", "-binary", "-inform", "DER", "-in", p7s],
+          ...["-content", small, "-CAfile", setup.caFile, "-out", "/dev/null"],
+        ]);
+        assert.equal(timeless.code, 0, timeless.text);
       });
     } finally {
       await Deno.remove(big).catch(() => {});

@@ -128,8 +128,9 @@ export async function certifyTokenKey(
   token: TestToken,
   label: string,
   spki: Uint8Array,
+  opts: { notAfterDays?: number } = {},
 ): Promise<Uint8Array> {
-  const der = await pki.certify(spki, `CN=${label},O=Example`);
+  const der = await pki.certify(spki, `CN=${label},O=Example`, opts);
   const path = `${token.dir}/${label}.crt.der`;
   await Deno.writeFile(path, der);
   await writeCertificateWithPkcs11Tool(token, path, await keyIdWithPkcs11Tool(token, label), label);
