@@ -41,8 +41,9 @@ export const CLIENT_COMMAND: CommandGroup = {
     {
       name: "keys",
       synopsis: "[--out-dir DIR]",
-      summary: "your keys: label, type and the digest modes svcd takes for each; with " +
-        "--out-dir, each public key as DIR/LABEL.pem",
+      summary: "your keys: label, type, the digest modes svcd takes for each and its " +
+        "certificate's validity; with --out-dir, each public key as DIR/LABEL.pem and a " +
+        "certified key's certificate and chain as DIR/LABEL.crt.pem",
     },
     {
       name: "sign",
@@ -87,7 +88,7 @@ export const CLIENT_COMMAND: CommandGroup = {
       value: "DIR",
       commands: ["keys"],
       group: "command",
-      help: "write each public key as DIR/LABEL.pem",
+      help: "write each public key as DIR/LABEL.pem (and certificate and chain as LABEL.crt.pem)",
     },
     {
       flag: "format",

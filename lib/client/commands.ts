@@ -34,7 +34,8 @@ import {
   type RawFormat,
   type SignatureFormat,
 } from "./format.ts";
-import { cmsSignature, type SignBody, writeJws } from "./containers/sign.ts";
+import { certificateSummary, cmsSignature, type SignBody, writeJws } from "./containers/sign.ts";
+import { pem } from "../der/mod.ts";
 
 /** Where a command's lines go (stdout), so tests can collect them. */
 export type Print = (line: string) => void;
@@ -69,8 +70,9 @@ export interface VerifyRequest {
 type Plan = { mode: "digest"; name: DigestName } | { mode: "message" };
 
 /**
- * `svcd client keys`: one line per key (label, type, digest modes); with `outDir`, each public
- * key as LABEL.pem there.
+ * `svcd client keys`: one line per key (label, type, digest modes, certificate); with `outDir`,
+ * each public key as LABEL.pem there, and a certified key's certificate and chain as
+ * LABEL.crt.pem.
  */
 export async function listKeys(
   conn: SvcdConnection,
@@ -78,14 +80,14 @@ export async function listKeys(
   print: Print,
 ): Promise<void> {
   const list = await fetchKeys(conn);
-  const rows = list.keys.map((k) => [
+  const rows = [["LABEL", "TYPE", "DIGEST MODES", "CERTIFICATE"]].concat(list.keys.map((k) => [
     k.label,
     k.keyType,
     k.digests.length ? k.digests.join(",") : "none (message mode)",
-  ]);
-  const widths = [0, 1].map((i) => Math.max(5, ...rows.map((r) => r[i].length)));
-  print(`${"LABEL".padEnd(widths[0])}  ${"TYPE".padEnd(widths[1])}  DIGEST MODES`);
-  for (const r of rows) print(`${r[0].padEnd(widths[0])}  ${r[1].padEnd(widths[1])}  ${r[2]}`);
+    certificateSummary(k),
+  ]));
+  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i].length)));
+  for (const r of rows) print(r.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join("  ").trimEnd());
   for (const u of list.unusable) print(`${u.label}: unusable: ${u.error}`);
   if (!list.digestModeKnown && list.keys.length > 0) {
     print(
@@ -98,25 +100,27 @@ export async function listKeys(
     for (const key of list.keys) {
       print(
         key.publicKeySpki
-          ? `wrote ${await writePublicKey(outDir, key, key.publicKeySpki)}`
+          ? `wrote ${await writePem(outDir, key, "pem", pem("PUBLIC KEY", key.publicKeySpki))}`
           : `${key.label}: svcd lists no SubjectPublicKeyInfo for it; no PEM written`,
       );
+      if (key.certificate) {
+        const certificates = [key.certificate, ...key.chain].map((c) => pem("CERTIFICATE", c));
+        print(`wrote ${await writePem(outDir, key, "crt.pem", certificates.join(""))}`);
+      }
     }
   }
 }
 
-async function writePublicKey(
+async function writePem(
   outDir: string,
   key: ClientKey,
-  spki: Uint8Array,
+  suffix: string,
+  text: string,
 ): Promise<string> {
   // A label is any text; as a file name it must not leave the folder.
-  const path = `${outDir}/${key.label.replace(/[^\w.@+=-]/g, "_").replace(/^\./, "_")}.pem`;
-  const pem = `-----BEGIN PUBLIC KEY-----\n${
-    spki.toBase64().match(/.{1,64}/g)!.join("\n")
-  }\n-----END PUBLIC KEY-----\n`;
+  const path = `${outDir}/${key.label.replace(/[^\w.@+=-]/g, "_").replace(/^\./, "_")}.${suffix}`;
   try {
-    await Deno.writeTextFile(path, pem);
+    await Deno.writeTextFile(path, text);
   } catch (err) {
     throw new ClientError(`cannot write ${path}: ${(err as Error).message} (check --out-dir)`);
   }

@@ -96,6 +96,17 @@ function describeName(cert: CertificateInfo): string {
   }
 }
 
+/** How a certificate's validity period stands at `now`, with the date that decides it. */
+export function validityAt(
+  cert: CertificateInfo,
+  now: number,
+): { state: "valid" | "expired" | "not yet valid"; date: string } {
+  const day = (ms: number) => new Date(ms).toISOString();
+  if (now < cert.notBefore) return { state: "not yet valid", date: day(cert.notBefore) };
+  if (now > cert.notAfter) return { state: "expired", date: day(cert.notAfter) };
+  return { state: "valid", date: day(cert.notAfter) };
+}
+
 function outsideValidity(cert: CertificateInfo, now: number): string | undefined {
   if (now < cert.notBefore) {
     return `the certificate of ${describeName(cert)} is not valid before ${

@@ -360,3 +360,30 @@ Deno.test("usage: --detached without jws, jws verify, cms verify without a CA fi
     assert.equal(fake.requests.length, 0);
   });
 });
+
+Deno.test("keys: the certificate's state per key; --out-dir writes LABEL.crt.pem (leaf, chain)", async () => {
+  const keys = [
+    await certifiedKey("cert", "ec-p256"),
+    await certifiedKey("old", "ed25519", -1),
+    fakeKey("plain", "ec-p256", ["sha-256"]),
+  ];
+  await withFake(keys, async (fake, dir) => {
+    const r = await client(fake, ["keys", "--out-dir", dir]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out[0], /^LABEL\s+TYPE\s+DIGEST MODES\s+CERTIFICATE$/);
+    assert.match(r.out.find((l) => l.startsWith("cert "))!, /\suntil \d{4}-\d\d-\d\d$/);
+    assert.match(r.out.find((l) => l.startsWith("old "))!, /\sexpired \(\d{4}-\d\d-\d\d\)$/);
+    assert.match(r.out.find((l) => l.startsWith("plain "))!, /\snone$/);
+    await assert.rejects(Deno.stat(`${dir}/plain.crt.pem`));
+    // openssl takes the file as the leaf and its chain up to the root.
+    const ca = await writeCa(dir);
+    const leaf = await runCommand("openssl", ["x509", "-in", `${dir}/cert.crt.pem`]);
+    await Deno.writeTextFile(`${dir}/leaf.pem`, leaf.stdout);
+    const verified = await runCommand("openssl", [
+      ...["verify", "-CAfile", ca, "-untrusted", `${dir}/cert.crt.pem`, `${dir}/leaf.pem`],
+    ]);
+    assert.equal(verified.code, 0, verified.text);
+    const pems = (await Deno.readTextFile(`${dir}/cert.crt.pem`)).match(/BEGIN CERTIFICATE/g);
+    assert.equal(pems?.length, 3);
+  });
+});

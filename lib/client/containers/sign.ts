@@ -30,6 +30,7 @@ import { bytesEqual } from "../../bytes/mod.ts";
 import { parseCertificate } from "../../ocsp/mod.ts";
 import { containerAlgorithm } from "./algorithms.ts";
 import { signedAttributes, signedData } from "./cms.ts";
+import { validityAt } from "./chain.ts";
 import { base64url, base64urlLength, jwsHeader, type JwsSigner, payloadSlices } from "./jws.ts";
 
 /** What goes to /sign: bytes signed as they are, or a digest in digest mode. */
@@ -70,11 +71,11 @@ function signerCertificate(key: ClientKey, warn: Warn): Uint8Array {
         `signed (tell the operator; '${certifyCommand(key.label)}' issues a new one)`,
     );
   }
-  const now = Date.now();
-  if (now > cert.notAfter || now < cert.notBefore) {
-    const when = now > cert.notAfter
-      ? `expired on ${new Date(cert.notAfter).toISOString()}`
-      : `is not valid before ${new Date(cert.notBefore).toISOString()}`;
+  const validity = validityAt(cert, Date.now());
+  if (validity.state !== "valid") {
+    const when = validity.state === "expired"
+      ? `expired on ${validity.date}`
+      : `is not valid before ${validity.date}`;
     warn(
       `warning: the certificate of '${key.label}' ${when}; the signature is made, but verifiers ` +
         `that check the time (openssl cms -verify) refuse it: renew it with ` +
@@ -199,4 +200,12 @@ async function signingInput(
 
 async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
   for (let at = 0; at < bytes.length;) at += await file.write(bytes.subarray(at));
+}
+
+/** The key's certificate in a word for `svcd client keys`: none, valid until, expired on. */
+export function certificateSummary(key: ClientKey): string {
+  if (key.certificate === undefined) return "none";
+  const validity = validityAt(parseCertificate(key.certificate), Date.now());
+  const date = validity.date.slice(0, 10);
+  return validity.state === "valid" ? `until ${date}` : `${validity.state} (${date})`;
 }
