@@ -387,3 +387,29 @@ Deno.test("keys: the certificate's state per key; --out-dir writes LABEL.crt.pem
     assert.equal(pems?.length, 3);
   });
 });
+
+Deno.test("cms: a listed certificate that is not the key's, or not X.509, is refused", async () => {
+  const other = await certifiedKey("other", "ec-p256");
+  const mismatched = fakeKey("mismatched", "ec-p256", ["sha-256"]);
+  mismatched.certificate = other.certificate;
+  const garbled = fakeKey("garbled", "ec-p256", ["sha-256"]);
+  garbled.certificate = Uint8Array.of(0x30, 0x03, 0x02, 0x01, 0x01);
+  await withFake([mismatched, garbled], async (fake, dir) => {
+    await Deno.writeFile(`${dir}/f`, new Uint8Array(10));
+    for (
+      const [label, reason] of [["mismatched", /not of its public key/], [
+        "garbled",
+        /not a DER X\.509/,
+      ]] as const
+    ) {
+      const r = await client(fake, ["sign", "--key-label", label, "--format", "cms", `${dir}/f`]);
+      assert.equal(r.code, 1, label);
+      assert.match(r.err, reason);
+    }
+    assert.equal(fake.requests.filter((q) => q.path === "/sign").length, 0);
+    await assert.rejects(Deno.stat(`${dir}/f.p7s`));
+    const keys = await client(fake, ["keys"]);
+    assert.equal(keys.code, 0, keys.err);
+    assert.match(keys.out.find((l) => l.startsWith("garbled "))!, /\sunreadable$/);
+  });
+});

@@ -27,7 +27,7 @@ import { createDigester, type DigestName } from "../digests.ts";
 import { hashFile, progressFor } from "../hash.ts";
 import { type BodyLimit, describeLimit } from "../settings.ts";
 import { bytesEqual } from "../../bytes/mod.ts";
-import { parseCertificate } from "../../ocsp/mod.ts";
+import { type CertificateInfo, parseCertificate } from "../../ocsp/mod.ts";
 import { containerAlgorithm } from "./algorithms.ts";
 import { signedAttributes, signedData } from "./cms.ts";
 import { validityAt } from "./chain.ts";
@@ -61,7 +61,7 @@ function signerCertificate(key: ClientKey, warn: Warn): Uint8Array {
         `the operator to run '${certifyCommand(key.label)}' (or another --profile)`,
     );
   }
-  const cert = parseCertificate(der);
+  const cert = readCertificate(key);
   const same = key.publicKeySpki
     ? bytesEqual(cert.spki, key.publicKeySpki)
     : bytesEqual(cert.publicKey, key.publicKeyRaw);
@@ -202,10 +202,28 @@ async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
   for (let at = 0; at < bytes.length;) at += await file.write(bytes.subarray(at));
 }
 
+/** The key's certificate as parsed; a ClientError when svcd lists one that is not X.509 DER. */
+function readCertificate(key: ClientKey): CertificateInfo {
+  try {
+    return parseCertificate(key.certificate!);
+  } catch (err) {
+    throw new ClientError(
+      `the certificate svcd lists for '${key.label}' is not a DER X.509 certificate ` +
+        `(${(err as Error).message}): nothing was signed; tell the operator`,
+    );
+  }
+}
+
 /** The key's certificate in a word for `svcd client keys`: none, valid until, expired on. */
 export function certificateSummary(key: ClientKey): string {
   if (key.certificate === undefined) return "none";
-  const validity = validityAt(parseCertificate(key.certificate), Date.now());
+  let cert: CertificateInfo;
+  try {
+    cert = readCertificate(key);
+  } catch {
+    return "unreadable";
+  }
+  const validity = validityAt(cert, Date.now());
   const date = validity.date.slice(0, 10);
   return validity.state === "valid" ? `until ${date}` : `${validity.state} (${date})`;
 }

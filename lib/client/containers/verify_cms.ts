@@ -17,6 +17,7 @@ import { MalformedSignature } from "../format.ts";
 import { createDigester } from "../digests.ts";
 import { hashFile, progressFor } from "../hash.ts";
 import { bytesEqual } from "../../bytes/mod.ts";
+import { MAX_INPUT } from "../../der/mod.ts";
 import {
   type CertificateInfo,
   keyTypeOfSignatureAlgorithm,
@@ -38,9 +39,7 @@ export async function verifyCms(
   now = Date.now(),
 ): Promise<CmsOutcome> {
   const anchors = await readAnchors(caFile);
-  const bytes = await Deno.readFile(signaturePath).catch((err) => {
-    throw new ClientError(`cannot read ${signaturePath}: ${err.message}`);
-  });
+  const bytes = await readSignature(signaturePath);
   let sd: ParsedSignedData;
   try {
     sd = parseSignedData(bytes);
@@ -80,6 +79,21 @@ export async function verifyCms(
   }
   const path = await checkPath(signer.der, sd.certificates, anchors, now);
   return path === undefined ? { valid: true } : invalid(`${path} (CA file ${caFile})`);
+}
+
+/** The SignedData's bytes; one larger than any DER the reader takes is not read at all. */
+async function readSignature(path: string): Promise<Uint8Array> {
+  const cannot = (err: Error) => {
+    throw new ClientError(`cannot read ${path}: ${err.message}`);
+  };
+  const { size } = await Deno.stat(path).catch(cannot);
+  if (size > MAX_INPUT) {
+    throw new MalformedSignature(
+      `${path} is ${size} bytes, larger than a CMS SignedData here can be (${MAX_INPUT}): the ` +
+        "signature is not valid",
+    );
+  }
+  return await Deno.readFile(path).catch(cannot);
 }
 
 function invalid(reason: string): CmsOutcome {
