@@ -5,7 +5,7 @@ export NO_COLOR := 1
 export DENO_NO_UPDATE_CHECK := 1
 
 # Debian packages the daemon, its tests and its demo need.
-APT_PACKAGES := softhsm2 opensc libssl-dev libnss3-dev gcc make nginx-light openssl util-linux curl systemd gnutls-bin python3-cryptography python3-cryptography-vectors e2fsprogs p11-kit p11-kit-modules libp11-kit-dev libcurl4-openssl-dev libjson-c-dev libengine-pkcs11-openssl openssh-client rsyslog prometheus man-db groff-base
+APT_PACKAGES := softhsm2 opensc libssl-dev libnss3-dev gcc make nginx-light openssl util-linux curl systemd gnutls-bin python3-cryptography python3-cryptography-vectors e2fsprogs p11-kit p11-kit-modules libp11-kit-dev libcurl4-openssl-dev libjson-c-dev libengine-pkcs11-openssl osslsigncode openssh-client rsyslog prometheus man-db groff-base
 
 .PHONY: setup check test test-other-release demo bench binary deb clean module fuzz man
 

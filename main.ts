@@ -59,8 +59,9 @@ export const COMMANDS: Command[] = [
   },
   {
     names: ["ca"],
-    synopsis: "ca init|urls|issue|responder|revoke|crl|publish|status|list [options]",
-    help: "the CA over a token key: client and OCSP responder certificates, revocation, CRL " +
+    synopsis: "ca init|urls|issue|certify|responder|revoke|crl|publish|status|list [options]",
+    help: "the CA over a token key: client, token key and OCSP responder certificates, " +
+      "revocation, CRL " +
       "(see: svcd ca --help)",
     // Loaded on demand: the CA tool pulls in pkijs, which the daemon never needs.
     run: async (args) => (await import("./lib/ca/cli.ts")).runCaCommand(args),

@@ -8,10 +8,12 @@
  * tested with `svcd ca certify`.)
  */
 import assert from "node:assert/strict";
-import { X509Certificate } from "node:crypto";
+import { generateKeyPairSync, sign as nodeSign, X509Certificate } from "node:crypto";
+import { buildCertificate } from "../lib/ca/certificate.ts";
+import { nameFromRfc4514 } from "../lib/ca/name.ts";
 import { makeTestCa, openssl } from "./support/ca.ts";
 import { startDaemon } from "./support/daemon.ts";
-import { request } from "./support/http_client.ts";
+import { tokenKeys } from "./support/http_client.ts";
 import {
   keyIdWithPkcs11Tool,
   makeTestToken,
@@ -20,24 +22,6 @@ import {
 } from "./support/token.ts";
 
 const SUBJECT = "CN=alice,O=Example";
-
-interface KeyEntry {
-  label: string;
-  public_key: string;
-  certificate?: string;
-  chain?: string[];
-}
-
-async function tokenKeys(socket: string): Promise<Map<string, KeyEntry>> {
-  const r = await request(socket, {
-    method: "GET",
-    path: "/token",
-    headers: [["X-SVC-Client-Subject", SUBJECT]],
-  });
-  assert.equal(r.status, 200, r.text());
-  const keys = (JSON.parse(r.text()) as { keys: KeyEntry[] }).keys;
-  return new Map(keys.map((k) => [k.label, k]));
-}
 
 /** A certificate for the token key `keyLabel` (a responder certificate: it names the key), DER. */
 async function certificateOf(
@@ -70,7 +54,7 @@ for (const threads of ["0", "2"]) {
         args: ["--threads", threads, "--ca-cert", ca.caPem],
       });
       try {
-        const before = await tokenKeys(d.socket);
+        const before = await tokenKeys(d.socket, SUBJECT);
         assert.equal(before.get("k-ec")!.certificate, undefined, "none stored yet");
         assert.ok(!("chain" in before.get("k-ec")!));
 
@@ -89,7 +73,7 @@ for (const threads of ["0", "2"]) {
           "k-wrong",
         );
 
-        const keys = await tokenKeys(d.socket);
+        const keys = await tokenKeys(d.socket, SUBJECT);
         const ec = keys.get("k-ec")!;
         assert.equal(ec.certificate, (await Deno.readFile(ecCert)).toBase64(), "read at once");
         const cert = new X509Certificate(Uint8Array.fromBase64(ec.certificate!));
@@ -131,9 +115,67 @@ Deno.test({
     try {
       const der = await certificateOf(ca, t, "k");
       await writeCertificateWithPkcs11Tool(t, der, await keyIdWithPkcs11Tool(t, "k"), "k");
-      const k = (await tokenKeys(d.socket)).get("k")!;
+      const k = (await tokenKeys(d.socket, SUBJECT)).get("k")!;
       assert.equal(k.certificate, (await Deno.readFile(der)).toBase64());
       assert.deepEqual(k.chain, []);
+    } finally {
+      await d.stop();
+      await t.cleanup();
+    }
+  },
+});
+
+/**
+ * A certificate of `spki` (DER) valid only in 2020, signed by a throwaway software P-256 CA: what a
+ * key holds when its certificate expired and no one renewed it.
+ */
+async function expiredCertificate(spki: Uint8Array): Promise<Uint8Array> {
+  const ca = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  const name = nameFromRfc4514("CN=expired test CA");
+  return await buildCertificate({
+    serial: 0x2an,
+    issuer: name,
+    subject: nameFromRfc4514("CN=expired"),
+    spki,
+    notBefore: new Date("2020-01-01T00:00:00Z"),
+    notAfter: new Date("2020-12-31T00:00:00Z"),
+    extensions: [],
+  }, {
+    keyType: "ec-p256",
+    sign: (tbs) => nodeSign("sha256", tbs, { key: ca.privateKey, dsaEncoding: "ieee-p1363" }),
+  });
+}
+
+Deno.test({
+  name: "GET /token states an expired certificate (the client warns); certify says it replaced it",
+  ignore: Deno.env.get("SVCD_TEST_MODULE") === "svcmod",
+  sanitizeResources: false,
+  fn: async () => {
+    const t = await makeTestToken({ keys: { ca: "ec-p256", k: "ec-p256" } });
+    const ca = await makeTestCa(t, { keyLabel: "ca" });
+    const d = await startDaemon({
+      token: t,
+      policy: `${SUBJECT}\tk\n`,
+      args: ["--threads", "0", "--ca-cert", ca.caPem],
+    });
+    try {
+      const spki = Uint8Array.fromBase64((await tokenKeys(d.socket, SUBJECT)).get("k")!.public_key);
+      const expired = await expiredCertificate(spki);
+      const path = `${t.dir}/expired.der`;
+      await Deno.writeFile(path, expired);
+      assert.ok(new X509Certificate(expired).validTo.includes("2020"));
+      await writeCertificateWithPkcs11Tool(t, path, await keyIdWithPkcs11Tool(t, "k"), "k");
+      const k = (await tokenKeys(d.socket, SUBJECT)).get("k")!;
+      assert.equal(k.certificate, expired.toBase64(), "served although expired");
+      assert.deepEqual(k.chain, [], "its issuer is not the daemon's CA");
+
+      const renewed = await ca.run("certify", ["--key-label", "k", "--profile", "code-signing"]);
+      assert.equal(renewed.code, 0, renewed.text);
+      assert.match(renewed.stderr, /replaced the key's earlier certificate 2A \(expired at 2020-/);
+      assert.notEqual(
+        (await tokenKeys(d.socket, SUBJECT)).get("k")!.certificate,
+        expired.toBase64(),
+      );
     } finally {
       await d.stop();
       await t.cleanup();

@@ -47,9 +47,9 @@ run_suite() { # name, env assignments..., -- files...
 
 # The C tests: the test module's own (ML-DSA known answers, every function through the table)
 # and the client module's unit tests (configuration, /token parsing, mechanism plans, the status
-# table). Each program counts as one.
+# table; the certificate walk under malformed input). Each program counts as one.
 echo "== C tests (svcmod, libsvcd-pkcs11)"
-for test in tests/module:mldsa_test tests/module:p11_test pkcs11-module:unit_test; do
+for test in tests/module:mldsa_test tests/module:p11_test pkcs11-module:unit_test pkcs11-module:cert_test; do
   dir=${test%%:*} prog=${test#*:}
   if make --no-print-directory -s -C "$dir" "build/$prog" >/dev/null &&
     (cd "$dir" && if [ "$prog" = p11_test ]; then "build/$prog" build/libsvcmod.so; else "build/$prog"; fi) >"$log" 2>&1; then

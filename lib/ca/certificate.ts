@@ -46,13 +46,24 @@ const OID = {
   extKeyUsage: "2.5.29.37",
   subjectKeyIdentifier: "2.5.29.14",
   authorityKeyIdentifier: "2.5.29.35",
+  subjectAltName: "2.5.29.17",
+  serverAuth: "1.3.6.1.5.5.7.3.1",
   clientAuth: "1.3.6.1.5.5.7.3.2",
+  codeSigning: "1.3.6.1.5.5.7.3.3",
+  emailProtection: "1.3.6.1.5.5.7.3.4",
   ocspSigning: "1.3.6.1.5.5.7.3.9",
+  documentSigning: "1.3.6.1.5.5.7.3.36",
   ocspNoCheck: "1.3.6.1.5.5.7.48.1.5",
 } as const;
 
 /** KeyUsage bit numbers (RFC 5280 §4.2.1.3). */
-const KEY_USAGE = { digitalSignature: 0, keyCertSign: 5, cRLSign: 6 } as const;
+const KEY_USAGE = {
+  digitalSignature: 0,
+  contentCommitment: 1,
+  keyEncipherment: 2,
+  keyCertSign: 5,
+  cRLSign: 6,
+} as const;
 
 const ab = (bytes: Uint8Array): ArrayBuffer => bytes.slice().buffer;
 
@@ -186,14 +197,81 @@ function endEntity(
   subjectSpki: Uint8Array,
   issuerSpki: Uint8Array,
   pointers: pkijs.Extension[],
+  uses: { keyUsage: number[]; purposes: string[] } = {
+    keyUsage: [KEY_USAGE.digitalSignature],
+    purposes: [usage],
+  },
 ) {
   return [
     extension(OID.basicConstraints, true, new pkijs.BasicConstraints({ cA: false }).toSchema()),
-    extension(OID.keyUsage, true, keyUsage([KEY_USAGE.digitalSignature])),
-    extension(OID.extKeyUsage, false, new pkijs.ExtKeyUsage({ keyPurposes: [usage] }).toSchema()),
+    extension(OID.keyUsage, true, keyUsage(uses.keyUsage)),
+    extension(
+      OID.extKeyUsage,
+      false,
+      new pkijs.ExtKeyUsage({ keyPurposes: uses.purposes }).toSchema(),
+    ),
     subjectKeyId(subjectSpki),
     authorityKeyId(issuerSpki),
     ...pointers,
+  ];
+}
+
+/** What a token key is certified for (`svcd ca certify --profile`). */
+export const PROFILES = ["code-signing", "document-signing", "tls-server", "tls-client"] as const;
+
+/** One of {@link PROFILES}. */
+export type Profile = typeof PROFILES[number];
+
+/**
+ * keyUsage and extendedKeyUsage of each profile. Document signing carries both the RFC 9336
+ * purpose and emailProtection: CMS verifiers (openssl cms, S/MIME clients) check for the latter,
+ * document tools for the former. keyEncipherment is added for a TLS server's RSA key only
+ * (RSA key transport; no other key type can encipher).
+ */
+const PROFILE_USES: Record<Profile, { keyUsage: number[]; purposes: string[] }> = {
+  "code-signing": { keyUsage: [KEY_USAGE.digitalSignature], purposes: [OID.codeSigning] },
+  "document-signing": {
+    keyUsage: [KEY_USAGE.digitalSignature, KEY_USAGE.contentCommitment],
+    purposes: [OID.documentSigning, OID.emailProtection],
+  },
+  "tls-server": { keyUsage: [KEY_USAGE.digitalSignature], purposes: [OID.serverAuth] },
+  "tls-client": { keyUsage: [KEY_USAGE.digitalSignature], purposes: [OID.clientAuth] },
+};
+
+/**
+ * The extensions of a certificate for a token key with `profile`: its keyUsage and
+ * extendedKeyUsage, a subjectAltName of `dnsNames` when there are any, the key identifiers and the
+ * revocation pointers.
+ *
+ * @example
+ * ```ts
+ * declare const spki: Uint8Array, caSpki: Uint8Array;
+ * profileExtensions("tls-server", spki, caSpki, [], { rsa: false, dnsNames: ["sign.example.org"] });
+ * ```
+ */
+export function profileExtensions(
+  profile: Profile,
+  spki: Uint8Array,
+  issuerSpki: Uint8Array,
+  pointers: pkijs.Extension[],
+  key: { rsa: boolean; dnsNames: string[] },
+): pkijs.Extension[] {
+  const uses = PROFILE_USES[profile];
+  const keyUsage = profile === "tls-server" && key.rsa
+    ? [...uses.keyUsage, KEY_USAGE.keyEncipherment]
+    : uses.keyUsage;
+  const names = key.dnsNames.length === 0 ? [] : [
+    extension(
+      OID.subjectAltName,
+      false,
+      new pkijs.AltName({
+        altNames: key.dnsNames.map((value) => new pkijs.GeneralName({ type: 2, value })),
+      }).toSchema(),
+    ),
+  ];
+  return [
+    ...endEntity(uses.purposes[0], spki, issuerSpki, pointers, { ...uses, keyUsage }),
+    ...names,
   ];
 }
 

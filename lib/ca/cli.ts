@@ -10,32 +10,21 @@
  * svcd ca revoke 4F1A2B --reason keyCompromise
  * ```
  */
-import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL, KEY_TYPE_NAMES } from "../token/mod.ts";
-import { DEFAULT_CA_DIR } from "./store.ts";
-import { MAX_CRL_PARTITIONS } from "./urls.ts";
-import { type CommandGroup } from "../cli/options.ts";
+import { COMMAND_AND_COMMON, type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
-import { sharedOption } from "../cli/shared_options.ts";
-
-import { type Context, DEFAULT_DAYS, str, usage, UsageError } from "./commands/context.ts";
+import { cliOptions, OptionReader } from "../cli/option_table.ts";
+import { type Context, usage, UsageError } from "./commands/context.ts";
+import { CA_OPTIONS, type CaOptions } from "./commands/options.ts";
 import { init, issue, responder } from "./commands/issue.ts";
-import {
-  crl,
-  list,
-  publish,
-  revocableReasons,
-  revoke,
-  status,
-  urls,
-} from "./commands/revocation.ts";
-
-const SIGNING_COMMANDS = ["init", "issue", "responder", "crl", "publish", "status"] as const;
+import { certify } from "./commands/certify.ts";
+import { crl, list, publish, revoke, status, urls } from "./commands/revocation.ts";
 
 /** `svcd ca`: its commands and the one table of their options. */
 export const CA_COMMAND: CommandGroup = {
   name: "ca",
-  summary: "the CA over a token key: client and OCSP responder certificates, revocation, CRL",
+  summary: "the CA over a token key: client, token key and OCSP responder certificates, " +
+    "revocation, CRL",
   usage: ["svcd ca COMMAND [options]"],
   description: "Certificates are signed by the token (the CA key never leaves it); the CA folder " +
     "is openssl ca-compatible.",
@@ -70,6 +59,22 @@ export const CA_COMMAND: CommandGroup = {
         "request (PEM or DER; its self-signature is checked) or a public key (PEM PUBLIC KEY or " +
         "DER SPKI). Prints the subject as nginx's $ssl_client_s_dn writes it and the policy " +
         "line(s) to add. Records it in index.txt.",
+    },
+    {
+      name: "certify",
+      synopsis: "--key-label LABEL --profile PROFILE [--dns NAME]… [--subject DN] [--days N] " +
+        "[--out FILE]",
+      summary: "certificate for a token key (code or document signing, TLS), stored in the token",
+      description: "Issues a certificate for the token key LABEL with the keyUsage and " +
+        "extendedKeyUsage of PROFILE (code-signing: codeSigning; document-signing: " +
+        "contentCommitment, documentSigning (RFC 9336) and emailProtection; tls-server: " +
+        "serverAuth and a subjectAltName of the --dns names, keyEncipherment too for an RSA " +
+        "key; tls-client: clientAuth), and AIA and CDP where the CA folder records URLs. The " +
+        "public key is read from the token key. Records it in index.txt and certs/ (OCSP and " +
+        "CRLs cover it) and stores it on the token as a CKO_CERTIFICATE object with the key's " +
+        "CKA_ID and CKA_LABEL, where GET /token and PKCS#11 applications find it. Certifying a " +
+        "key again replaces its certificate (the old object is destroyed once the new one is " +
+        "stored) and says whether the old one had expired.",
     },
     {
       name: "responder",
@@ -129,135 +134,8 @@ export const CA_COMMAND: CommandGroup = {
         "subject",
     },
   ],
-  options: [
-    {
-      flag: "key-label",
-      value: "LABEL",
-      commands: ["init", "responder"],
-      group: "command",
-      help: "the token key: the CA's (init) or the OCSP responder's (responder)",
-    },
-    {
-      flag: "key-type",
-      value: "TYPE",
-      commands: ["init"],
-      group: "command",
-      help: `generate the CA key first, of this type: ${KEY_TYPE_NAMES.join(", ")}`,
-    },
-    {
-      flag: "subject",
-      value: "DN",
-      commands: ["init", "issue", "responder"],
-      group: "command",
-      help: 'RFC 4514, most specific first, the form nginx writes (default: init "CN=svcd ' +
-        'CA", responder "CN=svcd OCSP responder"; issue: the request\'s, required with ' +
-        "--public-key)",
-    },
-    {
-      flag: "days",
-      value: "N",
-      commands: ["init", "issue", "responder", "crl", "publish"],
-      group: "command",
-      help: `validity in days (default: ${DEFAULT_DAYS.ca} for init, ${DEFAULT_DAYS.client} for ` +
-        `a client, ${DEFAULT_DAYS.responder} for a responder, never past the CA's own expiry; ` +
-        `crl and publish: nextUpdate is now + ${DEFAULT_DAYS.crl} days)`,
-    },
-    {
-      flag: "ocsp-url",
-      value: "URL",
-      commands: ["init", "urls"],
-      group: "command",
-      help: "the OCSP responder's URL (POST), e.g. http://pki.example.org/ocsp: AIA id-ad-ocsp",
-    },
-    {
-      flag: "crl-url",
-      value: "URL",
-      commands: ["init", "urls"],
-      group: "command",
-      help: "the folder URL of the CRLs, e.g. http://pki.example.org/crl: CRL Distribution " +
-        "Points name URL/full.crl, or URL/K.crl with partitions",
-    },
-    {
-      flag: "crl-partitions",
-      value: "N",
-      commands: ["init", "urls"],
-      group: "command",
-      help: `CRL partitions, 1–${MAX_CRL_PARTITIONS} (default 1: one CRL); a certificate's is ` +
-        "its serial mod N, fixed with the CRL URL",
-    },
-    {
-      flag: "ca-issuers-url",
-      value: "URL",
-      commands: ["init", "urls"],
-      group: "command",
-      help: "where the CA certificate is published, e.g. http://pki.example.org/certificates: " +
-        "AIA id-ad-caIssuers",
-    },
-    {
-      flag: "csr",
-      value: "FILE",
-      commands: ["issue"],
-      group: "command",
-      help: "PKCS#10 request (PEM or DER) to certify",
-    },
-    {
-      flag: "public-key",
-      value: "FILE",
-      commands: ["issue"],
-      group: "command",
-      help: "public key to certify (PEM PUBLIC KEY or DER SPKI), with --subject",
-    },
-    {
-      flag: "grant",
-      value: "LABEL",
-      multiple: true,
-      commands: ["issue"],
-      group: "command",
-      help: "key label the client may use: printed as a policy line (repeatable)",
-    },
-    {
-      flag: "out",
-      value: "FILE",
-      commands: ["issue", "responder", "crl"],
-      group: "command",
-      help: "also write the certificate or CRL (PEM) there",
-    },
-    {
-      flag: "reason",
-      value: "REASON",
-      commands: ["revoke"],
-      group: "command",
-      help: `RFC 5280 reason: ${revocableReasons().join(", ")}`,
-    },
-    {
-      flag: "ocsp-label",
-      value: "LABEL",
-      commands: ["status"],
-      group: "command",
-      help: "the responder key that signs the answer (default: the CA key)",
-    },
-    {
-      flag: "ca-dir",
-      value: "DIR",
-      default: DEFAULT_CA_DIR,
-      group: "common",
-      help: "the CA folder",
-    },
-    sharedOption("module", { group: "common" }),
-    sharedOption("token", { group: "common" }),
-    sharedOption("credential", {
-      group: "common",
-      note: `only the commands that sign (${SIGNING_COMMANDS.join(", ")}) log in`,
-    }),
-    sharedOption("user", {
-      group: "common",
-      note: "the CA folder and --out files are still written as root",
-    }),
-  ],
-  groups: [
-    { id: "command", title: "command options" },
-    { id: "common", title: "common options" },
-  ],
+  options: cliOptions(CA_OPTIONS),
+  groups: COMMAND_AND_COMMON,
 };
 
 /** Runs `svcd ca <args>`; returns the exit code. Example: `await runCaCommand(["list"])`. */
@@ -267,20 +145,19 @@ export async function runCaCommand(args: string[]): Promise<number> {
     usageError: (message, command) => usage(command, message),
   });
   if ("exit" in line) return line.exit;
-  const { command, values, positionals } = line;
-  const ctx: Context = {
-    dir: str(values["ca-dir"]) ?? DEFAULT_CA_DIR,
-    common: {
-      modulePath: str(values.module) ?? DEFAULT_MODULE,
-      tokenLabel: str(values.token) ?? DEFAULT_TOKEN_LABEL,
-      pin: str(values.credential) ? { encryptedFile: str(values.credential)! } : {},
-      user: str(values.user),
-    },
-    values,
-    positionals,
-    // Progress goes to stderr: stdout carries what a script reads (status, policy lines, list).
-    say: (line) => console.error(`svcd ca ${command}: ${line}`),
-  };
+  const { command, positionals } = line;
+  const options: CaOptions = new OptionReader(
+    CA_OPTIONS,
+    line.values,
+    (_flag, message) => new UsageError(message),
+  );
+  let ctx: Context;
+  try {
+    ctx = context(command, options, positionals);
+  } catch (err) {
+    if (err instanceof UsageError) return usage(command, err.message);
+    throw err;
+  }
   try {
     if (!["revoke", "status", "publish"].includes(command) && positionals.length > 0) {
       throw new UsageError(`unexpected argument '${positionals[0]}'`);
@@ -290,6 +167,8 @@ export async function runCaCommand(args: string[]): Promise<number> {
         return await init(ctx);
       case "issue":
         return await issue(ctx);
+      case "certify":
+        return await certify(ctx);
       case "responder":
         return await responder(ctx);
       case "revoke":
@@ -310,6 +189,24 @@ export async function runCaCommand(args: string[]): Promise<number> {
     console.error(`svcd ca ${command}: ${err instanceof Error ? err.message : String(err)}`);
     return EXIT.failed;
   }
+}
+
+/** What every command of `svcd ca` is given. */
+function context(command: string, options: CaOptions, positionals: string[]): Context {
+  const credential = options.get("credential");
+  return {
+    dir: options.get("ca-dir"),
+    common: {
+      modulePath: options.get("module"),
+      tokenLabel: options.get("token"),
+      pin: credential ? { encryptedFile: credential } : {},
+      user: options.get("user"),
+    },
+    options,
+    positionals,
+    // Progress goes to stderr: stdout carries what a script reads (status, policy lines, list).
+    say: (line) => console.error(`svcd ca ${command}: ${line}`),
+  };
 }
 
 // Runnable on its own, as lib/token_admin/cli.ts is; main.ts dispatches `svcd ca …` here as well.

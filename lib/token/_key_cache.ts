@@ -248,7 +248,7 @@ export class KeyCache {
    * the key has no CKA_ID: an empty one would match every certificate stored without one.
    */
   certificatesOf(session: Handle, key: SigningKey): Uint8Array[] {
-    const { id } = this.#internalsOf(key);
+    const id = this.idOf(key);
     if (id.length === 0) return [];
     const found = findObjects(this.#mod, session, [
       { type: CKA.CLASS, value: ulongBytes(CKO.CERTIFICATE) },
@@ -262,6 +262,11 @@ export class KeyCache {
       if (value && value.length > 0) values.push(value);
     }
     return values;
+  }
+
+  /** The key's CKA_ID as found on the token (empty when it has none). */
+  idOf(key: SigningKey): Uint8Array {
+    return this.#internalsOf(key).id;
   }
 
   /** Closes the session holding the working copies (which destroys them). */

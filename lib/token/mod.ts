@@ -65,6 +65,7 @@ export {
   releaseModule,
 } from "./module.ts";
 export {
+  createObject,
   findObjects,
   getAttributes,
   type Handle,

@@ -118,6 +118,20 @@ export function copyObject(
 }
 
 /**
+ * C_CreateObject: a new object with the attributes of `template`; its handle.
+ * Example: `createObject(mod, session, [{ type: CKA.CLASS, value: ulongBytes(CKO.DATA) }])`.
+ */
+export function createObject(mod: Pkcs11Module, session: Handle, template: AttributeIn[]): Handle {
+  const tmpl = encodeTemplate(template);
+  const out = new BigUint64Array(1);
+  check(
+    "C_CreateObject",
+    mod.fn.C_CreateObject(session, tmpl.bytes, template.length, new Uint8Array(out.buffer)),
+  );
+  return Number(out[0]);
+}
+
+/**
  * Values of the requested attributes of an object; null for one the module marks unavailable
  * (absent or sensitive). Two calls: lengths first, then values.
  */

@@ -114,6 +114,8 @@ export interface TokenAdministration {
   labelTaken(label: string): Promise<boolean>;
   /** The key labelled `label`, looked up on the token again (not from the cache): one just made. */
   freshKey(label: string): Promise<SigningKey | undefined>;
+  /** The key's CKA_ID (what its certificate object is found by); empty when it has none. */
+  keyId(key: SigningKey): Uint8Array;
 }
 
 const DEFAULT_MAX_SESSIONS = 127;
@@ -500,6 +502,7 @@ export class Token {
         this.#keys.forgetLookup(label);
         return this.key(label);
       },
+      keyId: (key) => this.#keys.idOf(key),
     };
   }
 

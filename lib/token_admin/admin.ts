@@ -23,6 +23,7 @@ import {
   type Token,
   type TokenAdministration,
 } from "../token/mod.ts";
+import { storeKeyCertificate } from "./certificate_object.ts";
 import {
   generateMacSecret,
   generateSigningKeyPair,
@@ -89,5 +90,14 @@ export class TokenAdmin {
   async generateMacKey(label: string): Promise<void> {
     requireMacKeyGeneration(this.#token.offered);
     await this.#token.inReadWriteSession((mod, s) => generateMacSecret(mod, s, label));
+  }
+
+  /**
+   * Stores `der` as the key's certificate object (CKA_ID and CKA_LABEL of the key) and destroys
+   * the key's earlier ones after; resolves with their DER. Throws CertificateRefused, storing
+   * nothing, when the certificate's public key is not the key's (./certificate_object.ts).
+   */
+  storeCertificate(key: SigningKey, der: Uint8Array): Promise<Uint8Array[]> {
+    return storeKeyCertificate(this.#token, key, der);
   }
 }

@@ -2,8 +2,9 @@
  * Operator administration of the token: `svcd token` (cli.ts), key pairs, the audit MAC key and
  * the user PIN (admin.ts, keygen.ts), a fresh token with its PIN credential (provision.ts), token
  * work as the daemon's user (run_as.ts), and checking a signature without the token
- * (independent_verify.ts: `svcd token selftest`, and `svcd ca` for a request's signature). The
- * daemon never loads this folder; it uses the token through lib/token.
+ * (independent_verify.ts: `svcd token selftest`, and `svcd ca` for a request's signature), and a
+ * key's certificate object on the token (certificate_object.ts: `svcd ca certify`). The daemon
+ * never loads this folder; it uses the token through lib/token.
  *
  * @example
  * ```ts
@@ -23,3 +24,4 @@ export {
   type IndependentResult,
   verifyIndependently,
 } from "./independent_verify.ts";
+export { CertificateRefused, storeKeyCertificate } from "./certificate_object.ts";

@@ -1,7 +1,8 @@
 /* The caller's keys as GET /token lists them: {"token": {"label", "serialNumber", …}, "keys":
  * [{"label", "key_type", "mechanism", "public_key" (SPKI base64 or null), "public_key_raw"
- * (base64), "digests" (digest mode names; absent before the daemon had digest mode)}]. A key the
- * daemon cannot use comes as {"label", "error"} and is left out. */
+ * (base64), "digests" (digest mode names; absent before the daemon had digest mode), "certificate"
+ * (base64 DER; absent when the key has none), "chain"}]. A key the daemon cannot use comes as
+ * {"label", "error"} and is left out. */
 #include <json-c/json.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
@@ -94,6 +95,7 @@ void key_free(remote_key *k) {
   free(k->ec_point);
   free(k->modulus);
   free(k->exponent);
+  free(k->cert);
   EVP_PKEY_free(k->pkey);
   free(k);
 }
@@ -129,6 +131,43 @@ static int derive_attributes(remote_key *k) {
     return bn_param(k->pkey, "e", &k->exponent, &k->exponent_len);
   }
   return 0;
+}
+
+/* The certificate shows only when it is the key's: its SubjectPublicKeyInfo is the key's (or, for
+ * a key listed without one, its public key bits are the raw public key). */
+static int cert_is_keys(const cert_fields *f, const remote_key *k) {
+  const der_span want = k->spki != NULL ? (der_span){k->spki, k->spki_len}
+                                        : (der_span){k->raw, k->raw_len};
+  const der_span got = k->spki != NULL ? f->spki : f->public_key;
+  return got.len == want.len && memcmp(got.p, want.p, want.len) == 0;
+}
+
+/* The entry's "certificate", when it is one and the key's; otherwise the key has none (and the
+ * module says why on debug). */
+static void cert_from_json(json_object *o, remote_key *k) {
+  const char *b64 = string_field(o, "certificate");
+  if (b64 == NULL) return;
+  unsigned char *der = NULL;
+  size_t len = 0;
+  cert_fields f;
+  const char *why = NULL;
+  if (strlen(b64) > CERT_MAX_LENGTH / 3 * 4 + 4 || base64_decode(b64, &der, &len) != 0)
+    why = "not base64 of at most 64 KiB";
+  else if (cert_parse(der, len, &f) != 0)
+    why = "not an X.509 certificate in DER";
+  else if (!cert_is_keys(&f, k))
+    why = "its public key is not the key's";
+  if (why != NULL) {
+    debug_log("key '%s': certificate left out: %s", k->label, why);
+    free(der);
+    return;
+  }
+  unsigned char sha1[SHA_DIGEST_LENGTH];
+  SHA1(der, len, sha1);
+  memcpy(k->cert_check, sha1, sizeof k->cert_check);
+  k->cert = der;
+  k->cert_len = len;
+  k->cert_fields = f;
 }
 
 /* One entry of "keys"; 1 when it is a usable key (in *out), 0 when it is left out, -1 on memory
@@ -171,6 +210,7 @@ static int key_from_json(json_object *o, remote_key **out, int *has_digests) {
     key_free(k);
     return 0;
   }
+  cert_from_json(o, k);
   *out = k;
   return 1;
 }
@@ -229,4 +269,9 @@ void token_listing_free(token_listing *t) {
 
 int key_same(const remote_key *a, const remote_key *b) {
   return a->type == b->type && a->raw_len == b->raw_len && memcmp(a->raw, b->raw, a->raw_len) == 0;
+}
+
+int key_cert_same(const remote_key *a, const remote_key *b) {
+  if (a->cert_len != b->cert_len) return 0;
+  return a->cert_len == 0 || memcmp(a->cert, b->cert, a->cert_len) == 0;
 }

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "cert.h"
 #include "key_type.h"
 #include "pkcs11.h"
 
@@ -26,6 +27,10 @@ typedef struct {
   size_t ec_point_len;
   unsigned char *modulus, *exponent; /* RSA, big-endian */
   size_t modulus_len, exponent_len;
+  unsigned char *cert;         /* the key's X.509 certificate (DER) from /token; NULL: none */
+  size_t cert_len;
+  cert_fields cert_fields;     /* spans into `cert` */
+  unsigned char cert_check[3]; /* CKA_CHECK_VALUE: the first bytes of SHA-1 of `cert` */
 } remote_key;
 
 /* Keys are allocated one by one and never move: a handle or an operation holds a pointer. */
@@ -46,5 +51,7 @@ void key_free(remote_key *k);
 size_t key_signature_length(const remote_key *k);
 /* The same key: type and raw public key. */
 int key_same(const remote_key *a, const remote_key *b);
+/* The same certificate, or neither has one. */
+int key_cert_same(const remote_key *a, const remote_key *b);
 
 #endif

@@ -13,10 +13,10 @@
 CK_RV operation_init(operation *op, CK_SLOT_ID slot_id, const CK_MECHANISM *mech,
                      CK_OBJECT_HANDLE key, int signing) {
   if (op->active) return CKR_OPERATION_ACTIVE;
-  int is_private;
-  remote_key *k = object_key(slot_id, key, &is_private);
-  if (k == NULL) return CKR_KEY_HANDLE_INVALID;
-  if (signing && !is_private) return CKR_KEY_FUNCTION_NOT_PERMITTED;
+  object_kind kind;
+  remote_key *k = object_key(slot_id, key, &kind);
+  if (k == NULL || kind == OBJ_CERTIFICATE) return CKR_KEY_HANDLE_INVALID; /* not a key */
+  if (signing && kind != OBJ_PRIVATE_KEY) return CKR_KEY_FUNCTION_NOT_PERMITTED;
   slot_t *slot = slot_by_id(slot_id);
   sign_plan plan;
   pthread_mutex_lock(&slot->lock);

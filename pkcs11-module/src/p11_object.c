@@ -10,9 +10,9 @@ CK_RV C_GetAttributeValue(CK_SESSION_HANDLE hSession, CK_OBJECT_HANDLE hObject,
   session_t *s;
   CK_RV rv = session_enter(hSession, &s);
   if (rv != CKR_OK) return rv;
-  int is_private;
-  remote_key *k = object_key(s->slot, hObject, &is_private);
-  rv = k != NULL ? object_attributes(k, is_private, pTemplate, ulCount) : CKR_OBJECT_HANDLE_INVALID;
+  object_kind kind;
+  remote_key *k = object_key(s->slot, hObject, &kind);
+  rv = k != NULL ? object_attributes(k, kind, pTemplate, ulCount) : CKR_OBJECT_HANDLE_INVALID;
   session_leave(s);
   return rv;
 }

@@ -67,8 +67,9 @@ static int append_key(remote_key ***arr, size_t *n, remote_key *k) {
   return 0;
 }
 
-/* Merges a fresh listing: a label keeps its index (and so its handles); a replaced key is retired,
- * not freed, since an operation may still hold it; a label no longer listed is marked gone. */
+/* Merges a fresh listing: a label keeps its index (and so its handles); a replaced key, or one whose
+ * certificate came, went or was renewed, is retired, not freed, since an operation or an attribute
+ * read may still hold it; a label no longer listed is marked gone. */
 static CK_RV slot_merge(slot_t *s, token_listing *fresh) {
   for (size_t i = 0; i < s->nkeys; i++) s->keys[i]->gone = 1;
   for (size_t j = 0; j < fresh->count; j++) {
@@ -77,7 +78,7 @@ static CK_RV slot_merge(slot_t *s, token_listing *fresh) {
     fresh->keys[j] = NULL;
     size_t i = 0;
     while (i < s->nkeys && strcmp(s->keys[i]->label, k->label) != 0) i++;
-    if (i < s->nkeys && key_same(s->keys[i], k)) {
+    if (i < s->nkeys && key_same(s->keys[i], k) && key_cert_same(s->keys[i], k)) {
       s->keys[i]->digests = k->digests;
       s->keys[i]->gone = 0;
       key_free(k);

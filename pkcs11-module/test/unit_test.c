@@ -5,20 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "config.h"
 #include "http.h"
 #include "keys.h"
 #include "mech.h"
 
-static int failures;
-
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                     \
-    }                                                                 \
-  } while (0)
 
 static void test_config(void) {
   client_config cfg;

@@ -105,3 +105,28 @@ export function parseResponse(raw: Uint8Array): ClientResponse {
     json: () => JSON.parse(new TextDecoder().decode(body)),
   };
 }
+
+/** One key as GET /token lists it (the members the certificate tests read). */
+export interface ListedKey {
+  label: string;
+  key_type: string;
+  /** SubjectPublicKeyInfo, base64 DER. */
+  public_key: string;
+  certificate?: string;
+  chain?: string[];
+}
+
+/**
+ * The keys GET /token lists for `subject`, by label; asserts a 200.
+ * Example: `(await tokenKeys(d.socket, "CN=alice")).get("k")?.certificate`.
+ */
+export async function tokenKeys(socket: string, subject: string): Promise<Map<string, ListedKey>> {
+  const r = await request(socket, {
+    method: "GET",
+    path: "/token",
+    headers: [["X-SVC-Client-Subject", subject]],
+  });
+  if (r.status !== 200) throw new Error(`GET /token answered ${r.status}: ${r.text()}`);
+  const keys = (r.json() as { keys: ListedKey[] }).keys;
+  return new Map(keys.map((k) => [k.label, k]));
+}

@@ -208,19 +208,35 @@ export async function makeEcKeyWithPkcs11Tool(t: TestToken, label: string): Prom
   await runPkcs11Tool(t, ["--keypairgen", "--key-type", "EC:prime256v1", "--label", label]);
 }
 
+/** One object as `pkcs11-tool --list-objects` shows it. */
+export interface ListedObject {
+  label: string;
+  /** CKA_ID, hex; "" when it shows none. */
+  id: string;
+}
+
+/**
+ * The objects of one type (`privkey`, `pubkey`, `cert`, …) pkcs11-tool lists when logged in to
+ * the test token. Example: `await objectsWithPkcs11Tool(token, "cert")`.
+ */
+export async function objectsWithPkcs11Tool(t: TestToken, type: string): Promise<ListedObject[]> {
+  const listed = await runPkcs11Tool(t, ["--list-objects", "--type", type]);
+  return listed.split(/\n(?=\S)/).filter((o) => o.trim() !== "").map((object) => {
+    const field = (name: string) =>
+      object.split("\n").map((l) => l.trim()).find((l) => l.startsWith(`${name}:`))
+        ?.slice(name.length + 1).trim() ?? "";
+    return { label: field("label"), id: field("ID") };
+  });
+}
+
 /**
  * The CKA_ID (hex) of the private key `label`, as pkcs11-tool lists it.
  * Example: `await keyIdWithPkcs11Tool(token, "k1") // "3f0a…"`.
  */
 export async function keyIdWithPkcs11Tool(t: TestToken, label: string): Promise<string> {
-  const listed = await runPkcs11Tool(t, ["--list-objects", "--type", "privkey"]);
-  for (const object of listed.split(/\n(?=\S)/)) {
-    const lines = object.split("\n").map((l) => l.trim());
-    if (!lines.includes(`label:      ${label}`)) continue;
-    const id = lines.find((l) => l.startsWith("ID:"))?.slice(3).trim();
-    if (id) return id;
-  }
-  throw new Error(`pkcs11-tool lists no private key '${label}' with an ID:\n${listed}`);
+  const found = (await objectsWithPkcs11Tool(t, "privkey")).find((o) => o.label === label);
+  if (!found?.id) throw new Error(`pkcs11-tool lists no private key '${label}' with an ID`);
+  return found.id;
 }
 
 /**

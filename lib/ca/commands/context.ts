@@ -16,13 +16,12 @@ import {
 } from "../../token_admin/mod.ts";
 import { CaFolder } from "../store.ts";
 import { EXIT } from "../../cli/exit.ts";
+import type { CaOptions } from "./options.ts";
 
 export const DAY_MS = 86_400_000;
 
 /** Default lifetimes in days. */
 export const DEFAULT_DAYS = { ca: 3650, client: 365, responder: 365, crl: 7 } as const;
-
-export type Values = Record<string, string | string[] | boolean | undefined>;
 
 /** A usage mistake: exit 2 with the command's help. */
 export class UsageError extends Error {}
@@ -30,14 +29,9 @@ export class UsageError extends Error {}
 export interface Context {
   dir: string;
   common: Common;
-  values: Values;
+  options: CaOptions;
   positionals: string[];
   say(line: string): void;
-}
-
-export function str(v: string | string[] | boolean | undefined): string | undefined {
-  if (Array.isArray(v)) return v.at(-1);
-  return typeof v === "string" ? v : undefined;
 }
 
 /** A usage mistake: the message, then where the help is; exit 2. */
@@ -47,17 +41,19 @@ export function usage(command: string | undefined, message: string): number {
   return EXIT.usage;
 }
 
-export function required(ctx: Context, name: string): string {
-  const v = str(ctx.values[name]);
-  if (!v) throw new UsageError(`--${name} is required`);
+/** The options that take one text value and have no fallback: those a command may require. */
+type TextFlag = "key-label" | "profile" | "reason";
+
+/** The value of an option the command cannot go without. */
+export function required(ctx: Context, flag: TextFlag): string {
+  const v = ctx.options.get(flag);
+  if (!v) throw new UsageError(`--${flag} is required`);
   return v;
 }
 
+/** --days, or the command's own lifetime. */
 export function days(ctx: Context, fallback: number): number {
-  const text = str(ctx.values.days);
-  if (text === undefined) return fallback;
-  if (!/^[1-9]\d{0,5}$/.test(text)) throw new UsageError(`--days must be 1–999999, not '${text}'`);
-  return Number(text);
+  return ctx.options.get("days") ?? fallback;
 }
 
 /** 16 random bytes, top bit clear and second bit set: a positive serial of full length. */
@@ -140,6 +136,6 @@ export function validity(n: number, ca?: pkijs.Certificate): { notBefore: Date; 
 
 /** Where `--out` asks for a copy of what a command writes (none without it). */
 export function outCopies(ctx: Context): string[] {
-  const out = str(ctx.values.out);
+  const out = ctx.options.get("out");
   return out ? [out] : [];
 }

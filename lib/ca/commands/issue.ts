@@ -13,6 +13,9 @@ import { readPublicKey, readRequest } from "../csr.ts";
 import { nameFromRfc4514, nginxSubject, slashSubject } from "../name.ts";
 import { CaFolder, serialHex } from "../store.ts";
 import { getpwnam } from "../../../ffi/libc.ts";
+import { bytesEqual } from "../../bytes/mod.ts";
+import { parseCertificate } from "../../ocsp/mod.ts";
+import type { TokenAdmin } from "../../token_admin/mod.ts";
 import { revocationPointers } from "../certificate.ts";
 import { EXIT } from "../../cli/exit.ts";
 import {
@@ -25,7 +28,6 @@ import {
   randomSerial,
   required,
   signerOf,
-  str,
   UsageError,
   validity,
   withToken,
@@ -34,11 +36,11 @@ import { urlOptions } from "./revocation.ts";
 
 export async function init(ctx: Context): Promise<number> {
   const label = required(ctx, "key-label");
-  const type = str(ctx.values["key-type"]);
+  const type = ctx.options.get("key-type");
   if (type !== undefined && !isKeyTypeName(type)) {
     throw new UsageError(`unknown key type '${type}'; one of: ${KEY_TYPE_NAMES.join(", ")}`);
   }
-  const subject = nameFromRfc4514(str(ctx.values.subject) ?? "CN=svcd CA");
+  const subject = nameFromRfc4514(ctx.options.get("subject") ?? "CN=svcd CA");
   const { notBefore, notAfter } = validity(days(ctx, DEFAULT_DAYS.ca));
   const urls = urlOptions(ctx);
   const caPath = CaFolder.paths(ctx.dir).caCert;
@@ -79,8 +81,8 @@ export async function init(ctx: Context): Promise<number> {
 
 /** What is certified: subject and SPKI, from --csr or --public-key. */
 async function subjectAndKey(ctx: Context) {
-  const csr = str(ctx.values.csr), pubkey = str(ctx.values["public-key"]);
-  const subjectText = str(ctx.values.subject);
+  const csr = ctx.options.get("csr"), pubkey = ctx.options.get("public-key");
+  const subjectText = ctx.options.get("subject");
   if (!csr === !pubkey) throw new UsageError("give exactly one of --csr FILE or --public-key FILE");
   if (pubkey && !subjectText) throw new UsageError("--public-key needs --subject DN");
   if (csr) {
@@ -99,9 +101,11 @@ async function subjectAndKey(ctx: Context) {
 
 /**
  * Signs an end-entity certificate with the CA key and records it: an index line, certs/SERIAL.pem
- * and each of `copies`. `subjectKey` gives the SPKI once the token is open.
+ * and each of `copies`, then hands it to `stored` (still under the folder's lock). `subjectKey`
+ * gives the SPKI once the token is open. A certificate that does not hold exactly that SPKI is
+ * refused before anything is recorded.
  */
-async function issueEndEntity(
+export async function issueEndEntity(
   ctx: Context,
   folder: CaFolder,
   subject: pkijs.RelativeDistinguishedNames,
@@ -113,8 +117,9 @@ async function issueEndEntity(
     pointers: pkijs.Extension[],
   ) => pkijs.Extension[],
   copies: string[],
+  stored?: (admin: TokenAdmin, der: Uint8Array) => Promise<void>,
 ): Promise<{ der: Uint8Array; serial: string; path: string; notAfter: Date }> {
-  return await withToken(ctx, async (token) => {
+  return await withToken(ctx, async (token, admin) => {
     const ca = await caKey(token, folder, ctx);
     const spki = await subjectKey(token);
     const { notBefore, notAfter } = validity(lifetime, ca.cert);
@@ -135,6 +140,11 @@ async function issueEndEntity(
           revocationPointers(folder.config.urls, serialNumber),
         ),
       }, signerOf(token, ca.key));
+      if (!bytesEqual(parseCertificate(der).spki, spki)) {
+        throw new Error(
+          `certificate ${serial} as built does not hold the public key it certifies; not recorded`,
+        );
+      }
       // The index line first: a certificate the index does not know would be "unknown" to OCSP.
       await folder.appendIndex({
         status: "V",
@@ -143,6 +153,7 @@ async function issueEndEntity(
         subject: slashSubject(subject),
       });
       const path = await folder.storeCertificate(serial, der, copies);
+      await stored?.(admin, der);
       return { der, serial, path, notAfter };
     });
   });
@@ -161,7 +172,7 @@ export async function issue(ctx: Context): Promise<number> {
     );
   }
   const slash = slashSubject(subject);
-  const grants = (ctx.values.grant as string[] | undefined) ?? [];
+  const grants = ctx.options.get("grant");
   const bad = grants.find((g) => g === "" || /[\t\n\r]/.test(g));
   if (bad !== undefined) throw new UsageError("--grant needs a key label without TAB or newline");
   const done = await issueEndEntity(
@@ -197,7 +208,7 @@ export async function responder(ctx: Context): Promise<number> {
   const label = required(ctx, "key-label");
   const lifetime = days(ctx, DEFAULT_DAYS.responder);
   const folder = await CaFolder.open(ctx.dir);
-  const subject = nameFromRfc4514(str(ctx.values.subject) ?? "CN=svcd OCSP responder");
+  const subject = nameFromRfc4514(ctx.options.get("subject") ?? "CN=svcd OCSP responder");
   const path = CaFolder.paths(ctx.dir).responder;
   const done = await issueEndEntity(
     ctx,

@@ -15,7 +15,7 @@ import { caStatus } from "../status.ts";
 import { type CrlIssuer, RevokedSet } from "../crl.ts";
 import { crlTimes, signCrls, writeCrlFiles } from "../crl_publish.ts";
 import { writeFileAtomic } from "../atomic.ts";
-import { type CaUrls, checkUrl, MAX_CRL_PARTITIONS, missingUrls, UrlError } from "../urls.ts";
+import { type CaUrls, checkUrl, missingUrls, UrlError } from "../urls.ts";
 import { pem } from "../../der/mod.ts";
 import { EXIT } from "../../cli/exit.ts";
 import {
@@ -26,7 +26,6 @@ import {
   outCopies,
   required,
   signerOf,
-  str,
   UsageError,
   withToken,
 } from "./context.ts";
@@ -166,8 +165,8 @@ export async function publish(ctx: Context): Promise<number> {
 export function urlOptions(ctx: Context): CaUrls | undefined {
   const urls: CaUrls = {};
   try {
-    const url = (flag: string) => {
-      const v = str(ctx.values[flag]);
+    const url = (flag: "ocsp-url" | "crl-url" | "ca-issuers-url") => {
+      const v = ctx.options.get(flag);
       return v === undefined ? undefined : checkUrl(v, `--${flag}`);
     };
     urls.ocsp = url("ocsp-url");
@@ -177,14 +176,7 @@ export function urlOptions(ctx: Context): CaUrls | undefined {
     if (err instanceof UrlError) throw new UsageError(err.message);
     throw err;
   }
-  const n = str(ctx.values["crl-partitions"]);
-  if (n !== undefined) {
-    const value = /^[0-9]{1,4}$/.test(n) ? Number(n) : NaN;
-    if (!(value >= 1 && value <= MAX_CRL_PARTITIONS)) {
-      throw new UsageError(`--crl-partitions must be 1–${MAX_CRL_PARTITIONS}, not '${n}'`);
-    }
-    urls.crlPartitions = value;
-  }
+  urls.crlPartitions = ctx.options.get("crl-partitions");
   const given = Object.values(urls).some((v) => v !== undefined);
   return given ? urls : undefined;
 }
@@ -213,7 +205,7 @@ export async function status(ctx: Context): Promise<number> {
   if (ctx.positionals.length !== 1) throw new UsageError("give exactly one CERT file");
   const folder = await CaFolder.open(ctx.dir);
   const der = derFromPem(await Deno.readFile(ctx.positionals[0]), "CERTIFICATE");
-  const label = str(ctx.values["ocsp-label"]);
+  const label = ctx.options.get("ocsp-label");
   const answer = await withToken(ctx, (token) => caStatus(token, folder, der, label));
   console.log(answer);
   return EXIT.ok;
@@ -224,7 +216,8 @@ function time(ms: number | undefined): string {
 }
 
 /**
- * The index as text columns. Example: `formatList(entries)`.
+ * The index as text columns; a valid certificate past its expiry shows as `E` (expired), as
+ * `openssl ca -updatedb` would mark it (the file keeps `V`). Example: `formatList(entries)`.
  *
  * @example
  * ```ts
@@ -233,11 +226,11 @@ function time(ms: number | undefined): string {
  * console.log(formatList(parseIndex(text)));
  * ```
  */
-export function formatList(entries: IndexEntry[]): string {
+export function formatList(entries: IndexEntry[], now = Date.now()): string {
   const rows = [["STATUS", "SERIAL", "EXPIRES", "REVOKED", "REASON", "SUBJECT"]];
   for (const e of entries) {
     rows.push([
-      e.status,
+      e.status === "V" && e.expires <= now ? "E" : e.status,
       e.serial,
       time(e.expires),
       time(e.revokedAt),

@@ -98,8 +98,11 @@ CK_RV C_CreateObject(CK_SESSION_HANDLE hSession, CK_ATTRIBUTE *pTemplate, CK_ULO
   if (phObject == NULL || (pTemplate == NULL && ulCount > 0)) rv = CKR_ARGUMENTS_BAD;
   if (rv == CKR_OK) rv = tmpl_ulong(pTemplate, ulCount, CKA_CLASS, &cls, &has_cls);
   if (rv == CKR_OK) rv = tmpl_ulong(pTemplate, ulCount, CKA_KEY_TYPE, &kt, &has_kt);
-  if (rv == CKR_OK && (!has_cls || !has_kt)) rv = CKR_TEMPLATE_INCOMPLETE;
-  if (rv == CKR_OK) {
+  if (rv == CKR_OK && has_cls && cls == CKO_CERTIFICATE) {
+    rv = certificate_build(pTemplate, ulCount, &o);
+  } else if (rv == CKR_OK && (!has_cls || !has_kt)) {
+    rv = CKR_TEMPLATE_INCOMPLETE;
+  } else if (rv == CKR_OK) {
     if (cls == CKO_PUBLIC_KEY)
       rv = create_public(pTemplate, ulCount, kt, &o);
     else if (cls == CKO_SECRET_KEY)

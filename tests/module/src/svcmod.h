@@ -217,6 +217,12 @@ CK_RV tmpl_ulong(const CK_ATTRIBUTE *t, CK_ULONG n, CK_ATTRIBUTE_TYPE type, CK_U
 CK_RV object_build(CK_OBJECT_CLASS cls, CK_KEY_TYPE kt, CK_MECHANISM_TYPE genmech,
                    const CK_ATTRIBUTE *t, CK_ULONG n, const CK_ATTRIBUTE_TYPE *extra,
                    size_t nextra, object_t **out);
+/* A new, unlinked X.509 certificate object (CKO_CERTIFICATE, CKC_X_509) from a C_CreateObject
+ * template: CKA_VALUE (the DER, required, at most SVCMOD_CERT_MAX bytes), CKA_SUBJECT, CKA_ISSUER,
+ * CKA_SERIAL_NUMBER, CKA_ID and CKA_LABEL as given. Its content is not parsed: what a certificate
+ * says is for its users to check. */
+#define SVCMOD_CERT_MAX (64 * 1024)
+CK_RV certificate_build(const CK_ATTRIBUTE *t, CK_ULONG n, object_t **out);
 /* CKA_EC_PARAMS naming P-256 (its OID), or Ed25519 (its OID or the printable "edwards25519"). */
 int tmpl_is_p256_params(const CK_ATTRIBUTE *a);
 int tmpl_is_ed25519_params(const CK_ATTRIBUTE *a);

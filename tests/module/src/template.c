@@ -184,6 +184,72 @@ CK_RV object_build(CK_OBJECT_CLASS cls, CK_KEY_TYPE kt, CK_MECHANISM_TYPE genmec
   return CKR_OK;
 }
 
+/* ---- certificates ------------------------------------------------------------------------------ */
+
+static const CK_ATTRIBUTE_TYPE CERTIFICATE[] = {
+    CKA_CLASS,   CKA_CERTIFICATE_TYPE, CKA_TOKEN,         CKA_PRIVATE,    CKA_MODIFIABLE,
+    CKA_COPYABLE, CKA_DESTROYABLE,     CKA_LABEL,         CKA_ID,         CKA_VALUE,
+    CKA_SUBJECT, CKA_ISSUER,           CKA_SERIAL_NUMBER, CKA_TRUSTED,    CKA_CERTIFICATE_CATEGORY,
+    CKA_START_DATE, CKA_END_DATE};
+
+/* A byte attribute of a certificate: absent → empty; longer than `max` → invalid. */
+static CK_RV copy_cert_bytes(object_t *o, const CK_ATTRIBUTE *t, CK_ULONG n,
+                             CK_ATTRIBUTE_TYPE type, CK_ULONG max) {
+  const CK_ATTRIBUTE *a = tmpl_find(t, n, type);
+  if (a == NULL) return object_set_attr(o, type, NULL, 0);
+  if (a->ulValueLen > max) return CKR_ATTRIBUTE_VALUE_INVALID;
+  return object_set_attr(o, type, a->pValue, a->ulValueLen);
+}
+
+CK_RV certificate_build(const CK_ATTRIBUTE *t, CK_ULONG n, object_t **out) {
+  *out = NULL;
+  if (n > 0 && t == NULL) return CKR_ARGUMENTS_BAD;
+  for (CK_ULONG i = 0; i < n; i++) {
+    if (!LISTED(t[i].type, CERTIFICATE)) return CKR_ATTRIBUTE_TYPE_INVALID;
+    if (t[i].ulValueLen > 0 && t[i].pValue == NULL) return CKR_ATTRIBUTE_VALUE_INVALID;
+  }
+  CK_ULONG type = 0, category = 0;
+  int has_type, has_category, token, priv, trusted;
+  CK_RV rv = tmpl_ulong(t, n, CKA_CERTIFICATE_TYPE, &type, &has_type);
+  if (rv == CKR_OK) rv = tmpl_ulong(t, n, CKA_CERTIFICATE_CATEGORY, &category, &has_category);
+  if (rv == CKR_OK) rv = tmpl_bool(t, n, CKA_TOKEN, 0, &token);
+  if (rv == CKR_OK) rv = tmpl_bool(t, n, CKA_PRIVATE, 0, &priv);
+  if (rv == CKR_OK) rv = tmpl_bool(t, n, CKA_TRUSTED, 0, &trusted);
+  if (rv != CKR_OK) return rv;
+  const CK_ATTRIBUTE *value = tmpl_find(t, n, CKA_VALUE);
+  if (!has_type || value == NULL) return CKR_TEMPLATE_INCOMPLETE;
+  if (type != CKC_X_509 || value->ulValueLen == 0 || category > 3)
+    return CKR_ATTRIBUTE_VALUE_INVALID;
+  if (trusted) return CKR_ATTRIBUTE_READ_ONLY; /* only the SO may mark certificates trusted */
+
+  object_t *o = calloc(1, sizeof *o);
+  if (o == NULL) return CKR_HOST_MEMORY;
+  o->cls = CKO_CERTIFICATE;
+  o->ktype = CK_UNAVAILABLE_INFORMATION;
+  o->on_token = token;
+  o->is_private = priv;
+  rv = set_ulong(o, CKA_CLASS, CKO_CERTIFICATE);
+  if (rv == CKR_OK) rv = set_ulong(o, CKA_CERTIFICATE_TYPE, CKC_X_509);
+  if (rv == CKR_OK) rv = set_ulong(o, CKA_CERTIFICATE_CATEGORY, category);
+  if (rv == CKR_OK) rv = set_bool(o, CKA_TOKEN, token);
+  if (rv == CKR_OK) rv = set_bool(o, CKA_PRIVATE, priv);
+  if (rv == CKR_OK) rv = set_bool(o, CKA_TRUSTED, 0);
+  static const bool_default common[] = {
+      {CKA_MODIFIABLE, 1}, {CKA_COPYABLE, 1}, {CKA_DESTROYABLE, 1}};
+  if (rv == CKR_OK) rv = copy_bools(o, t, n, common, 3);
+  if (rv == CKR_OK) rv = copy_cert_bytes(o, t, n, CKA_VALUE, SVCMOD_CERT_MAX);
+  static const CK_ATTRIBUTE_TYPE names[] = {CKA_SUBJECT, CKA_ISSUER, CKA_SERIAL_NUMBER, CKA_LABEL,
+                                            CKA_ID,      CKA_START_DATE, CKA_END_DATE};
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && rv == CKR_OK; i++)
+    rv = copy_cert_bytes(o, t, n, names[i], 4096);
+  if (rv != CKR_OK) {
+    object_free(o);
+    return rv;
+  }
+  *out = o;
+  return CKR_OK;
+}
+
 /* ---- curves ---------------------------------------------------------------------------------- */
 
 static const uint8_t OID_P256[] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};

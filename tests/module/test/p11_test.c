@@ -783,6 +783,51 @@ static void test_persistence(void) {
   remove_token_dir();
 }
 
+/* Certificate objects: made in a read-write session, kept across C_Finalize, public (found
+ * without a login), destroyed with their file; one without a value is refused. */
+static void test_certificates(void) {
+  current = "certificates";
+  fresh_token_dir(NULL);
+  setup_token();
+  CK_SESSION_HANDLE h = open_rw();
+  EXPECT_RV(P11(C_Login)(h, CKU_USER, USER_PIN, LEN(USER_PIN)), CKR_OK);
+  CK_OBJECT_CLASS cls = CKO_CERTIFICATE;
+  CK_ULONG x509 = CKC_X_509;
+  uint8_t id[4] = {1, 2, 3, 4}, der[2000];
+  for (size_t i = 0; i < sizeof der; i++) der[i] = (uint8_t)(i * 7);
+  CK_ATTRIBUTE t[] = {attr(CKA_CLASS, &cls, sizeof cls),
+                      attr(CKA_CERTIFICATE_TYPE, &x509, sizeof x509),
+                      attr(CKA_TOKEN, &yes, 1),
+                      attr(CKA_PRIVATE, &no, 1),
+                      attr(CKA_ID, id, sizeof id),
+                      attr(CKA_LABEL, "cert", 4),
+                      attr(CKA_VALUE, der, sizeof der)};
+  CK_OBJECT_HANDLE cert, none;
+  EXPECT_RV(P11(C_CreateObject)(h, t, 7, &cert), CKR_OK);
+  EXPECT_RV(P11(C_CreateObject)(h, t, 6, &none), CKR_TEMPLATE_INCOMPLETE); /* no CKA_VALUE */
+  EXPECT_RV(P11(C_Finalize)(NULL), CKR_OK);
+
+  EXPECT_RV(P11(C_Initialize)(NULL), CKR_OK);
+  h = open_rw();
+  CK_ATTRIBUTE by_id[] = {attr(CKA_CLASS, &cls, sizeof cls), attr(CKA_ID, id, sizeof id)};
+  CK_OBJECT_HANDLE found[4];
+  CK_ULONG n = 0;
+  EXPECT_RV(P11(C_FindObjectsInit)(h, by_id, 2), CKR_OK);
+  EXPECT_RV(P11(C_FindObjects)(h, found, 4, &n), CKR_OK);
+  EXPECT_RV(P11(C_FindObjectsFinal)(h), CKR_OK);
+  EXPECT(n == 1 && found[0] == cert); /* kept, and visible without a login */
+  uint8_t back[sizeof der];
+  CK_ATTRIBUTE q[] = {attr(CKA_VALUE, back, sizeof back)};
+  EXPECT_RV(P11(C_GetAttributeValue)(h, cert, q, 1), CKR_OK);
+  EXPECT(q[0].ulValueLen == sizeof der && memcmp(back, der, sizeof der) == 0);
+  EXPECT_RV(P11(C_DestroyObject)(h, cert), CKR_OK);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "ls %s | grep -q '^obj-'", tokdir);
+  EXPECT(system(cmd) != 0); /* its file is gone */
+  EXPECT_RV(P11(C_Finalize)(NULL), CKR_OK);
+  remove_token_dir();
+}
+
 /* ---- child processes ------------------------------------------------------------------------------ */
 
 static int child(const char *what) {
@@ -912,6 +957,7 @@ int main(int argc, char **argv) {
   test_external_mu();
   test_hidden_mechanisms();
   test_persistence();
+  test_certificates();
   test_faults();
   if (failures) {
     fprintf(stderr, "p11_test: %d of %d checks failed\n", failures, checks);
