@@ -1,7 +1,7 @@
 /**
- * `svcd client sign --format cms` of a big file (on a tmpfs, so the disk is out of it) with a
- * certified ECDSA P-256 key, through nginx (TLS, client certificate) to the real daemon, against
- * `sha256sum` of the same file in the same run: interleaved rounds, medians, the ratio printed
+ * `svcd client sign --format cms` of a big file (on a tmpfs, so the disk is out of it) with an
+ * ECDSA P-256 key certified by `svcd ca certify`, through nginx (TLS, client certificate) to the
+ * real daemon, against `sha256sum` of the same file in the same run: interleaved rounds, medians, the ratio printed
  * (target ≥ 0.9 × sha256sum's speed; nothing asserted). The file is hashed by the client and only
  * the signed attributes go to /sign, so the client is bound by its SHA-256 as sha256sum is. The
  * first signature is checked with `openssl cms -verify` before anything is timed.
@@ -13,19 +13,15 @@
  */
 import { benchArgs, count, positiveNumber, valueOption } from "./_args.ts";
 import { writeBigFile } from "./_big_file.ts";
-import { curlNginx } from "../tests/support/nginx.ts";
 import { mountFs } from "../tests/support/mounts.ts";
 import { runCommand } from "../tests/support/command.ts";
 import { runClientThroughNginx, startClientStack } from "../tests/support/client_nginx.ts";
-import {
-  certifyTokenKey,
-  makeSigningPki,
-  writeSigningPkiFiles,
-} from "../tests/support/signing_pki.ts";
+import { makeTestCa, type TestCa } from "../tests/support/ca.ts";
 
 const { values } = benchArgs({
   url: import.meta.url,
-  measures: "svcd client sign --format cms of a big file on a tmpfs (ECDSA P-256, certified), " +
+  measures:
+    "svcd client sign --format cms of a big file on a tmpfs (ECDSA P-256, svcd ca certify), " +
     "through nginx to the daemon, against sha256sum of the same file: interleaved rounds, " +
     "medians, the ratio of their speeds (target ≥ 0.9).",
   options: {
@@ -44,25 +40,26 @@ const ROUNDS = Number(values.rounds);
 const BYTES = Math.round(Number(values.gib) * (1 << 30) / (1 << 20)) * (1 << 20);
 const LABEL = "b-cms";
 
-const signing = await makeSigningPki();
-let root = "";
+let ca: TestCa | undefined;
 const stack = await startClientStack({
   keys: { [LABEL]: "ec-p256" },
   prefix: "svcd-bench-cms-",
-  daemonArgs: async (dir) => {
-    const files = await writeSigningPkiFiles(signing, dir);
-    root = files.root;
-    return ["--ca-cert", files.chain];
+  daemonArgs: async (dir, token) => {
+    ca = await makeTestCa(token, { keyLabel: "svcd-ca", keyType: "ec-p256", dir: `${dir}/ca` });
+    return ["--ca-cert", ca.caPem];
   },
 });
-const { token, pki, nginx, dir } = stack;
+const { pki, nginx, dir } = stack;
 const cleanups: Array<() => Promise<unknown>> = [() => stack.stop()];
 try {
-  const listed = JSON.parse(
-    new TextDecoder().decode((await curlNginx(nginx, pki, pki.clients[0], "/token", [])).body),
-  ) as { keys: Array<{ label: string; public_key: string }> };
-  const key = listed.keys.find((k) => k.label === LABEL)!;
-  await certifyTokenKey(signing, token, LABEL, Uint8Array.fromBase64(key.public_key));
+  const certified = await ca!.run("certify", [
+    "--key-label",
+    LABEL,
+    "--profile",
+    "document-signing",
+  ]);
+  if (certified.code !== 0) throw new Error(`svcd ca certify: ${certified.text}`);
+  const root = ca!.caPem;
 
   const tmpfs = await mountFs("tmpfs", { mode: 0o755, sizeMiB: (BYTES >> 20) + 16 });
   cleanups.unshift(() => tmpfs.cleanup());

@@ -10,10 +10,15 @@
  *   of the file changes;
  * - JWS: the `jose` package with the key of the x5c certificate (ES256, PS256, EdDSA), attached
  *   and detached; ML-DSA-65 (svcmod) by @noble over the JWS signing input.
- * The SoftHSM2 keys are certified by a test PKI (root → intermediate), the certificates stored with
- * pkcs11-tool as another application would.
+ * - CMS, ML-DSA-65 (svcmod): pkijs reads the SignedData, @noble/post-quantum checks the signature
+ *   over the signed attributes; `svcd client verify --format cms` takes it and refuses a changed
+ *   byte.
+ * The keys are certified with `svcd ca certify --profile document-signing` under a CA on the same
+ * token; the expired certificate comes from a test PKI (root → intermediate), stored with
+ * pkcs11-tool as another application would, since `svcd ca certify` makes none.
  */
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import * as jose from "jose";
 import { ml_dsa65 } from "@noble/post-quantum/ml-dsa.js";
 import { curlNginx } from "../support/nginx.ts";
@@ -30,6 +35,8 @@ import {
   writeSigningPkiFiles,
 } from "../support/signing_pki.ts";
 import { selectedModuleName } from "../support/modules.ts";
+import { makeTestCa, type TestCa } from "../support/ca.ts";
+import { readSignedData } from "../support/cms_pkijs.ts";
 import { pem } from "../../lib/der/mod.ts";
 
 const GIB = 1 << 30;
@@ -61,24 +68,48 @@ interface ListedKey {
 }
 
 interface Setup extends ClientStack {
-  signing: SigningPki;
-  /** The signing PKI's root, the CA file verifiers get. */
+  ca: TestCa;
+  /** svcd's CA certificate: the CA file verifiers get. */
   caFile: string;
+  /** The test PKI of the expired certificate. */
+  signing: SigningPki;
+  /** Its root, the CA file of a signature by k-old. */
+  signingRoot: string;
 }
 
+/**
+ * The stack, with a CA (`svcd ca init`, EC P-256) on the token; the daemon's --ca-cert holds its
+ * certificate and the test PKI's chain, so GET /token states the chain of either.
+ */
 async function setUp(keys: Record<string, string>): Promise<Setup> {
   const signing = await makeSigningPki();
-  let caFile = "";
+  const made: { ca?: TestCa; signingRoot?: string } = {};
   const stack = await startClientStack({
     keys,
     prefix: "svcd-containers-",
-    daemonArgs: async (dir) => {
+    daemonArgs: async (dir, token) => {
+      const ca = made.ca = await makeTestCa(token, {
+        keyLabel: "svcd-ca",
+        keyType: "ec-p256",
+        dir: `${dir}/ca`,
+      });
       const files = await writeSigningPkiFiles(signing, dir);
-      caFile = files.root;
-      return ["--ca-cert", files.chain];
+      made.signingRoot = files.root;
+      const all = `${dir}/ca-certificates.pem`;
+      await Deno.writeTextFile(
+        all,
+        await Deno.readTextFile(ca.caPem) + await Deno.readTextFile(files.chain),
+      );
+      return ["--ca-cert", all];
     },
   });
-  return { ...stack, signing, caFile };
+  return {
+    ...stack,
+    ca: made.ca!,
+    caFile: made.ca!.caPem,
+    signing,
+    signingRoot: made.signingRoot!,
+  };
 }
 
 async function listedKeys(s: Setup): Promise<Map<string, ListedKey>> {
@@ -88,16 +119,25 @@ async function listedKeys(s: Setup): Promise<Map<string, ListedKey>> {
   return new Map(keys.map((k) => [k.label, k]));
 }
 
+/** `svcd ca certify --key-label LABEL --profile document-signing`, as the operator runs it. */
+async function certify(s: Setup, label: string): Promise<void> {
+  const r = await s.ca.run("certify", ["--key-label", label, "--profile", "document-signing"]);
+  assert.equal(r.code, 0, r.text);
+}
+
 /**
- * Certifies every key but k-plain: a certificate of the signing PKI stored in the token (k-old's
- * expired yesterday).
+ * Certifies every key but k-plain with `svcd ca certify`; k-old gets a certificate of the test
+ * PKI that expired yesterday.
  */
 async function certifyKeys(s: Setup, keys: Map<string, ListedKey>): Promise<void> {
   for (const key of keys.values()) {
     if (key.label === "k-plain") continue;
-    const notAfterDays = key.label === "k-old" ? -1 : 30;
+    if (key.label !== "k-old") {
+      await certify(s, key.label);
+      continue;
+    }
     const spki = Uint8Array.fromBase64(key.public_key);
-    await certifyTokenKey(s.signing, s.token, key.label, spki, { notAfterDays });
+    await certifyTokenKey(s.signing, s.token, key.label, spki, { notAfterDays: -1 });
   }
 }
 
@@ -146,7 +186,7 @@ async function flipByte(file: string, offset: number): Promise<void> {
 
 /**
  * Signs `file` (CMS) with each key; the standard verifier accepts it, then refuses it with a byte
- * of the file flipped, and (`otherCa`) against the proxy's CA instead of the signing root.
+ * of the file flipped, and (`otherCa`) against another CA (the proxy's) instead of svcd's.
  */
 async function cmsRoundTrip(
   s: Setup,
@@ -195,7 +235,8 @@ Deno.test({
           continue;
         }
         assert.ok(key.certificate, `${key.label}: no certificate on GET /token`);
-        assert.equal(key.chain?.length, 2, `${key.label}: intermediate and root`);
+        const chain = key.label === "k-old" ? 2 : 1; // the test PKI's intermediate and root
+        assert.equal(key.chain?.length, chain, `${key.label}: its chain`);
       }
       const classical = [...keys.values()].filter((k) =>
         k.key_type in JWS_ALG && k.certificate && k.label !== "k-old"
@@ -205,7 +246,7 @@ Deno.test({
 
       await t.step(
         "CMS, 1 KiB: accepted by openssl / certtool, refused with a byte changed or another CA",
-        () => cmsRoundTrip(setup, classical, small),
+        () => cmsRoundTrip(setup, classical, small, setup.pki.caCert),
       );
 
       await t.step(
@@ -280,10 +321,10 @@ Deno.test({
         assert.equal(r.code, 0, r.text);
         assert.match(r.stderr, /warning: the certificate of 'k-old' expired on /);
         // openssl refuses it for the certificate's time alone: without the time check it verifies.
-        assert.notEqual((await cmsVerifier("ec-p256", small, p7s, setup.caFile)).code, 0);
+        assert.notEqual((await cmsVerifier("ec-p256", small, p7s, setup.signingRoot)).code, 0);
         const timeless = await runCommand("openssl", [
           ...["cms", "-verify", "-no_check_time", "-binary", "-inform", "DER", "-in", p7s],
-          ...["-content", small, "-CAfile", setup.caFile, "-out", "/dev/null"],
+          ...["-content", small, "-CAfile", setup.signingRoot, "-out", "/dev/null"],
         ]);
         assert.equal(timeless.code, 0, timeless.text);
       });
@@ -295,7 +336,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "svcd client --format jws through nginx: ML-DSA-65 (svcmod), checked by @noble",
+  name: "svcd client --format cms and jws through nginx: ML-DSA-65 (svcmod), checked by @noble",
   ignore: !canRun || MODULE !== "svcmod",
   sanitizeResources: false,
   sanitizeOps: false,
@@ -330,6 +371,43 @@ Deno.test({
         input[input.length - 1] ^= 1;
         assert.ok(!ml_dsa65.verify(signature, input, pk));
       });
+
+      await t.step(
+        "CMS ML-DSA-65: pkijs reads it, @noble verifies the signed attributes",
+        async () => {
+          await certify(setup, "k-mldsa65");
+          const p7s = `${setup.dir}/pq.p7s`;
+          await signCms(setup, "k-mldsa65", file, p7s);
+          const read = readSignedData(await Deno.readFile(p7s));
+          assert.equal(read.signedData.encapContentInfo.eContent, undefined, "detached");
+          const certified = (await listedKeys(setup)).get("k-mldsa65")!;
+          const carried = read.signedData.certificates!.map((c) =>
+            new Uint8Array((c as { toSchema(): { toBER(): ArrayBuffer } }).toSchema().toBER())
+              .toBase64()
+          );
+          assert.deepEqual(carried, [certified.certificate, ...certified.chain!]);
+          assert.equal(read.signerInfo.digestAlgorithm.algorithmId, "2.16.840.1.101.3.4.2.3");
+          assert.equal(read.signerInfo.signatureAlgorithm.algorithmId, "2.16.840.1.101.3.4.3.18");
+          const md = read.attributes.get("1.2.840.113549.1.9.4") as {
+            valueBlock: { valueHexView: Uint8Array };
+          };
+          assert.deepEqual(
+            new Uint8Array(md.valueBlock.valueHexView),
+            new Uint8Array(createHash("sha512").update(await Deno.readFile(file)).digest()),
+          );
+          const pk = Uint8Array.fromBase64(key.public_key_raw);
+          assert.ok(ml_dsa65.verify(read.signature, read.signedAttributes, pk), "@noble ML-DSA-65");
+          const verify = () =>
+            runClient(setup, [
+              ...["verify", "--format", "cms", "--signer-ca-cert", setup.caFile, file, p7s],
+            ]);
+          const ok = await verify();
+          assert.equal(ok.code, 0, ok.text);
+          await flipByte(file, 512);
+          const bad = await verify();
+          assert.equal(bad.code, 1, bad.text);
+        },
+      );
     } finally {
       await s?.stop();
     }

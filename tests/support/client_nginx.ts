@@ -43,8 +43,11 @@ export interface ClientStackOptions {
   keys: Record<string, string>;
   /** The temporary folder's name prefix. */
   prefix: string;
-  /** More `svcd serve` arguments; given the folder, so they may name files made there. */
-  daemonArgs?: (dir: string) => Promise<string[]> | string[];
+  /**
+   * More `svcd serve` arguments; given the folder and the token, so they may name files made
+   * there (a CA folder on the token).
+   */
+  daemonArgs?: (dir: string, token: TestToken) => Promise<string[]> | string[];
   /** nginx's configuration text in place of the packaged example. */
   example?: (dir: string) => Promise<string>;
 }
@@ -69,7 +72,7 @@ export async function startClientStack(opts: ClientStackOptions): Promise<Client
       workDir,
       proxyUid: WWW_DATA,
       policy: token.keys.map((k) => `${CLIENT_SUBJECT}\t${k}\n`).join(""),
-      args: await opts.daemonArgs?.(dir) ?? [],
+      args: await opts.daemonArgs?.(dir, token) ?? [],
     });
     const example = await opts.example?.(dir);
     const nginx = parts.nginx = await startNginx(dir, pki, { authSocket: daemon.socket }, example);
