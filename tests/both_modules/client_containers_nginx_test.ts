@@ -12,7 +12,8 @@
  *   and detached; ML-DSA-65 (svcmod) by @noble over the JWS signing input.
  * - CMS, ML-DSA-65 (svcmod): pkijs reads the SignedData, @noble/post-quantum checks the signature
  *   over the signed attributes; `svcd client verify --format cms` takes it and refuses a changed
- *   byte.
+ *   byte; the composite (svcmod) is checked over the signed attributes by tests/support/oracle.ts
+ *   (@noble ML-DSA-65 and Web Crypto Ed25519 over the draft's M').
  * The keys are certified with `svcd ca certify --profile document-signing` under a CA on the same
  * token; the expired certificate comes from a test PKI (root → intermediate), stored with
  * pkcs11-tool as another application would, since `svcd ca certify` makes none.
@@ -37,6 +38,7 @@ import {
 import { selectedModuleName } from "../support/modules.ts";
 import { makeTestCa, type TestCa } from "../support/ca.ts";
 import { readSignedData } from "../support/cms_pkijs.ts";
+import { verifyIndependently } from "../support/oracle.ts";
 import { pem } from "../../lib/der/mod.ts";
 
 const GIB = 1 << 30;
@@ -336,14 +338,14 @@ Deno.test({
 });
 
 Deno.test({
-  name: "svcd client --format cms and jws through nginx: ML-DSA-65 (svcmod), checked by @noble",
+  name: "svcd client --format cms and jws through nginx: ML-DSA-65 and composite (svcmod)",
   ignore: !canRun || MODULE !== "svcmod",
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async (t) => {
     let s: Setup | undefined;
     try {
-      s = await setUp({ "k-mldsa65": "ml-dsa-65" });
+      s = await setUp({ "k-mldsa65": "ml-dsa-65", "k-comp": "composite-mldsa65-ed25519" });
       const setup = s;
       const key = (await listedKeys(setup)).get("k-mldsa65")!;
       const file = `${setup.dir}/small`;
@@ -406,6 +408,30 @@ Deno.test({
           await flipByte(file, 512);
           const bad = await verify();
           assert.equal(bad.code, 1, bad.text);
+          await flipByte(file, 512);
+        },
+      );
+
+      await t.step(
+        "CMS composite: the draft's OID; the independent check over the attributes",
+        async () => {
+          await certify(setup, "k-comp");
+          const p7s = `${setup.dir}/comp.p7s`;
+          await signCms(setup, "k-comp", file, p7s);
+          const read = readSignedData(await Deno.readFile(p7s));
+          assert.equal(read.signerInfo.signatureAlgorithm.algorithmId, "1.3.6.1.5.5.7.6.48");
+          assert.equal(read.signerInfo.digestAlgorithm.algorithmId, "2.16.840.1.101.3.4.2.3");
+          const raw = Uint8Array.fromBase64(
+            (await listedKeys(setup)).get("k-comp")!.public_key_raw,
+          );
+          const composite = "composite-mldsa65-ed25519";
+          assert.ok(
+            await verifyIndependently(composite, { raw }, read.signedAttributes, read.signature),
+          );
+          const ok = await runClient(setup, [
+            ...["verify", "--format", "cms", "--signer-ca-cert", setup.caFile, file, p7s],
+          ]);
+          assert.equal(ok.code, 0, ok.text);
         },
       );
     } finally {
