@@ -78,7 +78,7 @@ function signerCertificate(key: ClientKey, warn: Warn): Uint8Array {
       : `is not valid before ${validity.date}`;
     warn(
       `warning: the certificate of '${key.label}' ${when}; the signature is made, but verifiers ` +
-        `that check the time (openssl cms -verify) refuse it: renew it with ` +
+        `that check the certificate's time (as openssl cms -verify does) refuse it: renew it with ` +
         `'${certifyCommand(key.label)}'`,
     );
   }
@@ -105,7 +105,7 @@ export async function cmsSignature(
   return signedData({ alg, attributes, signature, certificate, chain: key.chain });
 }
 
-/** What `jwsSignature` was asked. */
+/** What `writeJws` was asked. */
 export interface JwsRequest {
   key: ClientKey;
   file: string;
