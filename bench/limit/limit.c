@@ -655,6 +655,7 @@ static struct job *reversed(struct job *j) {
 /* The writer thread: every line queued since the last group is the next group. */
 static void *writer_main(void *arg) {
   (void)arg;
+  pthread_setname_np(pthread_self(), "limit-writer");
   for (;;) {
     pthread_mutex_lock(&audit.lock);
     while (!audit.queue && !audit.closing) pthread_cond_wait(&audit.more, &audit.lock);
@@ -1012,6 +1013,7 @@ static atomic_int stopping;
 
 static void *worker_main(void *arg) {
   struct worker *w = arg;
+  pthread_setname_np(pthread_self(), "limit-worker");
   w->session = open_session();
   for (;;) {
     int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -1028,6 +1030,7 @@ static void *worker_main(void *arg) {
 /* The responder thread: answers of durable groups (or 503 when their group failed), then close. */
 static void *responder_main(void *arg) {
   (void)arg;
+  pthread_setname_np(pthread_self(), "limit-answer");
   for (;;) {
     pthread_mutex_lock(&responder.lock);
     while (!responder.queue && !responder.closing) pthread_cond_wait(&responder.more, &responder.lock);
