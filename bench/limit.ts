@@ -70,6 +70,8 @@ interface Figures {
   busy: number[];
   /** The server's CPU ÷ (wall × cores), 0–1. */
   share: number;
+  /** svcd-limit with the audit on: request lines per group commit and fdatasync's wall µs. */
+  groups?: { lines: number; syncUs: number };
 }
 
 /** The C load generator and the message it sends. */
@@ -83,6 +85,14 @@ interface Server {
   pid: number;
   socket: string;
   stop(): Promise<number>;
+  stderr(): string;
+}
+
+/** What svcd-limit said of its group commits when it stopped (warm-up included). */
+function groupCommits(log: string): Figures["groups"] {
+  const m = /audit: (\d+) request lines in (\d+) groups, fdatasync (\d+) µs each/.exec(log);
+  if (!m || Number(m[2]) === 0) return undefined;
+  return { lines: Number(m[1]) / Number(m[2]), syncUs: Number(m[3]) };
 }
 
 /** Half a second of load, then `seconds` measured: the server's CPU, its threads', the cores'. */
@@ -162,6 +172,9 @@ function roundLine(name: Variant, f: Figures): string {
     .join(", ");
   return `${name}: ${f0(f.perSecond)}/s, ${f0(f.cpuUs)} µs CPU/req (${threads}), cores busy ` +
     `${f.busy.map(pct).join(" + ")}, its share ${pct(f.share)}` +
+    (f.groups
+      ? `, ${f2(f.groups.lines)} lines per group, fdatasync ${f0(f.groups.syncUs)} µs`
+      : "") +
     (f.errors > 0 ? `, ${f.errors} errors` : "");
 }
 
@@ -179,6 +192,13 @@ function summary(all: Map<Variant, Figures[]>): string[] {
       `  ${v.padEnd(16)} ${f0(m(v, (f) => f.perSecond)).padStart(6)} ` +
         `${f0(m(v, (f) => f.cpuUs)).padStart(10)} ${f2(m(v, (f) => f.p50ms)).padStart(7)} ` +
         `${f2(m(v, (f) => f.p99ms)).padStart(7)}  ${cores.padEnd(13)} ${pct(m(v, (f) => f.share))}`,
+    );
+  }
+  const on = all.get("limit audit on")!.filter((f) => f.groups);
+  if (on.length > 0) {
+    lines.push(
+      `  (svcd-limit audit on: ${f2(median(on.map((f) => f.groups!.lines)))} lines per group ` +
+        `commit, fdatasync ${f0(median(on.map((f) => f.groups!.syncUs)))} µs of wall time each)`,
     );
   }
   lines.push("per thread, CPU µs per request (medians; threads under 1 µs left out):");
@@ -239,6 +259,7 @@ if (import.meta.main) {
         } finally {
           await server.stop();
         }
+        f.groups = groupCommits(server.stderr());
         all.get(v)!.push(f);
         console.log(`    ${roundLine(v, f)}`);
       }
