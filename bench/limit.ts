@@ -24,7 +24,7 @@
  * ```
  */
 import { benchArgs, count, positiveNumber, valueOption, wholeNumber } from "./_args.ts";
-import { buildHttpload, runHttpload } from "./_httpload.ts";
+import { buildHttpload, runSignLoad } from "./_httpload.ts";
 import { startLimit } from "./_limit.ts";
 import { coresBusy, coreTicks, cpuSeconds, threadCpu } from "./_proc_cpu.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
@@ -98,15 +98,12 @@ function groupCommits(log: string): Figures["groups"] {
 /** Half a second of load, then `seconds` measured: the server's CPU, its threads', the cores'. */
 async function measure(server: Server, load: SignLoad): Promise<Figures> {
   const signLoad = (secs: number) =>
-    runHttpload(load.httpload, {
+    runSignLoad(load.httpload, {
       unix: server.socket,
-      path: "/sign",
       bodyFile: load.bodyFile,
-      headers: [`X-SVC-Key: ${KEY}`],
-      identities: CLIENTS,
-      concurrency: CLIENTS,
+      key: KEY,
+      clients: CLIENTS,
       seconds: secs,
-      warmup: 0,
     });
   await signLoad(0.5);
   const cpuBefore = await cpuSeconds(`/proc/${server.pid}/stat`);

@@ -20,7 +20,7 @@
  * then answers 503 until restarted), continuing an earlier chain (--audit-dir must be empty).
  *
  * Threads: --threads workers (accept, parse, sign, hand the line over), one writer (chain, seal,
- * write, fdatasync), one responder (answers of durable groups). With --no-audit a worker answers
+ * write, fdatasync), one that answers (the requests of durable groups). With --no-audit a worker answers
  * at once.
  *
  *   svcd-limit --socket PATH --proxy-uid UID --policy FILE --module LIB --token LABEL
@@ -442,11 +442,17 @@ struct job {
 /* SHA-256, fetched once (an implicit fetch per digest costs a lookup each time). */
 static EVP_MD *sha256_md;
 
-static struct {
+/* Jobs handed from threads to one thread: pushed one at a time, taken all at once. */
+struct queue {
   pthread_mutex_t lock;
   pthread_cond_t more;
-  struct job *queue; /* newest first */
+  struct job *jobs; /* newest first */
   int closing;
+};
+#define QUEUE_INIT {.lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER}
+
+static struct {
+  struct queue pending; /* requests whose line is to be written */
   atomic_int healthy;
   int fd;
   char file[32];
@@ -462,14 +468,10 @@ static struct {
   /* For the bench's report: groups written, their lines, and the wall time fdatasync took. */
   long groups, lines;
   double sync_seconds;
-} audit = {.lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER, .healthy = 1};
+} audit = {.pending = QUEUE_INIT, .healthy = 1};
 
-static struct {
-  pthread_mutex_t lock;
-  pthread_cond_t more;
-  struct job *queue; /* newest first */
-  int closing;
-} responder = {.lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER};
+/* Requests whose line is durable (or whose group failed), for the thread that answers them. */
+static struct queue answers = QUEUE_INIT;
 
 /* Appends `head,"seq":N,"time":T tail,"prev":P,"hash":H}\n` to the group; the hash becomes the head. */
 static void chain_line(const struct buf *head, const struct buf *tail) {
@@ -638,48 +640,53 @@ static void open_audit(CK_SESSION_HANDLE s) {
   free(fields.p);
 }
 
-/* Hands a group's requests to the responder (its queue is newest first, like the writer's). */
-static void respond_later(struct job *oldest_first) {
-  pthread_mutex_lock(&responder.lock);
+/* Pushes a list of jobs (oldest first, linked by `next`) under one lock, with one wake-up. */
+static void queue_push(struct queue *q, struct job *oldest_first) {
+  pthread_mutex_lock(&q->lock);
   for (struct job *j = oldest_first, *next; j; j = next) {
     next = j->next;
-    j->next = responder.queue;
-    responder.queue = j;
+    j->next = q->jobs;
+    q->jobs = j;
   }
-  pthread_cond_signal(&responder.more);
-  pthread_mutex_unlock(&responder.lock);
+  pthread_cond_signal(&q->more);
+  pthread_mutex_unlock(&q->lock);
 }
 
-static struct job *reversed(struct job *j) {
-  struct job *out = NULL;
-  while (j) {
-    struct job *next = j->next;
-    j->next = out;
-    out = j;
-    j = next;
+/* Waits for jobs; all of them, oldest first, or NULL once the queue is closed and empty. */
+static struct job *queue_take(struct queue *q) {
+  pthread_mutex_lock(&q->lock);
+  while (!q->jobs && !q->closing) pthread_cond_wait(&q->more, &q->lock);
+  struct job *newest = q->jobs, *oldest_first = NULL;
+  q->jobs = NULL;
+  pthread_mutex_unlock(&q->lock);
+  while (newest) {
+    struct job *next = newest->next;
+    newest->next = oldest_first;
+    oldest_first = newest;
+    newest = next;
   }
-  return out;
+  return oldest_first;
+}
+
+static void queue_close(struct queue *q) {
+  pthread_mutex_lock(&q->lock);
+  q->closing = 1;
+  pthread_cond_signal(&q->more);
+  pthread_mutex_unlock(&q->lock);
 }
 
 /* The writer thread: every line queued since the last group is the next group. */
 static void *writer_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "limit-writer");
-  for (;;) {
-    pthread_mutex_lock(&audit.lock);
-    while (!audit.queue && !audit.closing) pthread_cond_wait(&audit.more, &audit.lock);
-    struct job *group = reversed(audit.queue);
-    audit.queue = NULL;
-    int closing = audit.closing;
-    pthread_mutex_unlock(&audit.lock);
-    if (!group && closing) break;
+  for (struct job *group; (group = queue_take(&audit.pending));) {
     long lines = 0;
     if (audit.since_checkpoint >= opt.checkpoint_every) chain_checkpoint();
     for (struct job *j = group; j; j = j->next, lines++) chain_line(&j->head, &j->tail);
     if (!commit_group(lines)) {
       for (struct job *j = group; j; j = j->next) j->failed = 1;
     }
-    respond_later(group);
+    queue_push(&answers, group);
   }
   own_line("shutdown", "");
   chain_checkpoint();
@@ -690,13 +697,6 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
-static void audit_enqueue(struct job *j) {
-  pthread_mutex_lock(&audit.lock);
-  j->next = audit.queue;
-  audit.queue = j;
-  pthread_cond_signal(&audit.more);
-  pthread_mutex_unlock(&audit.lock);
-}
 
 /* ---- HTTP ------------------------------------------------------------------------------------- */
 
@@ -1011,7 +1011,8 @@ static void serve(struct worker *w, int fd) {
     return;
   }
   if (opt.audit) {
-    audit_enqueue(j);
+    j->next = NULL;
+    queue_push(&audit.pending, j);
     return;
   }
   answer_now(fd, &j->answer);
@@ -1038,18 +1039,11 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-/* The responder thread: answers of durable groups (or 503 when their group failed), then close. */
-static void *responder_main(void *arg) {
+/* The answering thread: answers of durable groups (or 503 when their group failed), then close. */
+static void *answering_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "limit-answer");
-  for (;;) {
-    pthread_mutex_lock(&responder.lock);
-    while (!responder.queue && !responder.closing) pthread_cond_wait(&responder.more, &responder.lock);
-    struct job *group = reversed(responder.queue);
-    responder.queue = NULL;
-    int closing = responder.closing;
-    pthread_mutex_unlock(&responder.lock);
-    if (!group && closing) break;
+  for (struct job *group; (group = queue_take(&answers));) {
     while (group) {
       struct job *next = group->next;
       if (group->failed) {
@@ -1098,11 +1092,11 @@ int main(int argc, char **argv) {
   request_prefix = (uint32_t)random[0] << 24 | random[1] << 16 | random[2] << 8 | random[3];
   listen_on_socket();
   if (opt.audit) open_audit(first);
-  pthread_t writer, answers, *workers = calloc((size_t)opt.threads, sizeof *workers);
+  pthread_t writer, answering, *workers = calloc((size_t)opt.threads, sizeof *workers);
   struct worker *state = calloc((size_t)opt.threads, sizeof *state);
   if (opt.audit) {
     pthread_create(&writer, NULL, writer_main, NULL);
-    pthread_create(&answers, NULL, responder_main, NULL);
+    pthread_create(&answering, NULL, answering_main, NULL);
   }
   for (int i = 0; i < opt.threads; i++) pthread_create(&workers[i], NULL, worker_main, &state[i]);
   fprintf(stderr, "svcd-limit: listening on %s (%d threads, audit %s)\n", opt.socket,
@@ -1113,16 +1107,10 @@ int main(int argc, char **argv) {
   shutdown(listen_fd, SHUT_RDWR);
   for (int i = 0; i < opt.threads; i++) pthread_join(workers[i], NULL);
   if (opt.audit) {
-    pthread_mutex_lock(&audit.lock);
-    audit.closing = 1;
-    pthread_cond_signal(&audit.more);
-    pthread_mutex_unlock(&audit.lock);
+    queue_close(&audit.pending);
     pthread_join(writer, NULL);
-    pthread_mutex_lock(&responder.lock);
-    responder.closing = 1;
-    pthread_cond_signal(&responder.more);
-    pthread_mutex_unlock(&responder.lock);
-    pthread_join(answers, NULL);
+    queue_close(&answers);
+    pthread_join(answering, NULL);
   }
   close(listen_fd);
   unlink(opt.socket);
