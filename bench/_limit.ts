@@ -48,6 +48,10 @@ export interface LimitServer {
   auditDir?: string;
   pid: number;
   stderr(): string;
+  /** Sends a signal (e.g. SIGKILL, to show no answer goes out before its line is durable). */
+  signal(sig: Deno.Signal): void;
+  /** How it ended. */
+  status: Promise<Deno.CommandStatus>;
   /** SIGTERM and wait; the exit code. */
   stop(): Promise<number>;
 }
@@ -129,6 +133,8 @@ export async function startLimit(o: LimitOptions): Promise<LimitServer> {
     auditDir,
     pid: child.pid,
     stderr: () => log,
+    signal: (sig) => child.kill(sig),
+    status,
     stop: async () => {
       if (!exited) child.kill("SIGTERM");
       const s = await status;

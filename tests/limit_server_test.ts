@@ -9,7 +9,8 @@ import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { createPublicKey, verify } from "node:crypto";
 import { startLimit } from "../bench/_limit.ts";
-import { request } from "./support/http_client.ts";
+import { encodeRequest, parseResponse, rawExchange, request } from "./support/http_client.ts";
+import { readToEnd, writeAll } from "./support/raw_http.ts";
 import { readAuditLines, runAuditVerify, sha256Hex } from "./support/audit.ts";
 import { makeTestToken, type TestToken } from "./support/token.ts";
 import { moduleTempDir } from "./support/temp_dir.ts";
@@ -146,6 +147,43 @@ Deno.test("svcd-limit: every answer is a valid signature over its message, with 
   }
 });
 
+Deno.test("svcd-limit: SIGKILL under a c=16 load — every signature a client received has its line, verify passes", async () => {
+  const token = await makeTestToken({ keys: { [KEY]: "ec-p256" } });
+  const dir = moduleTempDir("svcd-limit-kill-");
+  const server = await startLimit({ token, policy, dir, audit: true });
+  try {
+    const received: string[] = [];
+    const target = 100 + Math.floor(Math.random() * 300);
+    let killed = false;
+    const client = async (c: number) => {
+      for (let i = 0; !killed; i++) {
+        const message = new TextEncoder().encode(`c${c} m${i}`);
+        const res = await sign(server.socket, `CN=bench${c},O=Bench`, KEY, message)
+          .catch(() => undefined);
+        if (res?.status === 200) received.push(await sha256Hex(res.body));
+        else if (!killed) assert.fail(`status ${res?.status} before the kill:\n${server.stderr()}`);
+        if (received.length >= target && !killed) {
+          killed = true;
+          server.signal("SIGKILL");
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: CLIENTS }, (_, c) => client(c)));
+    assert.equal((await server.status).signal, "SIGKILL");
+    const logged = new Set(
+      (await readAuditLines(server.auditDir!)).filter((l) => l.event === "sign")
+        .map((l) => l.signature_sha256),
+    );
+    const missing = received.filter((d) => !logged.has(d));
+    assert.deepEqual(missing, [], "a signature reached a client without its audit line");
+    const v = await runAuditVerify(token, server.auditDir!);
+    assert.equal(v.code, 0, v.stdout + v.stderr);
+  } finally {
+    await server.stop();
+    await token.cleanup();
+  }
+});
+
 Deno.test("svcd-limit with the audit off answers signatures and writes no log", async () => {
   const token = await makeTestToken({ keys: { [KEY]: "ec-p256" } });
   const dir = moduleTempDir("svcd-limit-off-");
@@ -157,6 +195,69 @@ Deno.test("svcd-limit with the audit off answers signatures and writes no log", 
     assert.equal(res.status, 200, res.text());
     assert.ok(verify("sha256", message, { key: publicKey, dsaEncoding: "ieee-p1363" }, res.body));
     assert.equal(server.auditDir, undefined);
+  } finally {
+    assert.equal(await server.stop(), 0, server.stderr());
+    await token.cleanup();
+  }
+});
+
+Deno.test("svcd-limit: the per-identity cap refuses with 429 while the identity has --workers - 1 in flight; other identities pass", async () => {
+  const token = await makeTestToken({ keys: { [KEY]: "ec-p256" } });
+  const dir = moduleTempDir("svcd-limit-cap-");
+  // --workers 2: a cap of one request in flight per identity.
+  const server = await startLimit({ token, policy, dir, audit: false, workers: 2 });
+  // Two requests of one identity whose bodies are still arriving: one is in flight (its head read,
+  // its body awaited), so the other, whichever comes second, is refused at once.
+  const whole = encodeRequest({
+    method: "POST",
+    path: "/sign",
+    headers: [["X-SVC-Client-Subject", "CN=bench0,O=Bench"], ["X-SVC-Key", KEY]],
+    body: "held message",
+  });
+  const held = await Promise.all([0, 1].map(async () => {
+    const conn = await Deno.connect({ transport: "unix", path: server.socket });
+    await writeAll(conn, whole.subarray(0, whole.length - 4));
+    return { conn, answer: readToEnd(conn).then(parseResponse) };
+  }));
+  try {
+    const first = await Promise.race(held.map(async (h, i) => ({ i, res: await h.answer })));
+    assert.equal(first.res.status, 429, first.res.text());
+    assert.equal(first.res.header("retry-after"), "1");
+    const other = await sign(server.socket, "CN=bench1,O=Bench", KEY, new Uint8Array(4));
+    assert.equal(other.status, 200, "another identity is not capped");
+    const inFlight = held[1 - first.i];
+    await writeAll(inFlight.conn, whole.subarray(whole.length - 4));
+    assert.equal((await inFlight.answer).status, 200, "served once its body arrives");
+    const after = await sign(server.socket, "CN=bench0,O=Bench", KEY, new Uint8Array(4));
+    assert.equal(after.status, 200, "the identity passes again once nothing of it is in flight");
+  } finally {
+    for (const h of held) h.conn.close();
+    assert.equal(await server.stop(), 0, server.stderr());
+    await token.cleanup();
+  }
+});
+
+Deno.test("svcd-limit: a peer whose uid is not --proxy-uid gets no answer", async () => {
+  const token = await makeTestToken({ keys: { [KEY]: "ec-p256" } });
+  const dir = moduleTempDir("svcd-limit-uid-");
+  const server = await startLimit({
+    token,
+    policy,
+    dir,
+    audit: false,
+    proxyUid: (Deno.uid() ?? 0) + 1,
+  });
+  try {
+    const raw = await rawExchange(
+      server.socket,
+      encodeRequest({
+        method: "POST",
+        path: "/sign",
+        headers: [["X-SVC-Client-Subject", "CN=bench0,O=Bench"], ["X-SVC-Key", KEY]],
+        body: "m",
+      }),
+    );
+    assert.equal(raw.length, 0, new TextDecoder().decode(raw));
   } finally {
     assert.equal(await server.stop(), 0, server.stderr());
     await token.cleanup();
