@@ -16,8 +16,10 @@
  * - the answer only once its line is durable, then Connection: close.
  *
  * Not here, since the bench sends none of it: the refusal budget, a policy reload, /verify and the
- * other routes (404), keys other than EC P-256, audit recovery after a failed write (the server
- * then answers 503 until restarted), continuing an earlier chain (--audit-dir must be empty).
+ * other routes (404), keys other than EC P-256, subjects that are not UTF-8 (400; svcd logs their
+ * bytes), audit recovery after a failed write (the server then answers 503 until restarted),
+ * continuing an earlier chain (--audit-dir must be empty), the acceptor that holds silent
+ * connections (a worker waits up to 10 s per read instead).
  *
  * Threads: --threads workers (accept, parse, sign, hand the line over), one writer (chain, seal,
  * write, fdatasync), one that answers (the requests of durable groups). With --no-audit a worker answers
@@ -442,7 +444,7 @@ struct job {
 /* SHA-256, fetched once (an implicit fetch per digest costs a lookup each time). */
 static EVP_MD *sha256_md;
 
-/* Jobs handed from threads to one thread: pushed one at a time, taken all at once. */
+/* Jobs handed to one thread: pushed by one or many threads, taken all at once. */
 struct queue {
   pthread_mutex_t lock;
   pthread_cond_t more;
@@ -680,23 +682,27 @@ static void *writer_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "limit-writer");
   for (struct job *group; (group = queue_take(&audit.pending));) {
-    long lines = 0;
-    if (audit.since_checkpoint >= opt.checkpoint_every) chain_checkpoint();
-    for (struct job *j = group; j; j = j->next, lines++) chain_line(&j->head, &j->tail);
-    if (!commit_group(lines)) {
-      for (struct job *j = group; j; j = j->next) j->failed = 1;
+    /* After a failed group nothing more is written: the file may end in a part of it. */
+    int ok = atomic_load(&audit.healthy);
+    if (ok) {
+      long lines = 0;
+      if (audit.since_checkpoint >= opt.checkpoint_every) chain_checkpoint();
+      for (struct job *j = group; j; j = j->next, lines++) chain_line(&j->head, &j->tail);
+      ok = commit_group(lines);
     }
+    for (struct job *j = group; j && !ok; j = j->next) j->failed = 1;
     queue_push(&answers, group);
   }
-  own_line("shutdown", "");
-  chain_checkpoint();
-  if (!commit_group(0)) fprintf(stderr, "svcd-limit: the final checkpoint was not written\n");
+  if (atomic_load(&audit.healthy)) {
+    own_line("shutdown", "");
+    chain_checkpoint();
+    if (!commit_group(0)) fprintf(stderr, "svcd-limit: the final checkpoint was not written\n");
+  }
   close(audit.fd);
   fprintf(stderr, "svcd-limit: audit: %ld request lines in %ld groups, fdatasync %.0f µs each\n",
           audit.lines, audit.groups, audit.groups ? audit.sync_seconds * 1e6 / audit.groups : 0.0);
   return NULL;
 }
-
 
 /* ---- HTTP ------------------------------------------------------------------------------------- */
 
