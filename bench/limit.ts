@@ -2,7 +2,7 @@
  * svcd beside the limit of its protocol on this machine: bench/limit/svcd-limit, a C server that
  * does per request what svcd does for POST /sign and nothing more (bench/limit/limit.c), each with
  * the audit log on and off, loaded alike by bench/httpload.c (C, one epoll thread) at c=16 with 16
- * identities, one connection per request. The four run `--rounds` times, interleaved, and the
+ * identities (`--concurrency`), one connection per request. The four run `--rounds` times, interleaved, and the
  * medians are compared, since other work on a shared machine moves every rate:
  *
  * - req/s, p50 and p99;
@@ -39,6 +39,7 @@ const { values } = benchArgs({
   options: {
     seconds: valueOption(positiveNumber, "4", "seconds per figure"),
     rounds: valueOption(count, "3", "rounds, interleaved"),
+    concurrency: valueOption(count, "16", "connections at a time, one identity each"),
     threads: valueOption(count, "4", "svcd-limit's worker threads (accept, parse, sign)"),
     "svcd-threads": valueOption(
       wholeNumber,
@@ -49,12 +50,15 @@ const { values } = benchArgs({
   examples: [
     "node_modules/.bin/deno run -A bench/limit.ts",
     "node_modules/.bin/deno run -A bench/limit.ts --seconds 5 --rounds 3 --svcd-threads 0",
+    "node_modules/.bin/deno run -A bench/limit.ts --concurrency 1",
   ],
 });
 const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
 const KEY = "k-ec";
-const CLIENTS = 16;
+const CLIENTS = Number(values.concurrency);
+/** --workers of both servers: a per-identity cap of 15, which one connection per identity never meets. */
+const WORKERS = 16;
 const SERVE = new URL("./serve.ts", import.meta.url).pathname;
 
 /** One server's figures over one measured load. */
@@ -140,13 +144,20 @@ async function startVariant(
 ): Promise<Server> {
   const audit = variant.endsWith("on");
   if (variant.startsWith("limit")) {
-    return await startLimit({ token, policy, dir, audit, threads: Number(values.threads) });
+    return await startLimit({
+      token,
+      policy,
+      dir,
+      audit,
+      threads: Number(values.threads),
+      workers: WORKERS,
+    });
   }
   return await startDaemon({
     token,
     policy,
     entry: [SERVE, ...(audit ? [] : ["--without", "audit"])],
-    args: ["--workers", String(CLIENTS), "--threads", values["svcd-threads"]],
+    args: ["--workers", String(WORKERS), "--threads", values["svcd-threads"]],
   });
 }
 
