@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { createPublicKey, verify } from "node:crypto";
-import { startLimit } from "../bench/_limit.ts";
+import { type LimitOptions, type LimitServer, startLimit } from "../bench/_limit.ts";
 import { encodeRequest, parseResponse, rawExchange, request } from "./support/http_client.ts";
 import { readToEnd, writeAll } from "./support/raw_http.ts";
 import { readAuditLines, runAuditVerify, sha256Hex } from "./support/audit.ts";
@@ -47,20 +47,34 @@ function sign(socket: string, subject: string, label: string, message: Uint8Arra
   });
 }
 
+/** A fresh token with KEY and svcd-limit on it for the length of `fn`; stopped and removed after. */
+async function withLimit(
+  options: Pick<LimitOptions, "audit" | "workers" | "proxyUid" | "checkpointEvery">,
+  fn: (server: LimitServer, token: TestToken) => Promise<void>,
+): Promise<void> {
+  const token = await makeTestToken({ keys: { [KEY]: "ec-p256" } });
+  try {
+    const server = await startLimit({
+      token,
+      policy,
+      dir: moduleTempDir("svcd-limit-"),
+      ...options,
+    });
+    try {
+      await fn(server, token);
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    await token.cleanup();
+  }
+}
+
 const policy = Array.from({ length: CLIENTS }, (_, i) => `CN=bench${i},O=Bench\t${KEY}\n`)
   .join("") + "# a comment line\nCN=other\tk-none\n";
 
 Deno.test("svcd-limit: every answer is a valid signature over its message, with its audit line; verify passes, and fails on an edit", async () => {
-  const token = await makeTestToken({ keys: { [KEY]: "ec-p256" } });
-  const dir = moduleTempDir("svcd-limit-");
-  const server = await startLimit({
-    token,
-    policy,
-    dir,
-    audit: true,
-    checkpointEvery: CHECKPOINT_EVERY,
-  });
-  try {
+  await withLimit({ audit: true, checkpointEvery: CHECKPOINT_EVERY }, async (server, token) => {
     const publicKey = await publicKeyFromToken(token, KEY);
     const sent: { subject: string; message: Uint8Array; signature: Uint8Array }[] = [];
     for (let round = 0; round < REQUESTS / CLIENTS; round++) {
@@ -141,17 +155,11 @@ Deno.test("svcd-limit: every answer is a valid signature over its message, with 
     const bad = await runAuditVerify(token, auditDir);
     assert.equal(bad.code, 1, bad.stdout + bad.stderr);
     assert.match(bad.stdout + bad.stderr, new RegExp(`audit\\.log\\.000001 line ${lineNo}\\b`));
-  } finally {
-    await server.stop();
-    await token.cleanup();
-  }
+  });
 });
 
 Deno.test("svcd-limit: SIGKILL under a c=16 load — every signature a client received has its line, verify passes", async () => {
-  const token = await makeTestToken({ keys: { [KEY]: "ec-p256" } });
-  const dir = moduleTempDir("svcd-limit-kill-");
-  const server = await startLimit({ token, policy, dir, audit: true });
-  try {
+  await withLimit({ audit: true }, async (server, token) => {
     const received: string[] = [];
     const target = 100 + Math.floor(Math.random() * 300);
     let killed = false;
@@ -178,76 +186,57 @@ Deno.test("svcd-limit: SIGKILL under a c=16 load — every signature a client re
     assert.deepEqual(missing, [], "a signature reached a client without its audit line");
     const v = await runAuditVerify(token, server.auditDir!);
     assert.equal(v.code, 0, v.stdout + v.stderr);
-  } finally {
-    await server.stop();
-    await token.cleanup();
-  }
+  });
 });
 
 Deno.test("svcd-limit with the audit off answers signatures and writes no log", async () => {
-  const token = await makeTestToken({ keys: { [KEY]: "ec-p256" } });
-  const dir = moduleTempDir("svcd-limit-off-");
-  const server = await startLimit({ token, policy, dir, audit: false });
-  try {
+  await withLimit({ audit: false }, async (server, token) => {
     const publicKey = await publicKeyFromToken(token, KEY);
     const message = new TextEncoder().encode("audit off");
     const res = await sign(server.socket, "CN=bench1,O=Bench", KEY, message);
     assert.equal(res.status, 200, res.text());
     assert.ok(verify("sha256", message, { key: publicKey, dsaEncoding: "ieee-p1363" }, res.body));
     assert.equal(server.auditDir, undefined);
-  } finally {
     assert.equal(await server.stop(), 0, server.stderr());
-    await token.cleanup();
-  }
+  });
 });
 
 Deno.test("svcd-limit: the per-identity cap refuses with 429 while the identity has --workers - 1 in flight; other identities pass", async () => {
-  const token = await makeTestToken({ keys: { [KEY]: "ec-p256" } });
-  const dir = moduleTempDir("svcd-limit-cap-");
   // --workers 2: a cap of one request in flight per identity.
-  const server = await startLimit({ token, policy, dir, audit: false, workers: 2 });
-  // Two requests of one identity whose bodies are still arriving: one is in flight (its head read,
-  // its body awaited), so the other, whichever comes second, is refused at once.
-  const whole = encodeRequest({
-    method: "POST",
-    path: "/sign",
-    headers: [["X-SVC-Client-Subject", "CN=bench0,O=Bench"], ["X-SVC-Key", KEY]],
-    body: "held message",
-  });
-  const held = await Promise.all([0, 1].map(async () => {
-    const conn = await Deno.connect({ transport: "unix", path: server.socket });
-    await writeAll(conn, whole.subarray(0, whole.length - 4));
-    return { conn, answer: readToEnd(conn).then(parseResponse) };
-  }));
-  try {
-    const first = await Promise.race(held.map(async (h, i) => ({ i, res: await h.answer })));
-    assert.equal(first.res.status, 429, first.res.text());
-    assert.equal(first.res.header("retry-after"), "1");
-    const other = await sign(server.socket, "CN=bench1,O=Bench", KEY, new Uint8Array(4));
-    assert.equal(other.status, 200, "another identity is not capped");
-    const inFlight = held[1 - first.i];
-    await writeAll(inFlight.conn, whole.subarray(whole.length - 4));
-    assert.equal((await inFlight.answer).status, 200, "served once its body arrives");
-    const after = await sign(server.socket, "CN=bench0,O=Bench", KEY, new Uint8Array(4));
-    assert.equal(after.status, 200, "the identity passes again once nothing of it is in flight");
-  } finally {
-    for (const h of held) h.conn.close();
+  await withLimit({ audit: false, workers: 2 }, async (server) => {
+    // Two requests of one identity whose bodies are still arriving: one is in flight (its head read,
+    // its body awaited), so the other, whichever comes second, is refused at once.
+    const whole = encodeRequest({
+      method: "POST",
+      path: "/sign",
+      headers: [["X-SVC-Client-Subject", "CN=bench0,O=Bench"], ["X-SVC-Key", KEY]],
+      body: "held message",
+    });
+    const held = await Promise.all([0, 1].map(async () => {
+      const conn = await Deno.connect({ transport: "unix", path: server.socket });
+      await writeAll(conn, whole.subarray(0, whole.length - 4));
+      return { conn, answer: readToEnd(conn).then(parseResponse) };
+    }));
+    try {
+      const first = await Promise.race(held.map(async (h, i) => ({ i, res: await h.answer })));
+      assert.equal(first.res.status, 429, first.res.text());
+      assert.equal(first.res.header("retry-after"), "1");
+      const other = await sign(server.socket, "CN=bench1,O=Bench", KEY, new Uint8Array(4));
+      assert.equal(other.status, 200, "another identity is not capped");
+      const inFlight = held[1 - first.i];
+      await writeAll(inFlight.conn, whole.subarray(whole.length - 4));
+      assert.equal((await inFlight.answer).status, 200, "served once its body arrives");
+      const after = await sign(server.socket, "CN=bench0,O=Bench", KEY, new Uint8Array(4));
+      assert.equal(after.status, 200, "the identity passes again once nothing of it is in flight");
+    } finally {
+      for (const h of held) h.conn.close();
+    }
     assert.equal(await server.stop(), 0, server.stderr());
-    await token.cleanup();
-  }
+  });
 });
 
 Deno.test("svcd-limit: a peer whose uid is not --proxy-uid gets no answer", async () => {
-  const token = await makeTestToken({ keys: { [KEY]: "ec-p256" } });
-  const dir = moduleTempDir("svcd-limit-uid-");
-  const server = await startLimit({
-    token,
-    policy,
-    dir,
-    audit: false,
-    proxyUid: (Deno.uid() ?? 0) + 1,
-  });
-  try {
+  await withLimit({ audit: false, proxyUid: (Deno.uid() ?? 0) + 1 }, async (server) => {
     const raw = await rawExchange(
       server.socket,
       encodeRequest({
@@ -258,8 +247,6 @@ Deno.test("svcd-limit: a peer whose uid is not --proxy-uid gets no answer", asyn
       }),
     );
     assert.equal(raw.length, 0, new TextDecoder().decode(raw));
-  } finally {
     assert.equal(await server.stop(), 0, server.stderr());
-    await token.cleanup();
-  }
+  });
 });
