@@ -93,7 +93,11 @@ export interface SignLoadOptions {
 /**
  * One /sign load of bench/compare.ts and bench/limit.ts: c = identities = `clients`, every request
  * counted (the caller warms the server up with a run of its own first).
- * @example await runSignLoad(program, { unix: sock, bodyFile, key: "k-ec", clients: 16, seconds: 4 })
+ * @example
+ * ```ts
+ * declare const program: string, sock: string, bodyFile: string;
+ * await runSignLoad(program, { unix: sock, bodyFile, key: "k-ec", clients: 16, seconds: 4 });
+ * ```
  */
 export function runSignLoad(program: string, o: SignLoadOptions): Promise<LoadResult> {
   return runHttpload(program, {

@@ -2,8 +2,8 @@
  * svcd beside the limit of its protocol on this machine: bench/limit/svcd-limit, a C server that
  * does per request what svcd does for POST /sign and nothing more (bench/limit/limit.c), each with
  * the audit log on and off, loaded alike by bench/httpload.c (C, one epoll thread) at c=16 with 16
- * identities (`--concurrency`), one connection per request. The four run `--rounds` times, interleaved, and the
- * medians are compared, since other work on a shared machine moves every rate:
+ * identities (`--concurrency`), one connection per request. The four run `--rounds` times,
+ * interleaved, and the medians are compared, since other work on a shared machine moves every rate:
  *
  * - req/s, p50 and p99;
  * - CPU µs per request of the server (all its threads, from /proc) and of each thread by name;
@@ -33,7 +33,8 @@ import { makeTestToken, type TestToken } from "../tests/support/token.ts";
 const { values } = benchArgs({
   url: import.meta.url,
   measures: "svcd /sign beside svcd-limit (bench/limit: a C server doing per request what svcd " +
-    "does and nothing more), audit on and off, c=16 with 16 identities (bench/httpload.c): req/s, " +
+    "does and nothing more), audit on and off, c=16 with 16 identities (bench/httpload.c): " +
+    "req/s, " +
     "CPU µs per request in all and per thread, how busy the cores were, and the ratios; medians " +
     "of interleaved rounds.",
   options: {
@@ -57,7 +58,7 @@ const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
 const KEY = "k-ec";
 const CLIENTS = Number(values.concurrency);
-/** --workers of both servers: a per-identity cap of 15, which one connection per identity never meets. */
+/** Both servers' --workers: a per-identity cap of 15, never met by one connection each. */
 const WORKERS = 16;
 const SERVE = new URL("./serve.ts", import.meta.url).pathname;
 

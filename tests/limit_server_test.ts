@@ -47,7 +47,7 @@ function sign(socket: string, subject: string, label: string, message: Uint8Arra
   });
 }
 
-/** A fresh token with KEY and svcd-limit on it for the length of `fn`; stopped and removed after. */
+/** A fresh token with KEY and svcd-limit on it for the length of `fn`; both gone after. */
 async function withLimit(
   options: Pick<LimitOptions, "audit" | "workers" | "proxyUid" | "checkpointEvery">,
   fn: (server: LimitServer, token: TestToken) => Promise<void>,
@@ -204,8 +204,8 @@ Deno.test("svcd-limit with the audit off answers signatures and writes no log", 
 Deno.test("svcd-limit: the per-identity cap refuses with 429 while the identity has --workers - 1 in flight; other identities pass", async () => {
   // --workers 2: a cap of one request in flight per identity.
   await withLimit({ audit: false, workers: 2 }, async (server) => {
-    // Two requests of one identity whose bodies are still arriving: one is in flight (its head read,
-    // its body awaited), so the other, whichever comes second, is refused at once.
+    // Two requests of one identity whose bodies are still arriving: one is in flight (its head
+    // read, its body awaited), so the other, whichever comes second, is refused at once.
     const whole = encodeRequest({
       method: "POST",
       path: "/sign",

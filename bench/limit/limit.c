@@ -22,8 +22,8 @@
  * connections (a worker waits up to 10 s per read instead).
  *
  * Threads: --threads workers (accept, parse, sign, hand the line over), one writer (chain, seal,
- * write, fdatasync), one that answers (the requests of durable groups). With --no-audit a worker answers
- * at once.
+ * write, fdatasync), one that answers (the requests of durable groups). With --no-audit a worker
+ * answers at once.
  *
  *   svcd-limit --socket PATH --proxy-uid UID --policy FILE --module LIB --token LABEL
  *              --pin-file FILE (--audit-dir DIR | --no-audit) [--threads 4] [--workers 16]
@@ -55,7 +55,7 @@
 
 #include "pkcs11_functions.h"
 
-/* ---- options ---------------------------------------------------------------------------------- */
+/* ---- options --------------------------------------------------------------------------------- */
 
 static struct {
   const char *socket, *policy, *module, *token, *pin_file, *audit_dir;
@@ -104,17 +104,19 @@ static void parse_options(int argc, char **argv) {
     else if (!strcmp(a, "--proxy-uid")) opt.proxy_uid = number_arg(a, v, 0, 0xfffffffe);
     else if (!strcmp(a, "--threads")) opt.threads = (int)number_arg(a, v, 1, 256);
     else if (!strcmp(a, "--workers")) opt.workers = (int)number_arg(a, v, 2, 4096);
-    else if (!strcmp(a, "--checkpoint-every")) opt.checkpoint_every = (int)number_arg(a, v, 1, 1 << 30);
+    else if (!strcmp(a, "--checkpoint-every"))
+      opt.checkpoint_every = (int)number_arg(a, v, 1, 1 << 30);
     else if (!strcmp(a, "--max-body")) opt.max_body = number_arg(a, v, 1, 1 << 30);
     else die("unknown option %s", a);
   }
-  if (!opt.socket || !opt.policy || !opt.module || !opt.token || !opt.pin_file || opt.proxy_uid < 0) {
+  if (!opt.socket || !opt.policy || !opt.module || !opt.token || !opt.pin_file ||
+      opt.proxy_uid < 0) {
     die("--socket, --proxy-uid, --policy, --module, --token and --pin-file are required");
   }
   if (opt.audit == !opt.audit_dir) die("give --audit-dir DIR or --no-audit");
 }
 
-/* ---- the token -------------------------------------------------------------------------------- */
+/* ---- the token ------------------------------------------------------------------------------- */
 
 static CK_FUNCTION_LIST_3_2 *p11;
 static CK_SLOT_ID slot;
@@ -125,7 +127,8 @@ typedef CK_RV (*copy_object_fn)(CK_SESSION_HANDLE, CK_OBJECT_HANDLE, CK_ATTRIBUT
 /* The labels svcd keeps for itself (lib/token: DAEMON_KEY_LABELS): never a client's key. */
 static const char *const DAEMON_LABELS[] = {"svc-audit", "svc-audit-sign"};
 /* DER of the P-256 curve's OID, as CKA_EC_PARAMS holds it. */
-static const unsigned char P256_PARAMS[] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
+static const unsigned char P256_PARAMS[] = {0x06, 0x08, 0x2a, 0x86, 0x48,
+                                            0xce, 0x3d, 0x03, 0x01, 0x07};
 
 static void check_rv(const char *what, CK_RV rv) {
   if (rv != CKR_OK) die("%s failed: 0x%lx", what, (unsigned long)rv);
@@ -180,7 +183,9 @@ static void login(CK_SESSION_HANDLE s) {
   if (pin[n - 1] == '\n') pin[--n] = 0;
   CK_RV rv = P11(C_Login)(s, CKU_USER, pin, (CK_ULONG)n);
   explicit_bzero(pin, sizeof pin);
-  if (rv != CKR_OK && rv != CKR_USER_ALREADY_LOGGED_IN) die("C_Login failed: 0x%lx", (unsigned long)rv);
+  if (rv != CKR_OK && rv != CKR_USER_ALREADY_LOGGED_IN) {
+    die("C_Login failed: 0x%lx", (unsigned long)rv);
+  }
 }
 
 /* The token object of class `cls` labelled `label`, or CK_INVALID_HANDLE. */
@@ -207,7 +212,7 @@ static size_t token_sign(CK_SESSION_HANDLE s, CK_MECHANISM_TYPE mech, CK_OBJECT_
   return n;
 }
 
-/* ---- policy ----------------------------------------------------------------------------------- */
+/* ---- policy ---------------------------------------------------------------------------------- */
 
 /* Grants as "subject\tlabel" strings in an open-addressing table; read once at start. */
 static char **grants;
@@ -258,13 +263,14 @@ static int policy_allows(const char *subject, size_t slen, const char *label, si
   key[slen] = '\t';
   memcpy(key + slen + 1, label, llen);
   size_t len = slen + 1 + llen;
-  for (size_t i = hash_bytes(key, len) & (grant_slots - 1); grants[i]; i = (i + 1) & (grant_slots - 1)) {
+  size_t mask = grant_slots - 1;
+  for (size_t i = hash_bytes(key, len) & mask; grants[i]; i = (i + 1) & mask) {
     if (strlen(grants[i]) == len && !memcmp(grants[i], key, len)) return 1;
   }
   return 0;
 }
 
-/* ---- the per-identity cap --------------------------------------------------------------------- */
+/* ---- the per-identity cap -------------------------------------------------------------------- */
 
 struct identity {
   struct identity *next;
@@ -310,7 +316,7 @@ static void identity_leave(struct identity *e) {
   pthread_mutex_unlock(&identity_lock);
 }
 
-/* ---- JSON and time ---------------------------------------------------------------------------- */
+/* ---- JSON and time --------------------------------------------------------------------------- */
 
 struct buf {
   char *p;
@@ -427,7 +433,7 @@ static void http_date(char out[30]) {
   memcpy(out, text, 30);
 }
 
-/* ---- the audit log ---------------------------------------------------------------------------- */
+/* ---- the audit log --------------------------------------------------------------------------- */
 
 /* A request whose answer waits for its line. */
 struct job {
@@ -475,7 +481,7 @@ static struct {
 /* Requests whose line is durable (or whose group failed), for the thread that answers them. */
 static struct queue answers = QUEUE_INIT;
 
-/* Appends `head,"seq":N,"time":T tail,"prev":P,"hash":H}\n` to the group; the hash becomes the head. */
+/* Appends `head,"seq":N,"time":T tail,"prev":P,"hash":H}\n` to the group; H becomes the head. */
 static void chain_line(const struct buf *head, const struct buf *tail) {
   struct buf *g = &audit.group;
   char when[25];
@@ -502,7 +508,7 @@ static void chain_line(const struct buf *head, const struct buf *tail) {
   audit.seq++;
 }
 
-/* The token's seal over the group's last line, inserted before its `}\n`; 0 when the token fails. */
+/* The token's seal over the group's last line, put before its `}\n`; 0 when the token fails. */
 static int seal_group(void) {
   static const char label[] = "svcd-audit-seal-v2 ";
   unsigned char input[sizeof label - 1 + 32], seal[64];
@@ -609,7 +615,8 @@ static void chain_checkpoint(void) {
   free(head.p);
 }
 
-/* Creates audit.log.000001 in --audit-dir (it must hold none), syncs the folder, opens the chain. */
+/* Creates audit.log.000001 in --audit-dir (which must hold none), syncs the folder, opens the
+ * chain. */
 static void open_audit(CK_SESSION_HANDLE s) {
   audit.session = s;
   audit.mac_key = find_object(s, CKO_SECRET_KEY, "svc-audit");
@@ -704,7 +711,7 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
-/* ---- HTTP ------------------------------------------------------------------------------------- */
+/* ---- HTTP ------------------------------------------------------------------------------------ */
 
 static void send_all(int fd, const char *p, size_t n) {
   while (n > 0) {
@@ -806,7 +813,9 @@ struct worker {
 /* The session copy of the EC P-256 key `label` (CKA_TOKEN false), made at its first use. */
 static CK_OBJECT_HANDLE key_copy(struct worker *w, const char *label, size_t len) {
   for (int i = 0; i < w->nkeys; i++) {
-    if (strlen(w->keys[i].label) == len && !memcmp(w->keys[i].label, label, len)) return w->keys[i].copy;
+    if (strlen(w->keys[i].label) == len && !memcmp(w->keys[i].label, label, len)) {
+      return w->keys[i].copy;
+    }
   }
   if (len >= sizeof w->keys[0].label || w->nkeys == 16) return CK_INVALID_HANDLE;
   char name[256];
@@ -927,8 +936,8 @@ static int sign_allowed(int fd, const struct request *r) {
 }
 
 /* Signs the body; the answer and the line go to `j`. 0 when `fd` was answered already. */
-static int sign_request(struct worker *w, int fd, const struct request *r, const unsigned char *body,
-                        struct job *j) {
+static int sign_request(struct worker *w, int fd, const struct request *r,
+                        const unsigned char *body, struct job *j) {
   CK_OBJECT_HANDLE key = key_copy(w, r->label, r->label_len);
   if (!key) {
     refuse(fd, FORBIDDEN);
@@ -974,8 +983,11 @@ static void serve(struct worker *w, int fd) {
   char head[HEAD_MAX];
   size_t got, head_len = read_head(fd, head, &got);
   if (!head_len) {
-    if (got >= HEAD_MAX) refuse(fd, 431, "Request Header Fields Too Large", "The head is too large.", NULL);
-    else close(fd);
+    if (got >= HEAD_MAX) {
+      refuse(fd, 431, "Request Header Fields Too Large", "The head is too large.", NULL);
+    } else {
+      close(fd);
+    }
     return;
   }
   char *eol = memmem(head, head_len, "\r\n", 2);
