@@ -20,10 +20,12 @@ setup:
 	@$(MAKE) --no-print-directory module
 	@echo "setup: done ($$($(DENO) --version | head -1))"
 
-# The test module (tests/module) and the client module (pkcs11-module, libsvcd-pkcs11.so).
+# The test module (tests/module), the client module (pkcs11-module, libsvcd-pkcs11.so) and the
+# limit server of the benches (bench/limit, svcd-limit).
 module:
 	@if [ -f tests/module/Makefile ]; then $(MAKE) --no-print-directory -C tests/module; fi
 	@$(MAKE) --no-print-directory -C pkcs11-module
+	@$(MAKE) --no-print-directory -C bench/limit
 
 check:
 	$(DENO) fmt --check
@@ -71,3 +73,4 @@ clean:
 	rm -rf build .demo
 	@if [ -f tests/module/Makefile ]; then $(MAKE) -C tests/module clean; fi
 	$(MAKE) -C pkcs11-module clean
+	$(MAKE) -C bench/limit clean

@@ -80,3 +80,34 @@ export async function runHttpload(program: string, o: HttploadOptions): Promise<
   }
   return JSON.parse(new TextDecoder().decode(out.stdout).trim());
 }
+
+/** The benches' /sign load: `clients` connections at a time, one identity each, key `key`. */
+export interface SignLoadOptions {
+  unix: string;
+  bodyFile: string;
+  key: string;
+  clients: number;
+  seconds: number;
+}
+
+/**
+ * One /sign load of bench/compare.ts and bench/limit.ts: c = identities = `clients`, every request
+ * counted (the caller warms the server up with a run of its own first).
+ * @example
+ * ```ts
+ * declare const program: string, sock: string, bodyFile: string;
+ * await runSignLoad(program, { unix: sock, bodyFile, key: "k-ec", clients: 16, seconds: 4 });
+ * ```
+ */
+export function runSignLoad(program: string, o: SignLoadOptions): Promise<LoadResult> {
+  return runHttpload(program, {
+    unix: o.unix,
+    path: "/sign",
+    bodyFile: o.bodyFile,
+    headers: [`X-SVC-Key: ${o.key}`],
+    identities: o.clients,
+    concurrency: o.clients,
+    seconds: o.seconds,
+    warmup: 0,
+  });
+}

@@ -97,3 +97,49 @@ export async function contextSwitches(pid: number): Promise<number> {
   }
   return sum;
 }
+
+/** Ticks of each core so far from /proc/stat: all of them, and those spent idle (idle + iowait). */
+export interface CoreTicks {
+  total: number[];
+  idle: number[];
+}
+
+/**
+ * Every core's ticks so far (`cpuN` lines of /proc/stat): two readings give how busy each core
+ * was between them ({@link coresBusy}), whatever process kept it busy.
+ *
+ * @example
+ * ```ts
+ * const before = await coreTicks();
+ * // … load …
+ * const busy = coresBusy(before, await coreTicks()); // [0.91, 0.88]
+ * ```
+ */
+export async function coreTicks(): Promise<CoreTicks> {
+  const total: number[] = [];
+  const idle: number[] = [];
+  for (const line of (await Deno.readTextFile("/proc/stat")).split("\n")) {
+    if (!/^cpu\d+ /.test(line)) continue;
+    const f = line.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is inside user already)
+    total.push(f.slice(0, 8).reduce((a, b) => a + b, 0));
+    idle.push(f[3] + f[4]);
+  }
+  return { total, idle };
+}
+
+/**
+ * The share of its time each core was busy between two {@link coreTicks} readings, 0–1.
+ *
+ * @example
+ * ```ts
+ * declare const before: CoreTicks, after: CoreTicks;
+ * coresBusy(before, after).map((b) => `${(b * 100).toFixed(0)} %`);
+ * ```
+ */
+export function coresBusy(before: CoreTicks, after: CoreTicks): number[] {
+  return after.total.map((t, i) => {
+    const dt = t - before.total[i];
+    return dt > 0 ? 1 - (after.idle[i] - before.idle[i]) / dt : 0;
+  });
+}

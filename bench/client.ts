@@ -14,12 +14,11 @@
  * ```
  */
 import { benchArgs, count, positiveNumber, valueOption } from "./_args.ts";
-import { makeTestToken } from "../tests/support/token.ts";
-import { makeProxyWorkDir, startDaemon } from "../tests/support/daemon.ts";
-import { makePki } from "../tests/support/pki.ts";
-import { curlNginx, curlTlsArgs, startNginx } from "../tests/support/nginx.ts";
+import { curlNginx, curlTlsArgs } from "../tests/support/nginx.ts";
+import { runClientThroughNginx, startClientStack } from "../tests/support/client_nginx.ts";
 import { mountFs } from "../tests/support/mounts.ts";
 import { runCommand } from "../tests/support/command.ts";
+import { writeBigFile } from "./_big_file.ts";
 
 const { values } = benchArgs({
   url: import.meta.url,
@@ -42,30 +41,14 @@ const { values } = benchArgs({
 const ROUNDS = Number(values.rounds);
 const FILES = Number(values.files);
 const BIG_BYTES = Number(values.gib) * (1 << 30);
-const ALICE = "CN=alice,O=Example,C=DE";
-const WWW_DATA = 33;
-const MAIN = new URL("../main.ts", import.meta.url).pathname;
-const CONFIG = new URL("../deno.json", import.meta.url).pathname;
 
-const token = await makeTestToken({ keys: { "b-ec": "ec-p256", "b-ed": "ed25519" } });
-const dir = await Deno.makeTempDir({ prefix: "svcd-bench-client-" });
-await Deno.chmod(dir, 0o711);
-const cleanups: Array<() => Promise<unknown>> = [
-  () => token.cleanup(),
-  () => Deno.remove(dir, { recursive: true }),
-];
+const stack = await startClientStack({
+  keys: { "b-ec": "ec-p256", "b-ed": "ed25519" },
+  prefix: "svcd-bench-client-",
+});
+const { pki, nginx, dir } = stack;
+const cleanups: Array<() => Promise<unknown>> = [() => stack.stop()];
 try {
-  const pki = await makePki(dir, [ALICE]);
-  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
-  const daemon = await startDaemon({
-    token,
-    workDir,
-    proxyUid: WWW_DATA,
-    policy: `${ALICE}\tb-ec\n${ALICE}\tb-ed\n`,
-  });
-  cleanups.unshift(() => daemon.stop());
-  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket });
-  cleanups.unshift(() => nginx.stop());
   const listed = JSON.parse(
     new TextDecoder().decode((await curlNginx(nginx, pki, pki.clients[0], "/token", [])).body),
   ) as { keys: Array<{ digests?: string[] }> };
@@ -73,20 +56,9 @@ try {
     throw new Error("the daemon lists no digest mode for b-ec: the 1 GiB file cannot go by digest");
   }
 
-  const flags = (JSON.parse(await Deno.readTextFile(CONFIG)).tasks.client as string)
-    .replace(/^deno run /, "").replace(/ main\.ts client$/, "").split(" ");
   const client = pki.clients[0];
-  const envFor = (port: number) => ({
-    SVCD_ADDR: `https://localhost:${port}`,
-    SVCD_CACERT: pki.caCert,
-    SVCD_CLIENT_CERT: client.cert,
-    SVCD_CLIENT_KEY: client.key,
-    NO_COLOR: "1",
-  });
-  const runClient = async (port: number, args: string[]): Promise<string> => {
-    const r = await runCommand(Deno.execPath(), ["run", ...flags, MAIN, "client", ...args], {
-      env: envFor(port),
-    });
+  const runClient = async (args: string[]): Promise<string> => {
+    const r = await runClientThroughNginx(nginx, pki, args);
     if (r.code !== 0) throw new Error(`svcd client ${args[0]}: ${r.text}`);
     return r.stdout;
   };
@@ -130,7 +102,7 @@ try {
   for (let round = 1; round <= ROUNDS; round++) {
     results.client.push(
       await timed(async () => {
-        const out = await runClient(nginx.port, ["sign", "--key-label", "b-ec", big]);
+        const out = await runClient(["sign", "--key-label", "b-ec", big]);
         if (!out.includes("digest sha-256")) throw new Error(`not by digest: ${out}`);
       }),
     );
@@ -141,7 +113,7 @@ try {
       }),
     );
     results.many.push(
-      await timed(() => runClient(nginx.port, ["sign", "--key-label", "b-ed", ...smallFiles])),
+      await timed(() => runClient(["sign", "--key-label", "b-ed", ...smallFiles])),
     );
     results.curl.push(await timed(() => curlLoop(nginx.port, smallFiles)));
     console.log(
@@ -171,16 +143,4 @@ try {
 function median(v: number[]): number {
   const s = [...v].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-}
-
-/** `bytes` of 64 random KiB repeated, each MiB marked with its number (no hashing to make it). */
-async function writeBigFile(path: string, bytes: number): Promise<void> {
-  const block = crypto.getRandomValues(new Uint8Array(1 << 16));
-  const mib = new Uint8Array(1 << 20);
-  for (let i = 0; i < 16; i++) mib.set(block, i << 16);
-  using f = await Deno.open(path, { write: true, create: true, truncate: true });
-  for (let i = 0; i < bytes >> 20; i++) {
-    new DataView(mib.buffer).setUint32(0, i);
-    for (let at = 0; at < mib.length;) at += await f.write(mib.subarray(at));
-  }
 }

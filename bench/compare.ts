@@ -34,7 +34,7 @@
 import { benchArgs, count, listOf, positiveNumber, valueOption, wholeNumber } from "./_args.ts";
 import { measureRawSign } from "./raw-sign.ts";
 import { buildCLoad, type CLoad, P11KIT_CLIENT, startP11KitServer } from "./_p11kit.ts";
-import { buildHttpload, runHttpload } from "./_httpload.ts";
+import { buildHttpload, runSignLoad } from "./_httpload.ts";
 import { contextSwitches, daemonCpu, threadCpu } from "./_proc_cpu.ts";
 import { startDaemon } from "../tests/support/daemon.ts";
 import {
@@ -160,15 +160,12 @@ async function svcd(
   });
   try {
     const signLoad = (secs: number) =>
-      runHttpload(load.httpload, {
+      runSignLoad(load.httpload, {
         unix: daemon.socket,
-        path: "/sign",
         bodyFile: load.bodyFile,
-        headers: [`X-SVC-Key: ${KEY}`],
-        identities: CLIENTS,
-        concurrency: CLIENTS,
+        key: KEY,
+        clients: CLIENTS,
         seconds: secs,
-        warmup: 0,
       });
     await signLoad(0.5);
     const before = await daemonCpu(daemon.pid);

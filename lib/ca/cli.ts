@@ -10,7 +10,7 @@
  * svcd ca revoke 4F1A2B --reason keyCompromise
  * ```
  */
-import { type CommandGroup } from "../cli/options.ts";
+import { COMMAND_AND_COMMON, type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
 import { cliOptions, OptionReader } from "../cli/option_table.ts";
@@ -135,10 +135,7 @@ export const CA_COMMAND: CommandGroup = {
     },
   ],
   options: cliOptions(CA_OPTIONS),
-  groups: [
-    { id: "command", title: "command options" },
-    { id: "common", title: "common options" },
-  ],
+  groups: COMMAND_AND_COMMON,
 };
 
 /** Runs `svcd ca <args>`; returns the exit code. Example: `await runCaCommand(["list"])`. */

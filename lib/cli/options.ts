@@ -48,6 +48,12 @@ export interface OptionGroup {
   title: string;
 }
 
+/** The headings of a group whose options are either one command's or every command's. */
+export const COMMAND_AND_COMMON: readonly OptionGroup[] = [
+  { id: "command", title: "command options" },
+  { id: "common", title: "common options" },
+];
+
 /** One command of a group (`svcd token keygen`). */
 export interface CommandSpec {
   name: string;

@@ -20,12 +20,14 @@ import {
   type Settings,
 } from "./settings.ts";
 import {
+  isContainerFormat,
   isSignatureFormat,
   MalformedSignature,
   SIGNATURE_FORMATS,
   type SignatureFormat,
 } from "./format.ts";
 import { listKeys, type Print, signFiles, verifyFile } from "./commands.ts";
+import { verifyCms } from "./containers/verify_cms.ts";
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
@@ -39,13 +41,15 @@ export const CLIENT_COMMAND: CommandGroup = {
     {
       name: "keys",
       synopsis: "[--out-dir DIR]",
-      summary: "your keys: label, type and the digest modes svcd takes for each; with " +
-        "--out-dir, each public key as DIR/LABEL.pem",
+      summary: "your keys: label, type, the digest modes svcd takes for each and its " +
+        "certificate's validity; with --out-dir, each public key as DIR/LABEL.pem and a " +
+        "certified key's certificate and chain as DIR/LABEL.crt.pem",
     },
     {
       name: "sign",
-      synopsis: "--key-label LABEL [--out FILE] [--format FORMAT] FILE…",
-      summary: "sign each FILE into FILE.sig (or --out for one FILE). The file is hashed here, " +
+      synopsis: "--key-label LABEL [--out FILE] [--format FORMAT] [--detached] FILE…",
+      summary: "sign each FILE into FILE.sig (cms: FILE.p7s, jws: FILE.jws; or --out for one " +
+        "FILE). The file is hashed here, " +
         "as it is read, and only its digest is sent where the key type has a digest mode " +
         "(ECDSA, RSA-PSS; ML-DSA sends mu); otherwise the file itself is sent, and a file " +
         "larger than the server takes (see --max-body) is refused before anything is sent, " +
@@ -55,10 +59,13 @@ export const CLIENT_COMMAND: CommandGroup = {
     },
     {
       name: "verify",
-      synopsis: "--key-label LABEL [--remote] [--format FORMAT] FILE SIG",
+      synopsis: "(--key-label LABEL [--remote] [--format FORMAT] | --format cms " +
+        "--signer-ca-cert FILE) FILE SIG",
       summary: "exit 0 when SIG is the key's valid signature of FILE, 1 when not, also when " +
         "SIG does not parse in its --format (as openssl dgst -verify); checked here with the " +
-        "public key, or by svcd's /verify with --remote",
+        "public key, or by svcd's /verify with --remote. A CMS SignedData is checked here " +
+        "against FILE and --signer-ca-cert alone (its signer is its certificate; no key label, " +
+        "no svcd)",
     },
   ],
   options: [
@@ -81,7 +88,7 @@ export const CLIENT_COMMAND: CommandGroup = {
       value: "DIR",
       commands: ["keys"],
       group: "command",
-      help: "write each public key as DIR/LABEL.pem",
+      help: "write each public key as DIR/LABEL.pem (and certificate and chain as LABEL.crt.pem)",
     },
     {
       flag: "format",
@@ -89,8 +96,23 @@ export const CLIENT_COMMAND: CommandGroup = {
       default: "raw",
       commands: ["sign", "verify"],
       group: "command",
-      help: "raw (ECDSA as r||s), der (ECDSA only: the X9.62 form openssl takes), or base64 " +
-        "(of raw)",
+      help: "raw (ECDSA as r||s), der (ECDSA only: the X9.62 form openssl takes), base64 " +
+        "(of raw), cms (a detached CMS SignedData, DER, with the key's certificate and chain: " +
+        "openssl cms -verify -binary -inform DER -content FILE -CAfile CA checks it) or jws " +
+        "(sign only: JWS compact serialisation, x5c or kid)",
+    },
+    {
+      flag: "detached",
+      commands: ["sign"],
+      group: "command",
+      help: "--format jws: leave the payload out (RFC 7515 appendix F: header..signature)",
+    },
+    {
+      flag: "signer-ca-cert",
+      value: "FILE",
+      commands: ["verify"],
+      group: "command",
+      help: "--format cms: the PEM CA certificate(s) the signer's certificate must chain to",
     },
     {
       flag: "remote",
@@ -172,6 +194,7 @@ export async function runClientCommand(args: string[], io: ClientIo = {}): Promi
   try {
     const values = line.values as Values;
     const job = checkCommand(command, values, positionals);
+    if (typeof job === "object") return await job.offline(print);
     const settings = io.env ? resolveSettings(values, io.env) : settingsFromProcess(values);
     conn = await SvcdConnection.open(settings, io.wait);
     return await job(conn, settings, print);
@@ -192,9 +215,11 @@ export async function runClientCommand(args: string[], io: ClientIo = {}): Promi
 }
 
 type Job = (conn: SvcdConnection, settings: Settings, print: Print) => Promise<number>;
+/** A job that needs no svcd (a CMS SignedData is checked against its CA file alone). */
+type OfflineJob = { offline: (print: Print) => Promise<number> };
 
 /** The command's own options, checked before anything is read or sent. */
-function checkCommand(command: string, values: Values, positionals: string[]): Job {
+function checkCommand(command: string, values: Values, positionals: string[]): Job | OfflineJob {
   switch (command) {
     case "keys": {
       if (positionals.length > 0) throw usage(`keys takes no FILE ('${positionals[0]}')`);
@@ -208,21 +233,35 @@ function checkCommand(command: string, values: Values, positionals: string[]): J
       const keyLabel = needKeyLabel(values);
       const format = formatOf(values);
       if (positionals.length === 0) throw usage("sign needs at least one FILE");
+      if (values.detached === true && format !== "jws") {
+        throw usage("--detached is a JWS form: give it with --format jws");
+      }
       return async (conn, settings, print) => {
         await signFiles(conn, {
           keyLabel,
           files: positionals,
           out: values.out as string | undefined,
           format,
+          detached: values.detached === true,
           maxBody: settings.maxBody,
         }, print);
         return EXIT.ok;
       };
     }
     default: {
-      const keyLabel = needKeyLabel(values);
       const format = formatOf(values);
       if (positionals.length !== 2) throw usage("verify needs FILE and SIG");
+      if (format === "cms") return checkCmsVerify(values, positionals);
+      if (values["signer-ca-cert"] !== undefined) {
+        throw usage("--signer-ca-cert is for --format cms, whose signer is a certificate");
+      }
+      if (isContainerFormat(format)) {
+        throw usage(
+          `--format ${format} is not verified here: check a JWS with a JOSE library and the ` +
+            "key from its x5c certificate (or 'svcd client keys --out-dir')",
+        );
+      }
+      const keyLabel = needKeyLabel(values);
       return async (conn, settings, print) => {
         let valid: boolean;
         try {
@@ -244,6 +283,37 @@ function checkCommand(command: string, values: Values, positionals: string[]): J
       };
     }
   }
+}
+
+/** `verify --format cms FILE SIG --signer-ca-cert CA`: here, without svcd. */
+function checkCmsVerify(values: Values, positionals: string[]): OfflineJob {
+  const caFile = values["signer-ca-cert"];
+  if (typeof caFile !== "string" || caFile === "") {
+    throw usage(
+      "--format cms needs --signer-ca-cert FILE: the PEM CA the signer's certificate must chain to",
+    );
+  }
+  if (values["key-label"] !== undefined || values.remote === true) {
+    throw usage(
+      "--format cms is checked here against --signer-ca-cert: its signer is the certificate " +
+        "inside it, so --key-label and --remote do not apply",
+    );
+  }
+  const [file, signature] = positionals;
+  return {
+    offline: async (print) => {
+      let outcome;
+      try {
+        outcome = await verifyCms(file, signature, caFile);
+      } catch (err) {
+        if (err instanceof MalformedSignature) print("Verification failure");
+        throw err;
+      }
+      if (!outcome.valid) console.error(`svcd client verify: ${outcome.reason}`);
+      print(outcome.valid ? "Verified OK" : "Verification failure");
+      return outcome.valid ? EXIT.ok : EXIT.failed;
+    },
+  };
 }
 
 function needKeyLabel(values: Values): string {

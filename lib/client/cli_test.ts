@@ -13,48 +13,8 @@ import { rsaPkcs1v15Verify, rsaPssVerify } from "./verify.ts";
 import { ecdsaDer, ecdsaRaw } from "./format.ts";
 import { terminalProgress } from "./hash.ts";
 import { verifyIndependently } from "../../tests/support/oracle.ts";
-import { fakeKey, type FakeSvcd, startFakeSvcd } from "../../tests/support/fake_svcd.ts";
-
-interface Run {
-  code: number;
-  out: string[];
-  err: string;
-  waits: number[];
-}
-
-/** Runs the command in this process, collecting its lines and the Retry-After waits. */
-async function client(fake: FakeSvcd, args: string[], env = {}): Promise<Run> {
-  const out: string[] = [];
-  const waits: number[] = [];
-  let err = "";
-  const original = console.error;
-  console.error = (...parts: unknown[]) => void (err += parts.join(" ") + "\n");
-  try {
-    const [command, ...rest] = args;
-    const code = await runClientCommand(
-      [command, "--insecure-http", "--addr", `unix:${fake.socket}`, ...rest],
-      { print: (l) => out.push(l), env, wait: (s) => (waits.push(s), Promise.resolve()) },
-    );
-    return { code, out, err, waits };
-  } finally {
-    console.error = original;
-  }
-}
-
-async function withFake(
-  keys: ReturnType<typeof fakeKey>[],
-  fn: (fake: FakeSvcd, dir: string) => Promise<void>,
-  opts: { maxBody?: number } = {},
-): Promise<void> {
-  const dir = await Deno.makeTempDir({ prefix: "svcd-client-" });
-  const fake = await startFakeSvcd(dir, keys, opts);
-  try {
-    await fn(fake, dir);
-  } finally {
-    await fake.close();
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { fakeKey } from "../../tests/support/fake_svcd.ts";
+import { client, withFake } from "../../tests/support/fake_client.ts";
 
 const MLDSA = { "ml-dsa-44": ml_dsa44, "ml-dsa-65": ml_dsa65, "ml-dsa-87": ml_dsa87 } as const;
 

@@ -30,8 +30,12 @@ import {
   checkFormatFor,
   decodeSignature,
   encodeSignature,
+  isContainerFormat,
+  type RawFormat,
   type SignatureFormat,
 } from "./format.ts";
+import { certificateSummary, cmsSignature, type SignBody, writeJws } from "./containers/sign.ts";
+import { pem } from "../der/mod.ts";
 
 /** Where a command's lines go (stdout), so tests can collect them. */
 export type Print = (line: string) => void;
@@ -40,11 +44,15 @@ export type Print = (line: string) => void;
 export interface SignRequest {
   keyLabel: string;
   files: string[];
-  /** The signature file of a single FILE (default FILE.sig). */
+  /** The signature file of a single FILE (default FILE.sig; cms: FILE.p7s, jws: FILE.jws). */
   out?: string;
   format: SignatureFormat;
+  /** jws: the payload part left empty (RFC 7515 appendix F). */
+  detached?: boolean;
   /** --max-body as given: it can only lower the server's limit ({@link bodyLimit}). */
   maxBody?: number;
+  /** Where warnings go (stderr). */
+  warn?: (line: string) => void;
 }
 
 /** What `verify` was asked. */
@@ -52,7 +60,7 @@ export interface VerifyRequest {
   keyLabel: string;
   file: string;
   signature: string;
-  format: SignatureFormat;
+  format: RawFormat;
   remote: boolean;
   /** --max-body as given (for --remote): it can only lower the server's limit. */
   maxBody?: number;
@@ -62,8 +70,9 @@ export interface VerifyRequest {
 type Plan = { mode: "digest"; name: DigestName } | { mode: "message" };
 
 /**
- * `svcd client keys`: one line per key (label, type, digest modes); with `outDir`, each public
- * key as LABEL.pem there.
+ * `svcd client keys`: one line per key (label, type, digest modes, certificate); with `outDir`,
+ * each public key as LABEL.pem there, and a certified key's certificate and chain as
+ * LABEL.crt.pem.
  */
 export async function listKeys(
   conn: SvcdConnection,
@@ -71,14 +80,14 @@ export async function listKeys(
   print: Print,
 ): Promise<void> {
   const list = await fetchKeys(conn);
-  const rows = list.keys.map((k) => [
+  const rows = [["LABEL", "TYPE", "DIGEST MODES", "CERTIFICATE"]].concat(list.keys.map((k) => [
     k.label,
     k.keyType,
     k.digests.length ? k.digests.join(",") : "none (message mode)",
-  ]);
-  const widths = [0, 1].map((i) => Math.max(5, ...rows.map((r) => r[i].length)));
-  print(`${"LABEL".padEnd(widths[0])}  ${"TYPE".padEnd(widths[1])}  DIGEST MODES`);
-  for (const r of rows) print(`${r[0].padEnd(widths[0])}  ${r[1].padEnd(widths[1])}  ${r[2]}`);
+    certificateSummary(k),
+  ]));
+  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i].length)));
+  for (const r of rows) print(r.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join("  ").trimEnd());
   for (const u of list.unusable) print(`${u.label}: unusable: ${u.error}`);
   if (!list.digestModeKnown && list.keys.length > 0) {
     print(
@@ -91,25 +100,27 @@ export async function listKeys(
     for (const key of list.keys) {
       print(
         key.publicKeySpki
-          ? `wrote ${await writePublicKey(outDir, key, key.publicKeySpki)}`
+          ? `wrote ${await writePem(outDir, key, "pem", pem("PUBLIC KEY", key.publicKeySpki))}`
           : `${key.label}: svcd lists no SubjectPublicKeyInfo for it; no PEM written`,
       );
+      if (key.certificate) {
+        const certificates = [key.certificate, ...key.chain].map((c) => pem("CERTIFICATE", c));
+        print(`wrote ${await writePem(outDir, key, "crt.pem", certificates.join(""))}`);
+      }
     }
   }
 }
 
-async function writePublicKey(
+async function writePem(
   outDir: string,
   key: ClientKey,
-  spki: Uint8Array,
+  suffix: string,
+  text: string,
 ): Promise<string> {
   // A label is any text; as a file name it must not leave the folder.
-  const path = `${outDir}/${key.label.replace(/[^\w.@+=-]/g, "_").replace(/^\./, "_")}.pem`;
-  const pem = `-----BEGIN PUBLIC KEY-----\n${
-    spki.toBase64().match(/.{1,64}/g)!.join("\n")
-  }\n-----END PUBLIC KEY-----\n`;
+  const path = `${outDir}/${key.label.replace(/[^\w.@+=-]/g, "_").replace(/^\./, "_")}.${suffix}`;
   try {
-    await Deno.writeTextFile(path, pem);
+    await Deno.writeTextFile(path, text);
   } catch (err) {
     throw new ClientError(`cannot write ${path}: ${(err as Error).message} (check --out-dir)`);
   }
@@ -132,18 +143,47 @@ export async function signFiles(
   }
   const list = await fetchKeys(conn);
   const key = findKey(list, req.keyLabel);
-  checkFormatFor(req.format, key.keyType);
+  const format = req.format;
+  if (!isContainerFormat(format)) checkFormatFor(format, key.keyType);
   const plan = planFor(key);
   const limit = bodyLimit(req.maxBody, list.maxBody);
+  // The containers send a digest or a small signing input, never the file as it is.
+  const sent: Plan = isContainerFormat(format) ? { mode: "digest", name: "sha-256" } : plan;
   const sizes = [];
-  for (const file of req.files) sizes.push(await sizeOf(file, plan, key, limit, "sign"));
+  for (const file of req.files) sizes.push(await sizeOf(file, sent, key, limit, "sign"));
+  const warn = req.warn ?? ((line: string) => console.error(`svcd client sign: ${line}`));
   for (const [i, file] of req.files.entries()) {
-    const out = req.out ?? `${file}.sig`;
-    const signed = await signOne(conn, key, plan, file, sizes[i], limit);
-    await writeAtomically(out, encodeSignature(signed, req.format, key.keyType));
-    print(`${file}: signed with '${key.label}' (${key.keyType}, ${describePlan(plan)}) -> ${out}`);
+    const sign = (body: SignBody) => signatureOf(conn, key, body, limit, file);
+    const out = req.out ?? `${file}.${SUFFIX[format]}`;
+    let how: string;
+    if (format === "cms") {
+      await writeAtomically(out, await cmsSignature(key, file, sign, warn));
+      how = "CMS SignedData, signed attributes sent";
+    } else if (format === "jws") {
+      const digest = plan.mode === "digest" ? plan.name : undefined;
+      await writeJws(
+        { key, file, out, detached: req.detached ?? false, digest, limit },
+        sign,
+        warn,
+      );
+      how = `JWS${req.detached ? " (detached)" : ""}, ${digest ? `digest ${digest}` : "message"}`;
+    } else {
+      const signed = await signOne(conn, key, plan, file, sizes[i], limit);
+      await writeAtomically(out, encodeSignature(signed, format, key.keyType));
+      how = describePlan(plan);
+    }
+    print(`${file}: signed with '${key.label}' (${key.keyType}, ${how}) -> ${out}`);
   }
 }
+
+/** The signature file's default suffix by format. */
+const SUFFIX: Record<SignatureFormat, string> = {
+  raw: "sig",
+  der: "sig",
+  base64: "sig",
+  cms: "p7s",
+  jws: "jws",
+};
 
 function planFor(key: ClientKey): Plan {
   const name = digestModeName(key);
@@ -210,26 +250,42 @@ async function signOne(
   size: number,
   limit: BodyLimit,
 ): Promise<Uint8Array> {
+  const body: SignBody = plan.mode === "digest"
+    ? {
+      mode: "digest",
+      name: plan.name,
+      digest: await hashFile(
+        file,
+        createDigester(plan.name, key.publicKeyRaw),
+        progressFor(file, size),
+      ),
+    }
+    : { mode: "message", bytes: await readWhole(file, limit) };
+  return await signatureOf(conn, key, body, limit, file);
+}
+
+/**
+ * svcd's signature over `body` (its message, or the digest in digest mode), once it verifies here
+ * with the key's public key; `what` names the signed file in the refusal.
+ */
+async function signatureOf(
+  conn: SvcdConnection,
+  key: ClientKey,
+  body: SignBody,
+  limit: BodyLimit,
+  what: string,
+): Promise<Uint8Array> {
   const headers: Array<[string, string]> = [["X-SVC-Key", key.label]];
-  let body: Uint8Array;
-  let signed: Signed;
-  if (plan.mode === "digest") {
-    body = await hashFile(
-      file,
-      createDigester(plan.name, key.publicKeyRaw),
-      progressFor(file, size),
-    );
-    headers.push(["X-SVC-Digest", plan.name]);
-    signed = { digest: body };
-  } else {
-    body = await readWhole(file, limit);
-    signed = checkedOver(key, body);
-  }
-  const answer = await conn.request("POST", "/sign", headers, body);
+  if (body.mode === "digest") headers.push(["X-SVC-Digest", body.name]);
+  const bytes = body.mode === "digest" ? body.digest : body.bytes;
+  const answer = await conn.request("POST", "/sign", headers, bytes);
   if (answer.status !== 200) throw answerError(answer, { key: key.label, limit });
+  const signed: Signed = body.mode === "digest"
+    ? { digest: body.digest }
+    : checkedOver(key, body.bytes);
   if (!await verifyLocally(key, answer.body, signed)) {
     throw new ClientError(
-      `svcd's signature of ${file} does not verify with the public key of '${key.label}': ` +
+      `svcd's signature of ${what} does not verify with the public key of '${key.label}': ` +
         "nothing was written; run again, and tell the operator if it repeats",
     );
   }

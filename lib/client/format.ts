@@ -1,7 +1,8 @@
 /**
  * Signature file formats: `raw` (the bytes svcd returns; ECDSA as r ‖ s), `der` (ECDSA only: the
  * X9.62 Ecdsa-Sig-Value SEQUENCE { r INTEGER, s INTEGER } that `openssl dgst -verify` takes) and
- * `base64` (of the raw bytes, one line).
+ * `base64` (of the raw bytes, one line); and the names of the containers (`cms`, `jws`), which
+ * lib/client/containers makes.
  *
  * @example
  * ```ts
@@ -12,10 +13,18 @@
  */
 import { ClientError } from "./errors.ts";
 
-/** The formats of --format. */
-export const SIGNATURE_FORMATS = ["raw", "der", "base64"] as const;
+/** The formats of a bare signature. */
+export const RAW_FORMATS = ["raw", "der", "base64"] as const;
 /** One of them. */
-export type SignatureFormat = typeof SIGNATURE_FORMATS[number];
+export type RawFormat = typeof RAW_FORMATS[number];
+/** The containers (lib/client/containers): a CMS SignedData (DER), a compact JWS. */
+export const CONTAINER_FORMATS = ["cms", "jws"] as const;
+/** One of them. */
+export type ContainerFormat = typeof CONTAINER_FORMATS[number];
+/** The formats of --format. */
+export const SIGNATURE_FORMATS = [...RAW_FORMATS, ...CONTAINER_FORMATS] as const;
+/** One of them. */
+export type SignatureFormat = RawFormat | ContainerFormat;
 
 const ECDSA_FIELD_BYTES: Record<string, number> = { "ec-p256": 32, "ec-p384": 48 };
 
@@ -24,8 +33,13 @@ export function isSignatureFormat(value: string): value is SignatureFormat {
   return (SIGNATURE_FORMATS as readonly string[]).includes(value);
 }
 
+/** Type guard: a container format. */
+export function isContainerFormat(format: SignatureFormat): format is ContainerFormat {
+  return (CONTAINER_FORMATS as readonly string[]).includes(format);
+}
+
 /** Throws a usage error when `format` does not apply to `keyType` (der: ECDSA only). */
-export function checkFormatFor(format: SignatureFormat, keyType: string): void {
+export function checkFormatFor(format: RawFormat, keyType: string): void {
   if (format === "der" && !(keyType in ECDSA_FIELD_BYTES)) {
     throw new ClientError(
       `--format der is the ECDSA signature form; a ${keyType} signature has one form: use ` +
@@ -38,7 +52,7 @@ export function checkFormatFor(format: SignatureFormat, keyType: string): void {
 /** The file bytes of a raw signature in `format`. */
 export function encodeSignature(
   raw: Uint8Array,
-  format: SignatureFormat,
+  format: RawFormat,
   keyType: string,
 ): Uint8Array {
   switch (format) {
@@ -69,7 +83,7 @@ export class MalformedSignature extends ClientError {
  */
 export function decodeSignature(
   bytes: Uint8Array,
-  format: SignatureFormat,
+  format: RawFormat,
   keyType: string,
   name = "the signature file",
 ): Uint8Array {

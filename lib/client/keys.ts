@@ -1,7 +1,8 @@
 /**
  * The caller's keys as GET /token lists them: label, type, public key and the digest modes svcd
  * takes for it (the `digests` list; a daemon without digest mode lists none, and every key is then
- * signed in message mode); and the largest body the daemon takes (`max_body`, where it says).
+ * signed in message mode), its certificate and chain where it has them; and the largest body the
+ * daemon takes (`max_body`, where it says).
  *
  * @example
  * ```ts
@@ -26,6 +27,10 @@ export interface ClientKey {
   publicKeyRaw: Uint8Array;
   /** The digest names svcd takes for this key, in its order; empty: message mode only. */
   digests: string[];
+  /** The key's X.509 certificate (DER), where the operator certified the key. */
+  certificate?: Uint8Array;
+  /** The certificate's issuers up to the CA (DER), nearest first; empty without a certificate. */
+  chain: Uint8Array[];
 }
 
 /** A listed key svcd cannot use (a type or mechanism the module lacks), with svcd's reason. */
@@ -103,9 +108,33 @@ function parseKeyList(doc: unknown, conn: SvcdConnection): KeyList {
         ? e.digests.filter((d: unknown): d is string => typeof d === "string")
           .map((d: string) => d.toLowerCase())
         : [],
+      ...certificateOf(e, conn),
     });
   }
   return list;
+}
+
+/** The entry's `certificate` and `chain` (standard base64 DER), where it has them. */
+function certificateOf(
+  e: { certificate?: unknown; chain?: unknown },
+  conn: SvcdConnection,
+): Pick<ClientKey, "certificate" | "chain"> {
+  if (e.certificate === undefined) return { chain: [] };
+  const chain = e.chain ?? [];
+  if (
+    typeof e.certificate !== "string" || !Array.isArray(chain) ||
+    !chain.every((c) => typeof c === "string")
+  ) {
+    throw notTokenAnswer(conn);
+  }
+  try {
+    return {
+      certificate: Uint8Array.fromBase64(e.certificate),
+      chain: chain.map((c: string) => Uint8Array.fromBase64(c)),
+    };
+  } catch {
+    throw notTokenAnswer(conn);
+  }
 }
 
 function notTokenAnswer(conn: SvcdConnection): ClientError {

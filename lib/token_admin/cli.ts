@@ -28,7 +28,7 @@ import { initToken, writePinCredential } from "./provision.ts";
 import { TokenAdmin } from "./admin.ts";
 import { pem } from "../der/mod.ts";
 import { asUser, isRoot } from "./run_as.ts";
-import { type CommandGroup } from "../cli/options.ts";
+import { COMMAND_AND_COMMON, type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
 import { sharedSpec } from "../cli/shared_options.ts";
@@ -128,10 +128,7 @@ export const TOKEN_COMMAND: CommandGroup = {
     },
   ],
   options: cliOptions(TOKEN_OPTIONS),
-  groups: [
-    { id: "command", title: "command options" },
-    { id: "common", title: "common options" },
-  ],
+  groups: COMMAND_AND_COMMON,
   notes: "On a host set up from the Debian package (see " +
     "/usr/share/doc/svcd/operations.md):\n\n" +
     "  svcd token init --token svcd \\\n" +

@@ -19,12 +19,8 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { moduleTempDir } from "../support/temp_dir.ts";
 import { mountFs } from "../support/mounts.ts";
-import { makePki, type Pki } from "../support/pki.ts";
-import { curlNginx, startNginx, type TestNginx } from "../support/nginx.ts";
-import { makeTestToken, type TestToken } from "../support/token.ts";
-import { makeProxyWorkDir, startDaemon, type TestDaemon } from "../support/daemon.ts";
+import { curlNginx } from "../support/nginx.ts";
 import { readAuditLines, runAuditVerify } from "../support/audit.ts";
 import { type CommandResult, runCommand } from "../support/command.ts";
 import {
@@ -34,11 +30,14 @@ import {
   writeSpkiPem,
 } from "../support/oracle.ts";
 import { ML_DSA } from "../support/digest_mode.ts";
+import {
+  clientFlags,
+  type ClientStack,
+  runClientThroughNginx,
+  startClientStack,
+} from "../support/client_nginx.ts";
 
-const ALICE = "CN=alice,O=Example,C=DE";
-const WWW_DATA = 33;
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
-const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 const EXAMPLE = new URL("../../packaging/nginx-svcd.conf", import.meta.url).pathname;
 const BIG = 256 << 20;
 /** The daemon's and nginx's body limit here: a 256 MiB file in message mode fits. */
@@ -80,18 +79,7 @@ async function exists(path: string): Promise<boolean> {
   return await Deno.stat(path).then(() => true, () => false);
 }
 
-/** The permission flags of deno.json's `client` task. */
-async function clientFlags(): Promise<string[]> {
-  const task: string = JSON.parse(await Deno.readTextFile(CONFIG)).tasks.client;
-  return task.replace(/^deno run /, "").replace(/ main\.ts client$/, "").split(" ");
-}
-
-interface Setup {
-  token: TestToken;
-  pki: Pki;
-  daemon: TestDaemon;
-  nginx: TestNginx;
-  dir: string;
+interface Setup extends ClientStack {
   accessLog: string;
 }
 
@@ -108,38 +96,18 @@ async function example(dir: string): Promise<string> {
 }
 
 async function setUp(): Promise<Setup> {
-  const token = await makeTestToken({ keys: KEYS });
-  const dir = moduleTempDir("svcd-client-nginx-");
-  await Deno.chmod(dir, 0o711);
-  const pki = await makePki(dir, [ALICE]);
-  const workDir = await makeProxyWorkDir(`${dir}/daemon`, WWW_DATA);
-  const daemon = await startDaemon({
-    token,
-    workDir,
-    proxyUid: WWW_DATA,
-    policy: token.keys.map((k) => `${ALICE}\t${k}\n`).join(""),
-    args: ["--max-body", String(RAISED_MAX_BODY)],
+  const stack = await startClientStack({
+    keys: KEYS,
+    prefix: "svcd-client-nginx-",
+    daemonArgs: () => ["--max-body", String(RAISED_MAX_BODY)],
+    example,
   });
-  const nginx = await startNginx(dir, pki, { authSocket: daemon.socket }, await example(dir));
-  return { token, pki, daemon, nginx, dir, accessLog: `${dir}/access.log` };
+  return { ...stack, accessLog: `${stack.dir}/access.log` };
 }
 
 /** `svcd client …` as a user runs it: SVCD_* in the environment, the task's permissions. */
-async function runClient(s: Setup, args: string[]): Promise<CommandResult> {
-  const client = s.pki.clients[0];
-  return await runCommand(
-    Deno.execPath(),
-    ["run", ...await clientFlags(), MAIN, "client", ...args],
-    {
-      env: {
-        SVCD_ADDR: `https://localhost:${s.nginx.port}`,
-        SVCD_CACERT: s.pki.caCert,
-        SVCD_CLIENT_CERT: client.cert,
-        SVCD_CLIENT_KEY: client.key,
-        NO_COLOR: "1",
-      },
-    },
-  );
+function runClient(s: Setup, args: string[]): Promise<CommandResult> {
+  return runClientThroughNginx(s.nginx, s.pki, args);
 }
 
 async function listedKeys(s: Setup): Promise<TokenKey[]> {
@@ -461,9 +429,7 @@ Deno.test({
       });
     } finally {
       await big?.remove();
-      await s?.nginx.stop();
-      await s?.daemon.stop();
-      await s?.token.cleanup();
+      await s?.stop();
     }
   },
 });

@@ -32,7 +32,24 @@ export interface FakeKey {
   publicKeySpki?: Uint8Array;
   signMessage(message: Uint8Array): Uint8Array;
   signDigest(name: string, digest: Uint8Array, messages: Uint8Array[]): Uint8Array;
+  /** /token's `mechanism` (default: the one svcd uses for the type). */
+  mechanism?: string;
+  /** /token's `certificate` and `chain`, when a test gives the key a certificate (DER). */
+  certificate?: Uint8Array;
+  chain?: Uint8Array[];
 }
+
+/** The mechanism svcd lists for each key type on SoftHSM2 or svcmod. */
+const MECHANISMS: Record<string, string> = {
+  "ec-p256": "CKM_ECDSA",
+  "ec-p384": "CKM_ECDSA",
+  "rsa-3072": "CKM_SHA256_RSA_PKCS_PSS",
+  "ed25519": "CKM_EDDSA",
+  "ml-dsa-44": "CKM_ML_DSA",
+  "ml-dsa-65": "CKM_ML_DSA",
+  "ml-dsa-87": "CKM_ML_DSA",
+  "composite-mldsa65-ed25519": "CKM_COMPOSITE_MLDSA65_ED25519",
+};
 
 /** One request as the fake saw it. */
 export interface SeenRequest {
@@ -262,10 +279,16 @@ function answerFor(
       keys: keys.map((k) => ({
         label: k.label,
         key_type: k.keyType,
-        mechanism: "fake",
+        mechanism: k.mechanism ?? MECHANISMS[k.keyType],
         public_key: k.publicKeySpki ? k.publicKeySpki.toBase64() : null,
         public_key_raw: k.publicKeyRaw.toBase64(),
         ...(k.digests ? { digests: k.digests } : {}),
+        ...(k.certificate
+          ? {
+            certificate: k.certificate.toBase64(),
+            chain: (k.chain ?? []).map((c) => c.toBase64()),
+          }
+          : {}),
       })),
     });
     return { status: 200, headers: { "Content-Type": "application/json" }, body };
