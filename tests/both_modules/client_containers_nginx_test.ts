@@ -4,12 +4,12 @@
  * this run's module whose keys carry certificates in the token (GET /token's `certificate` and
  * `chain`, the chain from the daemon's --ca-cert). Each container is checked by a verifier the
  * project did not write:
- * - CMS, EC P-256 and RSA-3072 (PSS): `openssl cms -verify -binary -inform DER -content FILE
+ * - CMS, EC P-256 and RSA-3072 (PSS and PKCS #1 v1.5): `openssl cms -verify -binary -inform DER -content FILE
  *   -CAfile ca.pem`; Ed25519: GnuTLS `certtool --p7-verify`, and openssl too where it has
  *   Ed25519 in CMS (3.0 has not);
  *   for a 1 KiB and a 1 GiB file (sparse, in /var/tmp, removed after), and refused once one byte
  *   of the file changes;
- * - JWS: the `jose` package with the key of the x5c certificate (ES256, PS256, EdDSA), attached
+ * - JWS: the `jose` package with the key of the x5c certificate (ES256, PS256, RS256, EdDSA), attached
  *   and detached; ML-DSA-65 (svcmod) by @noble over the JWS signing input.
  * - CMS, ML-DSA-65 (svcmod): pkijs reads the SignedData, @noble/post-quantum checks the signature
  *   over the signed attributes; `svcd client verify --format cms` takes it and refuses a changed
@@ -48,6 +48,7 @@ const GIB = 1 << 30;
 const CLASSICAL_KEYS: Record<string, string> = {
   "k-p256": "ec-p256",
   "k-rsa": "rsa-3072",
+  "k-rsa15": "rsa-3072-pkcs1v15",
   "k-ed": "ed25519",
   "k-plain": "ec-p256",
   "k-old": "ec-p256",
@@ -55,6 +56,7 @@ const CLASSICAL_KEYS: Record<string, string> = {
 const JWS_ALG: Record<string, string> = {
   "ec-p256": "ES256",
   "rsa-3072": "PS256",
+  "rsa-3072-pkcs1v15": "RS256",
   ed25519: "EdDSA",
 };
 
@@ -276,7 +278,8 @@ async function cmsRoundTrip(
 }
 
 Deno.test({
-  name: "svcd client --format cms and jws through nginx: EC, RSA-PSS, Ed25519 (SoftHSM2)",
+  name:
+    "svcd client --format cms and jws through nginx: EC, RSA-PSS, RSA PKCS #1 v1.5, Ed25519 (SoftHSM2)",
   ignore: !canRun || MODULE !== "softhsm",
   sanitizeResources: false,
   sanitizeOps: false,
@@ -335,7 +338,7 @@ Deno.test({
         assert.equal(wrongCa.code, 1, wrongCa.text);
       });
 
-      await t.step("JWS: jose verifies ES256, PS256, EdDSA with the x5c key", async () => {
+      await t.step("JWS: jose verifies ES256, PS256, RS256, EdDSA with the x5c key", async () => {
         const payload = await Deno.readFile(small);
         for (const key of classical) {
           for (const detached of [false, true]) {

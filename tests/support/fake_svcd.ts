@@ -44,6 +44,7 @@ const MECHANISMS: Record<string, string> = {
   "ec-p256": "CKM_ECDSA",
   "ec-p384": "CKM_ECDSA",
   "rsa-3072": "CKM_SHA256_RSA_PKCS_PSS",
+  "rsa-3072-pkcs1v15": "CKM_SHA256_RSA_PKCS",
   "ed25519": "CKM_EDDSA",
   "ml-dsa-44": "CKM_ML_DSA",
   "ml-dsa-65": "CKM_ML_DSA",

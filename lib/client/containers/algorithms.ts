@@ -1,9 +1,9 @@
 /**
  * What each key type is called in the containers `svcd client` writes, given how svcd signs with it
  * (its mechanism on GET /token): the CMS digest algorithm and signature AlgorithmIdentifier
- * (RFC 5754 ECDSA, RFC 4056 RSASSA-PSS, RFC 8419 Ed25519, RFC 9882 ML-DSA, and
- * draft-ietf-lamps-cms-composite-sigs for the composite), and the JWS `alg` (RFC 7518, RFC 8037,
- * RFC 9964). A key whose mechanism signs something else than the name says is refused, never
+ * (RFC 5754 ECDSA and sha256WithRSAEncryption, RFC 4056 RSASSA-PSS, RFC 8419 Ed25519, RFC 9882
+ * ML-DSA, and draft-ietf-lamps-cms-composite-sigs for the composite), and the JWS `alg` (RFC 7518,
+ * RFC 8037, RFC 9964). A key whose mechanism signs something else than the name says is refused, never
  * labelled wrongly: a PS256 header over a signature of other PSS parameters would not verify.
  *
  * @example
@@ -58,12 +58,18 @@ interface Row {
 const ML_DSA_ROW = (jws: string): Row => ({ digest: "sha-512", jws, mechanisms: ["CKM_ML_DSA"] });
 
 // ECDSA: the combined mechanism, or CKM_ECDSA over the digest svcd makes of the message (the curve's
-// hash). RSA: svcd signs only with SHA-256, MGF1-SHA-256, salt 32. Ed25519, ML-DSA and the
+// hash). RSA-PSS: svcd signs only with SHA-256, MGF1-SHA-256, salt 32. RSA PKCS #1 v1.5: SHA-256,
+// combined, or CKM_RSA_PKCS over the DigestInfo svcd makes (RS256). Ed25519, ML-DSA and the
 // composite: SHA-512 for the file (RFC 8419 §3, RFC 9882 §3, the composite CMS draft's table).
 const TABLE: Readonly<Record<KeyTypeName, Row>> = {
   "ec-p256": { digest: "sha-256", jws: "ES256", mechanisms: ["CKM_ECDSA_SHA256", "CKM_ECDSA"] },
   "ec-p384": { digest: "sha-384", jws: "ES384", mechanisms: ["CKM_ECDSA_SHA384", "CKM_ECDSA"] },
   "rsa-3072": { digest: "sha-256", jws: "PS256", mechanisms: ["CKM_SHA256_RSA_PKCS_PSS"] },
+  "rsa-3072-pkcs1v15": {
+    digest: "sha-256",
+    jws: "RS256",
+    mechanisms: ["CKM_SHA256_RSA_PKCS", "CKM_RSA_PKCS"],
+  },
   "ed25519": { digest: "sha-512", jws: "EdDSA", mechanisms: ["CKM_EDDSA"] },
   "ml-dsa-44": ML_DSA_ROW("ML-DSA-44"),
   "ml-dsa-65": ML_DSA_ROW("ML-DSA-65"),

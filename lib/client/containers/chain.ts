@@ -23,7 +23,7 @@ import {
   SIGNATURE_ALGORITHMS,
   spkiAlgorithmIdentifier,
 } from "../../ocsp/mod.ts";
-import { KEY_TYPE_NAMES, type KeyTypeName } from "../../token/mod.ts";
+import type { KeyTypeName } from "../../token/mod.ts";
 import { bytesEqual } from "../../bytes/mod.ts";
 import { digestOf, localDigestName } from "../digests.ts";
 import { verifyLocally } from "../verify.ts";
@@ -38,13 +38,19 @@ export interface CertificateKey {
   publicKeySpki: Uint8Array;
 }
 
-/** The key of `cert`, or undefined when its algorithm is none of svcd's key types. */
-export function certificateKey(cert: CertificateInfo): CertificateKey | undefined {
-  const keyType = KEY_TYPE_NAMES.find((t) =>
-    bytesEqual(spkiAlgorithmIdentifier(t), cert.spkiAlgorithm)
-  );
-  if (keyType === undefined) return undefined;
-  return { keyType, publicKeyRaw: cert.publicKey, publicKeySpki: cert.spki };
+/**
+ * The key of `cert` as a key of the type a signature algorithm names (`signedAs`, from
+ * keyTypeOfSignatureAlgorithm), or undefined when there is none or the certificate's key cannot
+ * be of that type. The signature decides: one RSA key's SPKI is the same for its PSS and its
+ * PKCS #1 v1.5 key type.
+ */
+export function certificateKey(
+  cert: CertificateInfo,
+  signedAs: KeyTypeName | null,
+): CertificateKey | undefined {
+  if (signedAs === null) return undefined;
+  if (!bytesEqual(spkiAlgorithmIdentifier(signedAs), cert.spkiAlgorithm)) return undefined;
+  return { keyType: signedAs, publicKeyRaw: cert.publicKey, publicKeySpki: cert.spki };
 }
 
 /** Whether `signature` is `key`'s over `message` (the key type's scheme, as svcd signs). */
@@ -64,9 +70,9 @@ export async function signatureValid(
 /** Whether `issuer`'s key signed `cert`. */
 async function issuedBy(cert: CertificateInfo, issuer: CertificateInfo): Promise<boolean> {
   if (!bytesEqual(cert.issuer, issuer.subject)) return false;
-  const key = certificateKey(issuer);
-  const keyType = keyTypeOfSignatureAlgorithm(cert.signatureAlgorithm);
-  if (!key || keyType !== key.keyType) return false;
+  const key = certificateKey(issuer, keyTypeOfSignatureAlgorithm(cert.signatureAlgorithm));
+  if (!key) return false;
+  const keyType = key.keyType;
   let raw: Uint8Array;
   try {
     raw = SIGNATURE_ALGORITHMS[keyType].decodeSignature(cert.signature);

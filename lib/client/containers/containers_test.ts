@@ -1,7 +1,8 @@
 /**
  * `svcd client sign --format cms | jws` and `verify --format cms` against the stand-in svcd with
  * software keys certified by a test PKI (root → intermediate → key): each container checked by a
- * verifier the client does not use — `openssl cms -verify` (EC, RSA-PSS, Ed25519), pkijs for the
+ * verifier the client does not use — `openssl cms -verify` (EC, RSA-PSS, RSA PKCS #1 v1.5;
+ * certtool for Ed25519), pkijs for the
  * SignedData's structure with @noble over the signed attributes (ML-DSA), the `jose` package over
  * JWS with the key of the x5c certificate, and @noble over the JWS signing input (ML-DSA).
  */
@@ -120,7 +121,7 @@ async function withCmsSigned(
   });
 }
 
-for (const type of ["ec-p256", "ec-p384", "rsa-3072", "ed25519"]) {
+for (const type of ["ec-p256", "ec-p384", "rsa-3072", "rsa-3072-pkcs1v15", "ed25519"]) {
   const verifier = type === "ed25519" ? "certtool --p7-verify" : "openssl cms -verify";
   Deno.test(`cms ${type}: ${verifier} accepts it, refuses a changed byte`, async () => {
     await withCmsSigned(type, 1024, async (fake, dir, file) => {
@@ -130,6 +131,9 @@ for (const type of ["ec-p256", "ec-p384", "rsa-3072", "ed25519"]) {
       assert.equal(ok.code, 0, ok.text);
       const bad = await check(await changedCopy(file), `${file}.p7s`, ca);
       assert.notEqual(bad.code, 0, bad.text);
+      // svcd client verify --format cms agrees (an RSA key's type follows the signature's name).
+      assert.equal((await verifyHere(fake, dir, file)).code, 0);
+      assert.equal((await verifyHere(fake, dir, await changedCopy(file), `${file}.p7s`)).code, 1);
       // Only the signed attributes went to /sign: one small message-mode request.
       const signs = fake.requests.filter((q) => q.path === "/sign");
       assert.equal(signs.length, 1);
@@ -252,6 +256,7 @@ const JWS_ALG: Record<string, string> = {
   "ec-p256": "ES256",
   "ec-p384": "ES384",
   "rsa-3072": "PS256",
+  "rsa-3072-pkcs1v15": "RS256",
   "ed25519": "EdDSA",
 };
 

@@ -52,11 +52,11 @@ export async function verifyCms(
   }
   const signer = signerOf(sd);
   if (!signer) return invalid("the SignedData carries no certificate of its signer");
-  const key = certificateKey(signer);
-  const keyType = keyTypeOfSignatureAlgorithm(sd.signatureAlgorithm);
-  if (!key || keyType !== key.keyType) {
+  const key = certificateKey(signer, keyTypeOfSignatureAlgorithm(sd.signatureAlgorithm));
+  if (!key) {
     return invalid("the signature algorithm is not the one of the signer certificate's key");
   }
+  const keyType = key.keyType;
   const size = (await Deno.stat(file).catch((err) => {
     throw new ClientError(`cannot read ${file}: ${err.message}`);
   })).size;
