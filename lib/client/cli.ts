@@ -51,7 +51,7 @@ export const CLIENT_COMMAND: CommandGroup = {
       summary: "sign each FILE into FILE.sig (cms: FILE.p7s, jws: FILE.jws; or --out for one " +
         "FILE). The file is hashed here, " +
         "as it is read, and only its digest is sent where the key type has a digest mode " +
-        "(ECDSA, RSA-PSS; ML-DSA sends mu); otherwise the file itself is sent, and a file " +
+        "(ECDSA, RSA; ML-DSA sends mu); otherwise the file itself is sent, and a file " +
         "larger than the server takes (see --max-body) is refused before anything is sent, " +
         "naming the limit. Each signature is verified " +
         "here with the key's public key before it is written: one that does not verify is " +

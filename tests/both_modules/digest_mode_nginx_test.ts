@@ -4,7 +4,7 @@
  * the daemon (--proxy-uid 33). For every key type the module offers and every digest name it
  * takes, the digest is made outside the daemon (openssl for SHA-2; μ from the public key and the
  * file, empty context) and sent with X-SVC-Digest, and the signature is checked against the
- * ORIGINAL file by a verifier the project did not write: `openssl dgst -verify` (ECDSA, RSA-PSS) or
+ * ORIGINAL file by a verifier the project did not write: `openssl dgst -verify` (ECDSA, RSA-PSS, RSA PKCS #1 v1.5) or
  * @noble/post-quantum's ml_dsa*.verify over the file (ML-DSA). Each refusal (digest-unknown,
  * digest-length, digest-unsupported) arrives through nginx as its problem, and a stranger asking
  * digest mode gets the one 403 for an existing and a missing key, byte for byte, on /sign and
