@@ -30,7 +30,7 @@ import {
   encodeMechanism,
   encodePssParams,
   Pkcs11Error,
-  readUlong,
+  readUlongs,
   ulongBytes,
 } from "../ffi/pkcs11/mod.ts";
 import {
@@ -335,7 +335,7 @@ function assertDigestInfoSigning(env: Record<string, string>, v15: TokenKey, pss
     const allowed = (key: TokenKey) => {
       const bytes = getAttributes(mod, session, privateKey(key), [CKA.ALLOWED_MECHANISMS])
         .get(CKA.ALLOWED_MECHANISMS)!;
-      return Array.from({ length: bytes.length / 8 }, (_, i) => readUlong(bytes, 8 * i));
+      return readUlongs(bytes);
     };
     assert.ok(allowed(v15).includes(CKM.RSA_PKCS) && allowed(v15).includes(CKM.SHA256_RSA_PKCS));
     assert.ok(!allowed(v15).some((m) => m === CKM.RSA_PKCS_PSS || m === CKM.SHA256_RSA_PKCS_PSS));

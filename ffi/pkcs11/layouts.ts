@@ -127,6 +127,16 @@ export function readUlong(buf: Uint8Array, offset = 0): number {
   );
 }
 
+/**
+ * Reads an array of CK_ULONG (an attribute such as CKA_ALLOWED_MECHANISMS); a trailing partial
+ * value is ignored. Example: `readUlongs(ulongBytes(1))` → `[1]`.
+ */
+export function readUlongs(buf: Uint8Array): number[] {
+  const out: number[] = [];
+  for (let at = 0; at + 8 <= buf.length; at += 8) out.push(readUlong(buf, at));
+  return out;
+}
+
 /** Reads a CK_ULONG at `offset`, or null when it is CK_UNAVAILABLE_INFORMATION. */
 export function readUlongOrNull(buf: Uint8Array, offset = 0): number | null {
   const v = new DataView(buf.buffer, buf.byteOffset, buf.byteLength).getBigUint64(offset, true);

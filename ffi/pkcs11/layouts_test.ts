@@ -24,6 +24,7 @@ import {
   OFFSET,
   padText,
   Pkcs11Error,
+  readUlongs,
   type SessionFlag,
   SIZE,
   tableOffset,
@@ -246,4 +247,11 @@ Deno.test("flags are typed by structure: a token flag is not a mechanism or sess
   // @ts-expect-error CKF_INIT.OS_LOCKING_OK and CKF_SESSION.RW_SESSION are both 0x2
   encodeInitializeArgs(CKF_SESSION.RW_SESSION);
   assert.deepEqual([sign, rw, wrong], [0x800, 0x2, 0x1]);
+});
+
+Deno.test("readUlongs: a CK_ULONG array (CKA_ALLOWED_MECHANISMS), a partial trailing value ignored", () => {
+  const two = new Uint8Array([...ulongBytes(0x40), ...ulongBytes(0x40000600)]);
+  assert.deepEqual(readUlongs(two), [0x40, 0x40000600]);
+  assert.deepEqual(readUlongs(two.subarray(0, 12)), [0x40]);
+  assert.deepEqual(readUlongs(new Uint8Array()), []);
 });

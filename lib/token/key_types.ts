@@ -32,6 +32,7 @@ import {
   encodeSignAdditionalContext,
   type Pkcs11Module,
   readUlong,
+  readUlongs,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
 import { bytesEqual } from "../bytes/mod.ts";
@@ -339,10 +340,7 @@ function allowedMechanisms(mod: Pkcs11Module, session: Handle, key: Handle): num
   const bytes = getAttributes(mod, session, key, [CKA.ALLOWED_MECHANISMS]).get(
     CKA.ALLOWED_MECHANISMS,
   );
-  if (!bytes) return [];
-  const list: number[] = [];
-  for (let at = 0; at + 8 <= bytes.length; at += 8) list.push(readUlong(bytes, at));
-  return list;
+  return bytes ? readUlongs(bytes) : [];
 }
 
 /** A key allows a type's scheme unless it names allowed mechanisms and none of the scheme's. */

@@ -19,7 +19,7 @@ import {
   encodePssParams,
   loadModule,
   type Pkcs11Module,
-  readUlong,
+  readUlongs,
   ulongBytes,
 } from "../../ffi/pkcs11/mod.ts";
 import { makeKeyWithPkcs11Tool, withLoggedInToken } from "../../tests/support/token.ts";
@@ -61,9 +61,8 @@ function allowedMechanisms(mod: Pkcs11Module, s: Handle, object: Handle): number
   const bytes = getAttributes(mod, s, object, [CKA.ALLOWED_MECHANISMS]).get(
     CKA.ALLOWED_MECHANISMS,
   );
-  const out: number[] = [];
-  for (let at = 0; bytes && at < bytes.length; at += 8) out.push(readUlong(bytes, at));
-  return out.sort((a, b) => a - b); // SoftHSM2 keeps them as a set, in its own order
+  // SoftHSM2 keeps them as a set, in its own order.
+  return readUlongs(bytes ?? new Uint8Array()).sort((a, b) => a - b);
 }
 
 function tokenObject(mod: Pkcs11Module, s: Handle, cls: number, label: string): Handle {
