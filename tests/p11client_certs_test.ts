@@ -23,14 +23,17 @@ import * as asn1js from "asn1js";
 import {
   CKA,
   CKC,
+  CKF_MECHANISM,
   CKG,
   CKM,
   CKO,
   CKR,
+  decodeMechanismInfo,
   encodeMechanism,
   encodePssParams,
   Pkcs11Error,
   readUlongs,
+  SIZE,
   ulongBytes,
 } from "../ffi/pkcs11/mod.ts";
 import {
@@ -340,6 +343,15 @@ function assertDigestInfoSigning(env: Record<string, string>, v15: TokenKey, pss
     assert.ok(allowed(v15).includes(CKM.RSA_PKCS) && allowed(v15).includes(CKM.SHA256_RSA_PKCS));
     assert.ok(!allowed(v15).some((m) => m === CKM.RSA_PKCS_PSS || m === CKM.SHA256_RSA_PKCS_PSS));
     assert.ok(!allowed(pss).some((m) => m === CKM.RSA_PKCS || m === CKM.SHA256_RSA_PKCS));
+    // C_GetMechanismInfo: both v1.5 mechanisms sign and verify, for 3072-bit keys.
+    for (const mechanism of [CKM.RSA_PKCS, CKM.SHA256_RSA_PKCS]) {
+      const buf = new Uint8Array(SIZE.CK_MECHANISM_INFO);
+      assert.equal(mod.fn.C_GetMechanismInfo(0, mechanism, buf), CKR.OK);
+      const info = decodeMechanismInfo(buf);
+      const both = CKF_MECHANISM.SIGN | CKF_MECHANISM.VERIFY;
+      assert.equal(info.flags & both, both);
+      assert.deepEqual([info.minKeySize, info.maxKeySize], [3072, 3072]);
+    }
 
     for (const [hash, prefix] of Object.entries(SHA2_DIGEST_INFO)) {
       const info = Uint8Array.fromHex(prefix + createHash(hash).update(message).digest("hex"));
