@@ -104,7 +104,7 @@ export class OptionReader<T extends OptionTable> {
     }
     if (raw === "") throw this.mistake(flag, `--${flag} is empty: give ${spec.help}`);
     if (spec.kind !== "count") return raw;
-    const n = /^[0-9]{1,10}$/.test(raw) ? Number(raw) : NaN;
+    const n = /^[0-9]{1,16}$/.test(raw) ? Number(raw) : NaN;
     const min = spec.min ?? 0, max = spec.max ?? Number.MAX_SAFE_INTEGER;
     if (!Number.isSafeInteger(n) || n < min || n > max) {
       throw this.mistake(
