@@ -15,7 +15,7 @@ import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
 import { DEFAULT_AUDIT_DIR, sharedSpec } from "../cli/shared_options.ts";
-import { cliOptions, OptionReader, type OptionTable } from "../cli/option_table.ts";
+import { cliOptions, OptionReader, optionTable } from "../cli/option_table.ts";
 import { loadPin, Token } from "../token/mod.ts";
 import { asUser } from "../token_admin/mod.ts";
 import { auditFileNumber } from "./format.ts";
@@ -30,8 +30,14 @@ import {
   wantedSeqs,
 } from "./checkpoints.ts";
 
+/** The headings of `svcd audit --help`. */
+const AUDIT_HEADINGS = [
+  { id: "log", title: "what is checked" },
+  { id: "keys", title: "token and keys" },
+] as const;
+
 /** The options of `svcd audit verify`, read through typed accessors. */
-const AUDIT_OPTIONS = {
+const AUDIT_OPTIONS = optionTable(AUDIT_HEADINGS, {
   "audit-dir": sharedSpec("audit-dir", {
     group: "log",
     multiple: true,
@@ -66,7 +72,7 @@ const AUDIT_OPTIONS = {
       "--plain-credential-dir' wrote it; tests and demos)",
   },
   user: sharedSpec("user", { group: "keys" }),
-} as const satisfies OptionTable<"log" | "keys">;
+});
 
 /** The parsed options of `svcd audit verify`. */
 type VerifyOptions = OptionReader<typeof AUDIT_OPTIONS>;
@@ -92,10 +98,7 @@ export const AUDIT_COMMAND: CommandGroup = {
     },
   ],
   options: cliOptions(AUDIT_OPTIONS),
-  groups: [
-    { id: "log", title: "what is checked" },
-    { id: "keys", title: "token and keys" },
-  ],
+  groups: AUDIT_HEADINGS,
 };
 
 /** A usage mistake: exit 2. */

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { cliOption, cliOptions, OptionReader, type OptionTable } from "./option_table.ts";
+import {
+  cliOption,
+  cliOptions,
+  OptionReader,
+  type OptionTable,
+  optionTable,
+} from "./option_table.ts";
 import { SHARED_OPTIONS, type SharedFlag, type SharedPlace, sharedSpec } from "./shared_options.ts";
 
 /** A shared option as --help lists it in a group. */
@@ -134,4 +140,14 @@ Deno.test("option table: an option given more than once is read as every value, 
     () => read({ label: ["one", ""] }).get("label"),
     (e) => e instanceof Mistake && e.flag === "label" && /empty/.test(e.message),
   );
+});
+
+Deno.test("option table: an option under a heading its group does not have does not compile", () => {
+  const headings = [{ id: "log", title: "what is checked" }] as const;
+  const table = optionTable(headings, {
+    checkpoints: { kind: "path", group: "log", help: "collected checkpoints" },
+  });
+  assert.equal(table.checkpoints.group, "log");
+  // @ts-expect-error: "keys" is not a heading of this group
+  optionTable(headings, { module: { kind: "path", group: "keys", help: "a module" } });
 });

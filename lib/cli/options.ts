@@ -49,10 +49,10 @@ export interface OptionGroup {
 }
 
 /** The headings of a group whose options are either one command's or every command's. */
-export const COMMAND_AND_COMMON: readonly OptionGroup[] = [
+export const COMMAND_AND_COMMON = [
   { id: "command", title: "command options" },
   { id: "common", title: "common options" },
-];
+] as const satisfies readonly OptionGroup[];
 
 /** One command of a group (`svcd token keygen`). */
 export interface CommandSpec {

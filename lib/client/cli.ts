@@ -32,10 +32,16 @@ import { verifyCms } from "./containers/verify_cms.ts";
 import { type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
-import { cliOptions, OptionReader, type OptionTable } from "../cli/option_table.ts";
+import { cliOptions, OptionReader, optionTable } from "../cli/option_table.ts";
+
+/** The headings of `svcd client --help`. */
+const CLIENT_HEADINGS = [
+  { id: "command", title: "command options" },
+  { id: "connection", title: "connection (flags, else the environment)" },
+] as const;
 
 /** The options of `svcd client`, read through typed accessors. */
-const CLIENT_OPTIONS = {
+const CLIENT_OPTIONS = optionTable(CLIENT_HEADINGS, {
   "key-label": {
     kind: "text",
     value: "LABEL",
@@ -136,7 +142,7 @@ const CLIENT_OPTIONS = {
     group: "connection",
     help: "allow --addr unix:/PATH, svcd's socket without TLS (tests on one host only)",
   },
-} as const satisfies OptionTable<"command" | "connection">;
+});
 
 /** The parsed options of a `svcd client` command line. */
 type ClientOptions = OptionReader<typeof CLIENT_OPTIONS>;
@@ -178,10 +184,7 @@ export const CLIENT_COMMAND: CommandGroup = {
     },
   ],
   options: cliOptions(CLIENT_OPTIONS),
-  groups: [
-    { id: "command", title: "command options" },
-    { id: "connection", title: "connection (flags, else the environment)" },
-  ],
+  groups: CLIENT_HEADINGS,
 };
 
 /** Test seams: where lines go, the environment, how a Retry-After is waited out. */
