@@ -29,16 +29,16 @@ import {
 } from "./format.ts";
 import { listKeys, type Print, signFiles, verifyFile } from "./commands.ts";
 import { verifyCms } from "./containers/verify_cms.ts";
-import { type CommandGroup } from "../cli/options.ts";
+import { type CommandGroup, headings } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
 import { cliOptions, OptionReader, optionTable } from "../cli/option_table.ts";
 
 /** The headings of `svcd client --help`. */
-const CLIENT_HEADINGS = [
-  { id: "command", title: "command options" },
-  { id: "connection", title: "connection (flags, else the environment)" },
-] as const;
+const CLIENT_HEADINGS = headings({
+  command: "command options",
+  connection: "connection (flags, else the environment)",
+});
 
 /** The options of `svcd client`, read through typed accessors. */
 const CLIENT_OPTIONS = optionTable(CLIENT_HEADINGS, {
@@ -144,9 +144,6 @@ const CLIENT_OPTIONS = optionTable(CLIENT_HEADINGS, {
   },
 });
 
-/** The parsed options of a `svcd client` command line. */
-type ClientOptions = OptionReader<typeof CLIENT_OPTIONS>;
-
 /** `svcd client`: its commands and the one table of their options. */
 export const CLIENT_COMMAND: CommandGroup = {
   name: "client",
@@ -193,6 +190,9 @@ export interface ClientIo {
   env?: Record<string, string | undefined>;
   wait?: RetryWait;
 }
+
+/** The parsed options of a `svcd client` command line. */
+type ClientOptions = OptionReader<typeof CLIENT_OPTIONS>;
 
 /** Runs `svcd client <args>`; returns the exit code. */
 export async function runClientCommand(args: string[], io: ClientIo = {}): Promise<number> {

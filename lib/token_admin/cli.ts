@@ -82,9 +82,6 @@ const TOKEN_OPTIONS = optionTable(COMMAND_AND_COMMON, {
   user: sharedSpec("user", { group: "common" }),
 });
 
-/** The parsed options of a `svcd token` command line. */
-type TokenOptions = OptionReader<typeof TOKEN_OPTIONS>;
-
 /** `svcd token`: its commands and the one table of their options. */
 export const TOKEN_COMMAND: CommandGroup = {
   name: "token",
@@ -149,6 +146,9 @@ export interface Common {
 
 /** A value that breaks its option's declaration (an empty --key-label, say): exit 2. */
 class OptionMistake extends Error {}
+
+/** The parsed options of a `svcd token` command line. */
+type TokenOptions = OptionReader<typeof TOKEN_OPTIONS>;
 
 /** Runs `svcd token <args>`; returns the exit code. Example: `await runTokenCommand(["list"])`. */
 export async function runTokenCommand(args: string[]): Promise<number> {
