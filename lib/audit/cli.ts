@@ -11,11 +11,11 @@
  * svcd audit verify --audit-dir /srv/node1/audit --audit-dir /srv/node2/audit --checkpoints /var/log/svcd-checkpoints.log --public-key audit-sign.pem
  * ```
  */
-import { type CommandGroup } from "../cli/options.ts";
+import { type CommandGroup, headings } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
 import { DEFAULT_AUDIT_DIR, sharedSpec } from "../cli/shared_options.ts";
-import { cliOptions, OptionReader, type OptionTable } from "../cli/option_table.ts";
+import { cliOptions, OptionReader, optionTable } from "../cli/option_table.ts";
 import { loadPin, Token } from "../token/mod.ts";
 import { asUser } from "../token_admin/mod.ts";
 import { auditFileNumber } from "./format.ts";
@@ -30,8 +30,11 @@ import {
   wantedSeqs,
 } from "./checkpoints.ts";
 
+/** The headings of `svcd audit --help`. */
+const AUDIT_HEADINGS = headings({ log: "what is checked", keys: "token and keys" });
+
 /** The options of `svcd audit verify`, read through typed accessors. */
-const AUDIT_OPTIONS = {
+const AUDIT_OPTIONS = optionTable(AUDIT_HEADINGS, {
   "audit-dir": sharedSpec("audit-dir", {
     group: "log",
     multiple: true,
@@ -58,6 +61,7 @@ const AUDIT_OPTIONS = {
   module: sharedSpec("module", { group: "keys" }),
   token: sharedSpec("token", { group: "keys", note: "with --public-key, use the token as well" }),
   credential: sharedSpec("credential", { group: "keys" }),
+  user: sharedSpec("user", { group: "keys" }),
   "plain-credential-dir": {
     kind: "path",
     value: "DIR",
@@ -65,11 +69,7 @@ const AUDIT_OPTIONS = {
     help: "read the PIN from DIR/svc-pin instead (as 'svcd token init " +
       "--plain-credential-dir' wrote it; tests and demos)",
   },
-  user: sharedSpec("user", { group: "keys" }),
-} as const satisfies OptionTable<"log" | "keys">;
-
-/** The parsed options of `svcd audit verify`. */
-type VerifyOptions = OptionReader<typeof AUDIT_OPTIONS>;
+});
 
 /** `svcd audit`: its one command and the table of its options. */
 export const AUDIT_COMMAND: CommandGroup = {
@@ -92,10 +92,7 @@ export const AUDIT_COMMAND: CommandGroup = {
     },
   ],
   options: cliOptions(AUDIT_OPTIONS),
-  groups: [
-    { id: "log", title: "what is checked" },
-    { id: "keys", title: "token and keys" },
-  ],
+  groups: AUDIT_HEADINGS,
 };
 
 /** A usage mistake: exit 2. */
@@ -103,6 +100,9 @@ class UsageError extends Error {}
 
 /** The log could not be checked (a file, the token, the key): exit 1, without a verdict. */
 class SetupError extends Error {}
+
+/** The parsed options of `svcd audit verify`. */
+type VerifyOptions = OptionReader<typeof AUDIT_OPTIONS>;
 
 /**
  * Runs `svcd audit <args>`; returns the exit code.

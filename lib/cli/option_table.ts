@@ -17,7 +17,7 @@
  * const socket: string | undefined = options.get("socket"); // undefined: no default
  * ```
  */
-import type { CliOption } from "./options.ts";
+import type { CliOption, OptionGroup } from "./options.ts";
 import type { OptionValues } from "./command_line.ts";
 
 /** One option of a table: its kind of value, its default and bounds, and how `--help` shows it. */
@@ -50,6 +50,25 @@ export type OptionValue<S extends OptionSpec> = S extends { multiple: true } ? s
     ? S extends { fallback: number } | { required: true } ? number : number | undefined
   : S extends { fallback: string } | { required: true } ? string
   : string | undefined;
+
+/**
+ * A group's option table, each option under one of `headings` (a heading that is not there does
+ * not compile); its values are typed as written, as `as const` would.
+ *
+ * @example
+ * ```ts
+ * const HEADINGS = [{ id: "log", title: "what is checked" }] as const;
+ * const TABLE = optionTable(HEADINGS, {
+ *   checkpoints: { kind: "path", group: "log", help: "collected checkpoints" },
+ * });
+ * ```
+ */
+export function optionTable<
+  const H extends readonly OptionGroup[],
+  const T extends OptionTable<H[number]["id"]>,
+>(_headings: H, table: T): T {
+  return table;
+}
 
 /** The table's options in their order, each with its flag. */
 export function optionEntries(table: OptionTable): Array<[string, OptionSpec]> {
@@ -104,7 +123,7 @@ export class OptionReader<T extends OptionTable> {
     }
     if (raw === "") throw this.mistake(flag, `--${flag} is empty: give ${spec.help}`);
     if (spec.kind !== "count") return raw;
-    const n = /^[0-9]{1,10}$/.test(raw) ? Number(raw) : NaN;
+    const n = /^[0-9]{1,16}$/.test(raw) ? Number(raw) : NaN;
     const min = spec.min ?? 0, max = spec.max ?? Number.MAX_SAFE_INTEGER;
     if (!Number.isSafeInteger(n) || n < min || n > max) {
       throw this.mistake(

@@ -1,6 +1,17 @@
 import assert from "node:assert/strict";
-import { cliOption, cliOptions, OptionReader, type OptionTable } from "./option_table.ts";
-import { SHARED_OPTIONS, sharedOption, sharedSpec } from "./shared_options.ts";
+import {
+  cliOption,
+  cliOptions,
+  OptionReader,
+  type OptionTable,
+  optionTable,
+} from "./option_table.ts";
+import { SHARED_OPTIONS, type SharedFlag, type SharedPlace, sharedSpec } from "./shared_options.ts";
+
+/** A shared option as --help lists it in a group. */
+function listed(flag: SharedFlag, place: SharedPlace) {
+  return cliOption(flag, sharedSpec(flag, place));
+}
 
 const TABLE = {
   socket: { kind: "path", group: "g", value: "PATH", fallback: "/run/s.sock", help: "the socket" },
@@ -95,7 +106,7 @@ Deno.test("option table: --help's view of an option: placeholder, shown default,
 });
 
 Deno.test("shared options: a group lists the declared option under its heading, with its note", () => {
-  const token = sharedOption("token", { group: "keys", note: "the new token's label" });
+  const token = listed("token", { group: "keys", note: "the new token's label" });
   assert.deepEqual(token, {
     flag: "token",
     group: "keys",
@@ -103,11 +114,11 @@ Deno.test("shared options: a group lists the declared option under its heading, 
     help: `${SHARED_OPTIONS.token.help}; the new token's label`,
     default: SHARED_OPTIONS.token.fallback,
   });
-  const dirs = sharedOption("audit-dir", { group: "log", multiple: true, commands: ["verify"] });
+  const dirs = listed("audit-dir", { group: "log", multiple: true, commands: ["verify"] });
   assert.equal(dirs.multiple, true);
   assert.deepEqual(dirs.commands, ["verify"]);
   assert.equal(dirs.help, SHARED_OPTIONS["audit-dir"].help);
-  assert.equal(sharedOption("credential", { group: "g" }).default, undefined);
+  assert.equal(listed("credential", { group: "g" }).default, undefined);
 });
 
 Deno.test("option table: an option given more than once is read as every value, in order", () => {
@@ -129,4 +140,14 @@ Deno.test("option table: an option given more than once is read as every value, 
     () => read({ label: ["one", ""] }).get("label"),
     (e) => e instanceof Mistake && e.flag === "label" && /empty/.test(e.message),
   );
+});
+
+Deno.test("option table: an option under a heading its group does not have does not compile", () => {
+  const headings = [{ id: "log", title: "what is checked" }] as const;
+  const table = optionTable(headings, {
+    checkpoints: { kind: "path", group: "log", help: "collected checkpoints" },
+  });
+  assert.equal(table.checkpoints.group, "log");
+  // @ts-expect-error: "keys" is not a heading of this group
+  optionTable(headings, { module: { kind: "path", group: "keys", help: "a module" } });
 });

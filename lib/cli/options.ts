@@ -48,11 +48,26 @@ export interface OptionGroup {
   title: string;
 }
 
+/**
+ * A group's headings, in order, from their ids and titles.
+ *
+ * @example
+ * ```ts
+ * headings({ log: "what is checked", keys: "token and keys" });
+ * // [{ id: "log", title: "what is checked" }, { id: "keys", title: "token and keys" }]
+ * ```
+ */
+export function headings<const R extends Record<string, string>>(
+  titles: R,
+): Array<{ id: keyof R & string; title: string }> {
+  return Object.entries(titles).map(([id, title]) => ({ id, title }));
+}
+
 /** The headings of a group whose options are either one command's or every command's. */
-export const COMMAND_AND_COMMON: readonly OptionGroup[] = [
-  { id: "command", title: "command options" },
-  { id: "common", title: "common options" },
-];
+export const COMMAND_AND_COMMON = headings({
+  command: "command options",
+  common: "common options",
+});
 
 /** One command of a group (`svcd token keygen`). */
 export interface CommandSpec {

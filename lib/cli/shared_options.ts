@@ -7,13 +7,12 @@
  *
  * @example
  * ```ts
- * import { sharedOption, SHARED_OPTIONS } from "./shared_options.ts";
- * const listed = sharedOption("module", { group: "common" }); // for svcd token, ca, audit
+ * import { sharedSpec, SHARED_OPTIONS } from "./shared_options.ts";
+ * const table = { module: sharedSpec("module", { group: "common" }) }; // svcd token, ca, audit
  * const typed = { module: { ...SHARED_OPTIONS.module, group: "token" } }; // in svcd serve's table
  * ```
  */
-import type { CliOption } from "./options.ts";
-import { cliOption, type OptionSpec } from "./option_table.ts";
+import type { OptionSpec } from "./option_table.ts";
 import { DEFAULT_MODULE, DEFAULT_TOKEN_LABEL } from "../token/mod.ts";
 
 /** Where the daemon writes its audit files unless told otherwise (--audit-dir). */
@@ -66,19 +65,6 @@ export interface SharedPlace {
   multiple?: boolean;
   /** What the option means in this group, appended to its text. */
   note?: string;
-}
-
-/**
- * A shared option as a group lists it.
- *
- * @example
- * ```ts
- * sharedOption("token", { group: "keys", note: "with --public-key, use the token as well" }).help;
- * // "token label; with --public-key, use the token as well"
- * ```
- */
-export function sharedOption(flag: SharedFlag, place: SharedPlace): CliOption {
-  return cliOption(flag, sharedSpec(flag, place));
 }
 
 /** A shared option as it stands in a group's option table (typed as the shared declaration). */

@@ -17,6 +17,7 @@ import {
   DEFAULT_RETRIES,
   ENVIRONMENT,
   resolveSettings,
+  type SettingFlags,
   type Settings,
 } from "./settings.ts";
 import {
@@ -28,9 +29,120 @@ import {
 } from "./format.ts";
 import { listKeys, type Print, signFiles, verifyFile } from "./commands.ts";
 import { verifyCms } from "./containers/verify_cms.ts";
-import { type CommandGroup } from "../cli/options.ts";
+import { type CommandGroup, headings } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
+import { cliOptions, OptionReader, optionTable } from "../cli/option_table.ts";
+
+/** The headings of `svcd client --help`. */
+const CLIENT_HEADINGS = headings({
+  command: "command options",
+  connection: "connection (flags, else the environment)",
+});
+
+/** The options of `svcd client`, read through typed accessors. */
+const CLIENT_OPTIONS = optionTable(CLIENT_HEADINGS, {
+  "key-label": {
+    kind: "text",
+    value: "LABEL",
+    commands: ["sign", "verify"],
+    group: "command",
+    help: "the key to use ('svcd client keys' lists yours)",
+  },
+  out: {
+    kind: "path",
+    value: "FILE",
+    commands: ["sign"],
+    group: "command",
+    help: "write the signature there (one FILE only; default FILE.sig)",
+  },
+  "out-dir": {
+    kind: "path",
+    value: "DIR",
+    commands: ["keys"],
+    group: "command",
+    help: "write each public key as DIR/LABEL.pem (and certificate and chain as LABEL.crt.pem)",
+  },
+  format: {
+    kind: "text",
+    value: "FORMAT",
+    fallback: "raw",
+    commands: ["sign", "verify"],
+    group: "command",
+    help: "raw (ECDSA as r||s), der (ECDSA only: the X9.62 form openssl takes), base64 " +
+      "(of raw), cms (a detached CMS SignedData, DER, with the key's certificate and chain: " +
+      "openssl cms -verify -binary -inform DER -content FILE -CAfile CA checks it) or jws " +
+      "(sign only: JWS compact serialisation, x5c or kid)",
+  },
+  detached: {
+    kind: "switch",
+    commands: ["sign"],
+    group: "command",
+    help: "--format jws: leave the payload out (RFC 7515 appendix F: header..signature)",
+  },
+  "signer-ca-cert": {
+    kind: "path",
+    value: "FILE",
+    commands: ["verify"],
+    group: "command",
+    help: "--format cms: the PEM CA certificate(s) the signer's certificate must chain to",
+  },
+  remote: {
+    kind: "switch",
+    commands: ["verify"],
+    group: "command",
+    help: "have svcd's /verify check the signature instead of checking it here",
+  },
+  addr: {
+    kind: "text",
+    value: "URL",
+    group: "connection",
+    help: "https://HOST[:PORT] of svcd's proxy (default $SVCD_ADDR)",
+  },
+  "ca-cert": {
+    kind: "path",
+    value: "FILE",
+    group: "connection",
+    help: "PEM CA that issued the proxy's server certificate (default $SVCD_CACERT)",
+  },
+  "client-cert": {
+    kind: "path",
+    value: "FILE",
+    group: "connection",
+    help: "your PEM client certificate (default $SVCD_CLIENT_CERT)",
+  },
+  "client-key": {
+    kind: "path",
+    value: "FILE",
+    group: "connection",
+    help: "its PEM private key (default $SVCD_CLIENT_KEY)",
+  },
+  retries: {
+    kind: "count",
+    value: "N",
+    fallback: DEFAULT_RETRIES,
+    min: 0,
+    max: 100,
+    group: "connection",
+    help: "how often a 429 or 503 is retried after its Retry-After",
+  },
+  "max-body": {
+    kind: "count",
+    min: 1,
+    max: 2 ** 40,
+    value: "BYTES",
+    group: "connection",
+    help: "the largest file sent whole (with --remote, with its signature). Default: the " +
+      "limit svcd states in GET /token (max_body, its --max-body), else " +
+      `${DEFAULT_MAX_BODY} (svcd's default). It only lowers svcd's stated limit, e.g. to a ` +
+      "smaller proxy limit; a larger value is ignored, as svcd would refuse the body",
+  },
+  "insecure-http": {
+    kind: "switch",
+    group: "connection",
+    help: "allow --addr unix:/PATH, svcd's socket without TLS (tests on one host only)",
+  },
+});
 
 /** `svcd client`: its commands and the one table of their options. */
 export const CLIENT_COMMAND: CommandGroup = {
@@ -68,108 +180,8 @@ export const CLIENT_COMMAND: CommandGroup = {
         "no svcd)",
     },
   ],
-  options: [
-    {
-      flag: "key-label",
-      value: "LABEL",
-      commands: ["sign", "verify"],
-      group: "command",
-      help: "the key to use ('svcd client keys' lists yours)",
-    },
-    {
-      flag: "out",
-      value: "FILE",
-      commands: ["sign"],
-      group: "command",
-      help: "write the signature there (one FILE only; default FILE.sig)",
-    },
-    {
-      flag: "out-dir",
-      value: "DIR",
-      commands: ["keys"],
-      group: "command",
-      help: "write each public key as DIR/LABEL.pem (and certificate and chain as LABEL.crt.pem)",
-    },
-    {
-      flag: "format",
-      value: "FORMAT",
-      default: "raw",
-      commands: ["sign", "verify"],
-      group: "command",
-      help: "raw (ECDSA as r||s), der (ECDSA only: the X9.62 form openssl takes), base64 " +
-        "(of raw), cms (a detached CMS SignedData, DER, with the key's certificate and chain: " +
-        "openssl cms -verify -binary -inform DER -content FILE -CAfile CA checks it) or jws " +
-        "(sign only: JWS compact serialisation, x5c or kid)",
-    },
-    {
-      flag: "detached",
-      commands: ["sign"],
-      group: "command",
-      help: "--format jws: leave the payload out (RFC 7515 appendix F: header..signature)",
-    },
-    {
-      flag: "signer-ca-cert",
-      value: "FILE",
-      commands: ["verify"],
-      group: "command",
-      help: "--format cms: the PEM CA certificate(s) the signer's certificate must chain to",
-    },
-    {
-      flag: "remote",
-      commands: ["verify"],
-      group: "command",
-      help: "have svcd's /verify check the signature instead of checking it here",
-    },
-    {
-      flag: "addr",
-      value: "URL",
-      group: "connection",
-      help: "https://HOST[:PORT] of svcd's proxy (default $SVCD_ADDR)",
-    },
-    {
-      flag: "ca-cert",
-      value: "FILE",
-      group: "connection",
-      help: "PEM CA that issued the proxy's server certificate (default $SVCD_CACERT)",
-    },
-    {
-      flag: "client-cert",
-      value: "FILE",
-      group: "connection",
-      help: "your PEM client certificate (default $SVCD_CLIENT_CERT)",
-    },
-    {
-      flag: "client-key",
-      value: "FILE",
-      group: "connection",
-      help: "its PEM private key (default $SVCD_CLIENT_KEY)",
-    },
-    {
-      flag: "retries",
-      value: "N",
-      default: String(DEFAULT_RETRIES),
-      group: "connection",
-      help: "how often a 429 or 503 is retried after its Retry-After",
-    },
-    {
-      flag: "max-body",
-      value: "BYTES",
-      group: "connection",
-      help: "the largest file sent whole (with --remote, with its signature). Default: the " +
-        "limit svcd states in GET /token (max_body, its --max-body), else " +
-        `${DEFAULT_MAX_BODY} (svcd's default). It only lowers svcd's stated limit, e.g. to a ` +
-        "smaller proxy limit; a larger value is ignored, as svcd would refuse the body",
-    },
-    {
-      flag: "insecure-http",
-      group: "connection",
-      help: "allow --addr unix:/PATH, svcd's socket without TLS (tests on one host only)",
-    },
-  ],
-  groups: [
-    { id: "command", title: "command options" },
-    { id: "connection", title: "connection (flags, else the environment)" },
-  ],
+  options: cliOptions(CLIENT_OPTIONS),
+  groups: CLIENT_HEADINGS,
 };
 
 /** Test seams: where lines go, the environment, how a Retry-After is waited out. */
@@ -179,7 +191,8 @@ export interface ClientIo {
   wait?: RetryWait;
 }
 
-type Values = Record<string, string | boolean | undefined>;
+/** The parsed options of a `svcd client` command line. */
+type ClientOptions = OptionReader<typeof CLIENT_OPTIONS>;
 
 /** Runs `svcd client <args>`; returns the exit code. */
 export async function runClientCommand(args: string[], io: ClientIo = {}): Promise<number> {
@@ -192,10 +205,15 @@ export async function runClientCommand(args: string[], io: ClientIo = {}): Promi
   const print = io.print ?? ((line: string) => console.log(line));
   let conn: SvcdConnection | undefined;
   try {
-    const values = line.values as Values;
-    const job = checkCommand(command, values, positionals);
+    const options: ClientOptions = new OptionReader(
+      CLIENT_OPTIONS,
+      line.values,
+      (_flag, message) => usage(message),
+    );
+    const job = checkCommand(command, options, positionals);
     if (typeof job === "object") return await job.offline(print);
-    const settings = io.env ? resolveSettings(values, io.env) : settingsFromProcess(values);
+    const flags = settingFlags(options);
+    const settings = io.env ? resolveSettings(flags, io.env) : settingsFromProcess(flags);
     conn = await SvcdConnection.open(settings, io.wait);
     return await job(conn, settings, print);
   } catch (err) {
@@ -219,40 +237,45 @@ type Job = (conn: SvcdConnection, settings: Settings, print: Print) => Promise<n
 type OfflineJob = { offline: (print: Print) => Promise<number> };
 
 /** The command's own options, checked before anything is read or sent. */
-function checkCommand(command: string, values: Values, positionals: string[]): Job | OfflineJob {
+function checkCommand(
+  command: string,
+  options: ClientOptions,
+  positionals: string[],
+): Job | OfflineJob {
   switch (command) {
     case "keys": {
       if (positionals.length > 0) throw usage(`keys takes no FILE ('${positionals[0]}')`);
-      const outDir = values["out-dir"] as string | undefined;
+      const outDir = options.get("out-dir");
       return async (conn, _settings, print) => {
         await listKeys(conn, outDir, print);
         return EXIT.ok;
       };
     }
     case "sign": {
-      const keyLabel = needKeyLabel(values);
-      const format = formatOf(values);
+      const keyLabel = needKeyLabel(options);
+      const format = formatOf(options);
+      const detached = options.get("detached");
       if (positionals.length === 0) throw usage("sign needs at least one FILE");
-      if (values.detached === true && format !== "jws") {
+      if (detached && format !== "jws") {
         throw usage("--detached is a JWS form: give it with --format jws");
       }
       return async (conn, settings, print) => {
         await signFiles(conn, {
           keyLabel,
           files: positionals,
-          out: values.out as string | undefined,
+          out: options.get("out"),
           format,
-          detached: values.detached === true,
+          detached,
           maxBody: settings.maxBody,
         }, print);
         return EXIT.ok;
       };
     }
     default: {
-      const format = formatOf(values);
+      const format = formatOf(options);
       if (positionals.length !== 2) throw usage("verify needs FILE and SIG");
-      if (format === "cms") return checkCmsVerify(values, positionals);
-      if (values["signer-ca-cert"] !== undefined) {
+      if (format === "cms") return checkCmsVerify(options, positionals);
+      if (options.isGiven("signer-ca-cert")) {
         throw usage("--signer-ca-cert is for --format cms, whose signer is a certificate");
       }
       if (isContainerFormat(format)) {
@@ -261,7 +284,8 @@ function checkCommand(command: string, values: Values, positionals: string[]): J
             "key from its x5c certificate (or 'svcd client keys --out-dir')",
         );
       }
-      const keyLabel = needKeyLabel(values);
+      const keyLabel = needKeyLabel(options);
+      const remote = options.get("remote");
       return async (conn, settings, print) => {
         let valid: boolean;
         try {
@@ -270,7 +294,7 @@ function checkCommand(command: string, values: Values, positionals: string[]): J
             file: positionals[0],
             signature: positionals[1],
             format,
-            remote: values.remote === true,
+            remote,
             maxBody: settings.maxBody,
           });
         } catch (err) {
@@ -286,14 +310,14 @@ function checkCommand(command: string, values: Values, positionals: string[]): J
 }
 
 /** `verify --format cms FILE SIG --signer-ca-cert CA`: here, without svcd. */
-function checkCmsVerify(values: Values, positionals: string[]): OfflineJob {
-  const caFile = values["signer-ca-cert"];
-  if (typeof caFile !== "string" || caFile === "") {
+function checkCmsVerify(options: ClientOptions, positionals: string[]): OfflineJob {
+  const caFile = options.get("signer-ca-cert");
+  if (caFile === undefined) {
     throw usage(
       "--format cms needs --signer-ca-cert FILE: the PEM CA the signer's certificate must chain to",
     );
   }
-  if (values["key-label"] !== undefined || values.remote === true) {
+  if (options.isGiven("key-label") || options.get("remote")) {
     throw usage(
       "--format cms is checked here against --signer-ca-cert: its signer is the certificate " +
         "inside it, so --key-label and --remote do not apply",
@@ -316,20 +340,33 @@ function checkCmsVerify(values: Values, positionals: string[]): OfflineJob {
   };
 }
 
-function needKeyLabel(values: Values): string {
-  const label = values["key-label"];
-  if (typeof label !== "string" || label === "") {
+function needKeyLabel(options: ClientOptions): string {
+  const label = options.get("key-label");
+  if (label === undefined) {
     throw usage("--key-label L is required: the key to use ('svcd client keys' lists yours)");
   }
   return label;
 }
 
-function formatOf(values: Values): SignatureFormat {
-  const format = (values.format as string | undefined) ?? "raw";
+function formatOf(options: ClientOptions): SignatureFormat {
+  const format = options.get("format");
   if (!isSignatureFormat(format)) {
     throw usage(`--format '${format}': one of ${SIGNATURE_FORMATS.join(", ")}`);
   }
   return format;
+}
+
+/** The connection options as given, for the settings to put over the environment. */
+function settingFlags(options: ClientOptions): SettingFlags {
+  return {
+    addr: options.get("addr"),
+    "ca-cert": options.get("ca-cert"),
+    "client-cert": options.get("client-cert"),
+    "client-key": options.get("client-key"),
+    "insecure-http": options.get("insecure-http"),
+    retries: options.get("retries"),
+    "max-body": options.get("max-body"),
+  };
 }
 
 function usage(message: string): ClientError {
@@ -348,16 +385,16 @@ function usageError(message: string): number {
  * counts as unset, so the flags still work; a setting missing then is answered in one line that
  * says which variables were out of reach and how to run the client with its own permissions.
  */
-function settingsFromProcess(values: Values): Settings {
+function settingsFromProcess(flags: SettingFlags): Settings {
   const env: Record<string, string | undefined> = {};
   const unreadable: string[] = [];
   for (const [name, flag] of Object.entries(ENVIRONMENT)) {
     const allowed = Deno.permissions.querySync({ name: "env", variable: name }).state === "granted";
     env[name] = allowed ? Deno.env.get(name) : undefined;
-    if (!allowed && values[flag.slice(2)] === undefined) unreadable.push(name);
+    if (!allowed && flags[flag.slice(2) as keyof SettingFlags] === undefined) unreadable.push(name);
   }
   try {
-    return resolveSettings(values, env);
+    return resolveSettings(flags, env);
   } catch (err) {
     const missed = unreadable.filter((name) => (err as Error).message.includes(name));
     if (!(err instanceof ClientError) || missed.length === 0) throw err;

@@ -439,7 +439,11 @@ Deno.test("settings: from the environment; HTTPS needs its files; plain HTTP nee
         ],
         [["sign", "--addr", "https://h", "f"], {}, /--key-label L is required/],
         [["verify", "--key-label", "k", "f"], {}, /verify needs FILE and SIG/],
-        [["keys", "--retries", "x", "--addr", "https://h"], {}, /--retries 'x'/],
+        [
+          ["keys", "--retries", "x", "--addr", "https://h"],
+          {},
+          /--retries must be a whole number from 0 to 100 \(got 'x'\)/,
+        ],
       ];
       for (const [args, env, message] of cases) {
         errors.length = 0;

@@ -79,15 +79,15 @@ export function describeLimit(limit: BodyLimit): string {
   }
 }
 
-/** The flags as given (strings, unparsed). */
+/** The connection flags as given, each checked against its option (absent: not given). */
 export interface SettingFlags {
   addr?: string;
   "ca-cert"?: string;
   "client-cert"?: string;
   "client-key"?: string;
   "insecure-http"?: boolean;
-  retries?: string;
-  "max-body"?: string;
+  retries?: number;
+  "max-body"?: number;
 }
 
 /** Flags over the environment; a ClientError (usage) says which setting is missing or wrong. */
@@ -99,11 +99,8 @@ export function resolveSettings(
   if (!addr) {
     throw usage("no address: give --addr https://HOST[:PORT] or set SVCD_ADDR");
   }
-  const retries = count(flags.retries, "--retries", DEFAULT_RETRIES, 0, 100);
-  const maxBody = flags["max-body"] === undefined
-    ? undefined
-    : count(flags["max-body"], "--max-body", 0, 1, 2 ** 40);
-  return { endpoint: resolveEndpoint(addr, flags, env), retries, maxBody };
+  const retries = flags.retries ?? DEFAULT_RETRIES;
+  return { endpoint: resolveEndpoint(addr, flags, env), retries, maxBody: flags["max-body"] };
 }
 
 function resolveEndpoint(
@@ -171,21 +168,6 @@ const FILE_HELP = {
 
 function trimSlash(s: string): string {
   return s.replace(/\/+$/, "");
-}
-
-function count(
-  given: string | undefined,
-  flag: string,
-  fallback: number,
-  min: number,
-  max: number,
-): number {
-  if (given === undefined) return fallback;
-  const n = /^\d+$/.test(given) ? Number(given) : NaN;
-  if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw usage(`${flag} '${given}': give a whole number from ${min} to ${max}`);
-  }
-  return n;
 }
 
 function usage(message: string): ClientError {

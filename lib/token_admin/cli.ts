@@ -32,10 +32,10 @@ import { COMMAND_AND_COMMON, type CommandGroup } from "../cli/options.ts";
 import { parseCommandLine } from "../cli/command_line.ts";
 import { EXIT } from "../cli/exit.ts";
 import { sharedSpec } from "../cli/shared_options.ts";
-import { cliOptions, OptionReader, type OptionTable } from "../cli/option_table.ts";
+import { cliOptions, OptionReader, optionTable } from "../cli/option_table.ts";
 
 /** The options of `svcd token`, read through typed accessors. */
-const TOKEN_OPTIONS = {
+const TOKEN_OPTIONS = optionTable(COMMAND_AND_COMMON, {
   "key-label": {
     kind: "text",
     value: "LABEL",
@@ -80,10 +80,7 @@ const TOKEN_OPTIONS = {
     commands: ["keygen", "list", "selftest", "pubkey", "rotate-pin"],
   }),
   user: sharedSpec("user", { group: "common" }),
-} as const satisfies OptionTable<"command" | "common">;
-
-/** The parsed options of a `svcd token` command line. */
-type TokenOptions = OptionReader<typeof TOKEN_OPTIONS>;
+});
 
 /** `svcd token`: its commands and the one table of their options. */
 export const TOKEN_COMMAND: CommandGroup = {
@@ -149,6 +146,9 @@ export interface Common {
 
 /** A value that breaks its option's declaration (an empty --key-label, say): exit 2. */
 class OptionMistake extends Error {}
+
+/** The parsed options of a `svcd token` command line. */
+type TokenOptions = OptionReader<typeof TOKEN_OPTIONS>;
 
 /** Runs `svcd token <args>`; returns the exit code. Example: `await runTokenCommand(["list"])`. */
 export async function runTokenCommand(args: string[]): Promise<number> {

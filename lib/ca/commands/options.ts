@@ -8,7 +8,8 @@ import { MAX_CRL_PARTITIONS } from "../urls.ts";
 import { PROFILES } from "../certificate.ts";
 import { revocableReasons } from "./revocation.ts";
 import { sharedSpec } from "../../cli/shared_options.ts";
-import type { OptionReader, OptionTable } from "../../cli/option_table.ts";
+import { type OptionReader, optionTable } from "../../cli/option_table.ts";
+import { COMMAND_AND_COMMON } from "../../cli/options.ts";
 import { DEFAULT_DAYS } from "./context.ts";
 
 /** The commands that sign with the CA key, so log in. */
@@ -23,7 +24,7 @@ export const SIGNING_COMMANDS = [
 ] as const;
 
 /** Every option of `svcd ca`, with the commands it applies to. */
-export const CA_OPTIONS = {
+export const CA_OPTIONS = optionTable(COMMAND_AND_COMMON, {
   "key-label": {
     kind: "text",
     value: "LABEL",
@@ -169,7 +170,7 @@ export const CA_OPTIONS = {
     group: "common",
     note: "the CA folder and --out files are still written as root",
   }),
-} as const satisfies OptionTable<"command" | "common">;
+});
 
 /** The parsed options of a `svcd ca` command line. */
 export type CaOptions = OptionReader<typeof CA_OPTIONS>;

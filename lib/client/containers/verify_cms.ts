@@ -25,7 +25,7 @@ import {
   readCertificates,
   SIGNATURE_ALGORITHMS,
 } from "../../ocsp/mod.ts";
-import { type ParsedSignedData, parseSignedData } from "./cms.ts";
+import { type ParsedSignedData, parseSignedData } from "./cms_parse.ts";
 import { certificateKey, checkPath, signatureValid } from "./chain.ts";
 
 /** The answer: valid, or why not. */

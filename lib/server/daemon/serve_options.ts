@@ -13,7 +13,7 @@
  */
 import type { CommandGroup, OptionGroup } from "../../cli/options.ts";
 import type { OptionValues } from "../../cli/command_line.ts";
-import { cliOptions, OptionReader, type OptionTable } from "../../cli/option_table.ts";
+import { cliOptions, OptionReader, optionTable } from "../../cli/option_table.ts";
 import { SHARED_OPTIONS } from "../../cli/shared_options.ts";
 import { budgetDefaults } from "../../throttle/mod.ts";
 import { SLOW_TO_MOVE, WINDOW } from "../../token/mod.ts";
@@ -78,7 +78,7 @@ type ServeGroup = (typeof SERVE_GROUPS)[number]["id"];
  * SERVE_OPTIONS["proxy-uid"].required; // true
  * ```
  */
-export const SERVE_OPTIONS = {
+export const SERVE_OPTIONS = optionTable(SERVE_GROUPS, {
   socket: {
     group: "sockets",
     value: "PATH",
@@ -365,7 +365,7 @@ export const SERVE_OPTIONS = {
     help: "most certificates in --revocation-db (about 34 bytes of memory each, shared by the " +
       "public threads); a larger database is refused at start",
   },
-} as const satisfies OptionTable<ServeGroup>;
+});
 
 /** The parsed values of `svcd serve`, each read with its option's type. */
 export type ServeOptions = OptionReader<typeof SERVE_OPTIONS>;
