@@ -38,31 +38,16 @@ CK_RV C_CloseAllSessions(CK_SLOT_ID slotID) {
 
 CK_RV C_GetSessionInfo(CK_SESSION_HANDLE hSession, CK_SESSION_INFO *pInfo) {
   if (pInfo == NULL) return CKR_ARGUMENTS_BAD;
-  session_t *s;
-  CK_RV rv = session_enter(hSession, &s);
-  if (rv != CKR_OK) return rv;
-  session_info(s, pInfo);
-  session_leave(s);
-  return CKR_OK;
+  IN_SESSION(hSession, s, (session_info(s, pInfo), CKR_OK));
 }
 
 /* The PIN is not looked at: no PIN exists (session.c). */
 CK_RV C_Login(CK_SESSION_HANDLE hSession, CK_USER_TYPE userType, CK_UTF8CHAR *pPin,
               CK_ULONG ulPinLen) {
   (void)pPin, (void)ulPinLen;
-  session_t *s;
-  CK_RV rv = session_enter(hSession, &s);
-  if (rv != CKR_OK) return rv;
-  rv = session_login(userType);
-  session_leave(s);
-  return rv;
+  IN_SESSION(hSession, s, session_login(userType));
 }
 
 CK_RV C_Logout(CK_SESSION_HANDLE hSession) {
-  session_t *s;
-  CK_RV rv = session_enter(hSession, &s);
-  if (rv != CKR_OK) return rv;
-  rv = session_logout();
-  session_leave(s);
-  return rv;
+  IN_SESSION(hSession, s, session_logout());
 }

@@ -9,15 +9,12 @@
 
 static CK_RV init(CK_SESSION_HANDLE hSession, CK_MECHANISM *pMechanism, CK_OBJECT_HANDLE hKey,
                   int signing) {
-  session_t *s;
-  CK_RV rv = session_enter(hSession, &s);
-  if (rv != CKR_OK) return rv;
-  if (pMechanism == NULL)
-    rv = CKR_ARGUMENTS_BAD;
-  else
-    rv = operation_init(signing ? &s->sign : &s->verify, s->slot, pMechanism, hKey, signing);
-  session_leave(s);
-  return rv;
+  /* An unknown session is reported before a missing mechanism. */
+  IN_SESSION(hSession, s,
+             pMechanism == NULL
+                 ? CKR_ARGUMENTS_BAD
+                 : operation_init(signing ? &s->sign : &s->verify, s->slot, pMechanism, hKey,
+                                  signing));
 }
 
 CK_RV C_SignInit(CK_SESSION_HANDLE hSession, CK_MECHANISM *pMechanism, CK_OBJECT_HANDLE hKey) {
@@ -27,23 +24,15 @@ CK_RV C_SignInit(CK_SESSION_HANDLE hSession, CK_MECHANISM *pMechanism, CK_OBJECT
 CK_RV C_Sign(CK_SESSION_HANDLE hSession, CK_BYTE *pData, CK_ULONG ulDataLen, CK_BYTE *pSignature,
              CK_ULONG *pulSignatureLen) {
   if (pulSignatureLen == NULL || (pData == NULL && ulDataLen > 0)) return CKR_ARGUMENTS_BAD;
-  session_t *s;
-  CK_RV rv = session_enter(hSession, &s);
-  if (rv != CKR_OK) return rv;
-  rv = pkcs11_sign(&operation_kind, &s->sign, pData, ulDataLen, pSignature, pulSignatureLen);
-  session_leave(s);
-  return rv;
+  IN_SESSION(hSession, s,
+             pkcs11_sign(&operation_kind, &s->sign, pData, ulDataLen, pSignature, pulSignatureLen));
 }
 
 /* C_SignUpdate and C_VerifyUpdate. */
 static CK_RV update(CK_SESSION_HANDLE hSession, CK_BYTE *pPart, CK_ULONG ulPartLen, int signing) {
   if (pPart == NULL && ulPartLen > 0) return CKR_ARGUMENTS_BAD;
-  session_t *s;
-  CK_RV rv = session_enter(hSession, &s);
-  if (rv != CKR_OK) return rv;
-  rv = pkcs11_update(&operation_kind, signing ? &s->sign : &s->verify, pPart, ulPartLen);
-  session_leave(s);
-  return rv;
+  IN_SESSION(hSession, s,
+             pkcs11_update(&operation_kind, signing ? &s->sign : &s->verify, pPart, ulPartLen));
 }
 
 CK_RV C_SignUpdate(CK_SESSION_HANDLE hSession, CK_BYTE *pPart, CK_ULONG ulPartLen) {
@@ -52,12 +41,8 @@ CK_RV C_SignUpdate(CK_SESSION_HANDLE hSession, CK_BYTE *pPart, CK_ULONG ulPartLe
 
 CK_RV C_SignFinal(CK_SESSION_HANDLE hSession, CK_BYTE *pSignature, CK_ULONG *pulSignatureLen) {
   if (pulSignatureLen == NULL) return CKR_ARGUMENTS_BAD;
-  session_t *s;
-  CK_RV rv = session_enter(hSession, &s);
-  if (rv != CKR_OK) return rv;
-  rv = pkcs11_sign_final(&operation_kind, &s->sign, pSignature, pulSignatureLen);
-  session_leave(s);
-  return rv;
+  IN_SESSION(hSession, s,
+             pkcs11_sign_final(&operation_kind, &s->sign, pSignature, pulSignatureLen));
 }
 
 CK_RV C_VerifyInit(CK_SESSION_HANDLE hSession, CK_MECHANISM *pMechanism, CK_OBJECT_HANDLE hKey) {
@@ -67,12 +52,9 @@ CK_RV C_VerifyInit(CK_SESSION_HANDLE hSession, CK_MECHANISM *pMechanism, CK_OBJE
 CK_RV C_Verify(CK_SESSION_HANDLE hSession, CK_BYTE *pData, CK_ULONG ulDataLen,
                CK_BYTE *pSignature, CK_ULONG ulSignatureLen) {
   if ((pData == NULL && ulDataLen > 0) || pSignature == NULL) return CKR_ARGUMENTS_BAD;
-  session_t *s;
-  CK_RV rv = session_enter(hSession, &s);
-  if (rv != CKR_OK) return rv;
-  rv = pkcs11_verify(&operation_kind, &s->verify, pData, ulDataLen, pSignature, ulSignatureLen);
-  session_leave(s);
-  return rv;
+  IN_SESSION(hSession, s,
+             pkcs11_verify(&operation_kind, &s->verify, pData, ulDataLen, pSignature,
+                           ulSignatureLen));
 }
 
 CK_RV C_VerifyUpdate(CK_SESSION_HANDLE hSession, CK_BYTE *pPart, CK_ULONG ulPartLen) {
@@ -81,10 +63,6 @@ CK_RV C_VerifyUpdate(CK_SESSION_HANDLE hSession, CK_BYTE *pPart, CK_ULONG ulPart
 
 CK_RV C_VerifyFinal(CK_SESSION_HANDLE hSession, CK_BYTE *pSignature, CK_ULONG ulSignatureLen) {
   if (pSignature == NULL) return CKR_ARGUMENTS_BAD;
-  session_t *s;
-  CK_RV rv = session_enter(hSession, &s);
-  if (rv != CKR_OK) return rv;
-  rv = pkcs11_verify_final(&operation_kind, &s->verify, pSignature, ulSignatureLen);
-  session_leave(s);
-  return rv;
+  IN_SESSION(hSession, s,
+             pkcs11_verify_final(&operation_kind, &s->verify, pSignature, ulSignatureLen));
 }

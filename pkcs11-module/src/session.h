@@ -22,6 +22,17 @@ typedef struct session {
  * second call on the same handle meanwhile answers CKR_OPERATION_ACTIVE. */
 CK_RV session_enter(CK_SESSION_HANDLE h, session_t **out);
 void session_leave(session_t *s);
+/* The frame of every entry point bound to a session, once its arguments are checked: enter the
+ * session of `h` as `s`, return what `call` (an expression of `s`) answers, leave the session. */
+#define IN_SESSION(h, s, call)                         \
+  do {                                                 \
+    session_t *s;                                      \
+    CK_RV in_session_rv = session_enter((h), &s);      \
+    if (in_session_rv != CKR_OK) return in_session_rv; \
+    in_session_rv = (call);                            \
+    session_leave(s);                                  \
+    return in_session_rv;                              \
+  } while (0)
 /* A new session on the slot, its handle in *handle. The caller holds the module's life. */
 CK_RV session_open(CK_SLOT_ID slot, CK_FLAGS flags, CK_SESSION_HANDLE *handle);
 /* C_CloseSession and C_CloseAllSessions (the caller holds the module's life); closing the last
