@@ -118,6 +118,41 @@ static CK_RV secret_policy(object_t *o, const CK_ATTRIBUTE *t, CK_ULONG n) {
   return rv;
 }
 
+/* CKA_TOKEN, CKA_PRIVATE (default `private_default`) and CKA_TRUSTED of a template; a trusted
+ * object is refused: only the SO may mark one trusted. */
+static CK_RV storage_flags(const CK_ATTRIBUTE *t, CK_ULONG n, int private_default, int *token,
+                           int *priv) {
+  int trusted = 0;
+  CK_RV rv = tmpl_bool(t, n, CKA_TOKEN, 0, token);
+  if (rv == CKR_OK) rv = tmpl_bool(t, n, CKA_PRIVATE, private_default, priv);
+  if (rv == CKR_OK) rv = tmpl_bool(t, n, CKA_TRUSTED, 0, &trusted);
+  if (rv == CKR_OK && trusted) rv = CKR_ATTRIBUTE_READ_ONLY;
+  return rv;
+}
+
+/* A new object of class `cls` with CKA_CLASS, CKA_TOKEN and CKA_PRIVATE set; NULL with *rv set
+ * when it cannot be made. */
+static object_t *object_begin(CK_OBJECT_CLASS cls, CK_KEY_TYPE kt, int token, int priv,
+                              CK_RV *rv) {
+  object_t *o = calloc(1, sizeof *o);
+  if (o == NULL) {
+    *rv = CKR_HOST_MEMORY;
+    return NULL;
+  }
+  o->cls = cls;
+  o->ktype = kt;
+  o->on_token = token;
+  o->is_private = priv;
+  *rv = set_ulong(o, CKA_CLASS, cls);
+  if (*rv == CKR_OK) *rv = set_bool(o, CKA_TOKEN, token);
+  if (*rv == CKR_OK) *rv = set_bool(o, CKA_PRIVATE, priv);
+  if (*rv != CKR_OK) {
+    object_free(o);
+    return NULL;
+  }
+  return o;
+}
+
 CK_RV object_build(CK_OBJECT_CLASS cls, CK_KEY_TYPE kt, CK_MECHANISM_TYPE genmech,
                    const CK_ATTRIBUTE *t, CK_ULONG n, const CK_ATTRIBUTE_TYPE *extra,
                    size_t nextra, object_t **out) {
@@ -140,25 +175,15 @@ CK_RV object_build(CK_OBJECT_CLASS cls, CK_KEY_TYPE kt, CK_MECHANISM_TYPE genmec
   rv = tmpl_ulong(t, n, CKA_KEY_TYPE, &v, &present);
   if (rv != CKR_OK) return rv;
   if (present && v != kt) return CKR_TEMPLATE_INCONSISTENT;
-  int token, priv, trusted = 0;
-  rv = tmpl_bool(t, n, CKA_TOKEN, 0, &token);
-  if (rv == CKR_OK) rv = tmpl_bool(t, n, CKA_PRIVATE, cls != CKO_PUBLIC_KEY, &priv);
-  if (rv == CKR_OK) rv = tmpl_bool(t, n, CKA_TRUSTED, 0, &trusted);
+  int token, priv;
+  rv = storage_flags(t, n, cls != CKO_PUBLIC_KEY, &token, &priv);
   if (rv != CKR_OK) return rv;
   /* Key material is only ever stored encrypted under the user's PIN, so it is private. */
   if (cls != CKO_PUBLIC_KEY && !priv) return CKR_ATTRIBUTE_VALUE_INVALID;
-  if (trusted) return CKR_ATTRIBUTE_READ_ONLY; /* only the SO may mark keys trusted */
 
-  object_t *o = calloc(1, sizeof *o);
-  if (o == NULL) return CKR_HOST_MEMORY;
-  o->cls = cls;
-  o->ktype = kt;
-  o->on_token = token;
-  o->is_private = priv;
-  rv = set_ulong(o, CKA_CLASS, cls);
-  if (rv == CKR_OK) rv = set_ulong(o, CKA_KEY_TYPE, kt);
-  if (rv == CKR_OK) rv = set_bool(o, CKA_TOKEN, token);
-  if (rv == CKR_OK) rv = set_bool(o, CKA_PRIVATE, priv);
+  object_t *o = object_begin(cls, kt, token, priv, &rv);
+  if (o == NULL) return rv;
+  rv = set_ulong(o, CKA_KEY_TYPE, kt);
   static const bool_default common[] = {
       {CKA_MODIFIABLE, 1}, {CKA_COPYABLE, 1}, {CKA_DESTROYABLE, 1}, {CKA_DERIVE, 0}};
   if (rv == CKR_OK) rv = copy_bools(o, t, n, common, 4);
@@ -209,30 +234,20 @@ CK_RV certificate_build(const CK_ATTRIBUTE *t, CK_ULONG n, object_t **out) {
     if (t[i].ulValueLen > 0 && t[i].pValue == NULL) return CKR_ATTRIBUTE_VALUE_INVALID;
   }
   CK_ULONG type = 0, category = 0;
-  int has_type, has_category, token, priv, trusted;
+  int has_type, has_category, token, priv;
   CK_RV rv = tmpl_ulong(t, n, CKA_CERTIFICATE_TYPE, &type, &has_type);
   if (rv == CKR_OK) rv = tmpl_ulong(t, n, CKA_CERTIFICATE_CATEGORY, &category, &has_category);
-  if (rv == CKR_OK) rv = tmpl_bool(t, n, CKA_TOKEN, 0, &token);
-  if (rv == CKR_OK) rv = tmpl_bool(t, n, CKA_PRIVATE, 0, &priv);
-  if (rv == CKR_OK) rv = tmpl_bool(t, n, CKA_TRUSTED, 0, &trusted);
-  if (rv != CKR_OK) return rv;
   const CK_ATTRIBUTE *value = tmpl_find(t, n, CKA_VALUE);
-  if (!has_type || value == NULL) return CKR_TEMPLATE_INCOMPLETE;
-  if (type != CKC_X_509 || value->ulValueLen == 0 || category > 3)
-    return CKR_ATTRIBUTE_VALUE_INVALID;
-  if (trusted) return CKR_ATTRIBUTE_READ_ONLY; /* only the SO may mark certificates trusted */
+  if (rv == CKR_OK && (!has_type || value == NULL)) rv = CKR_TEMPLATE_INCOMPLETE;
+  if (rv == CKR_OK && (type != CKC_X_509 || value->ulValueLen == 0 || category > 3))
+    rv = CKR_ATTRIBUTE_VALUE_INVALID;
+  if (rv == CKR_OK) rv = storage_flags(t, n, 0, &token, &priv);
+  if (rv != CKR_OK) return rv;
 
-  object_t *o = calloc(1, sizeof *o);
-  if (o == NULL) return CKR_HOST_MEMORY;
-  o->cls = CKO_CERTIFICATE;
-  o->ktype = CK_UNAVAILABLE_INFORMATION;
-  o->on_token = token;
-  o->is_private = priv;
-  rv = set_ulong(o, CKA_CLASS, CKO_CERTIFICATE);
-  if (rv == CKR_OK) rv = set_ulong(o, CKA_CERTIFICATE_TYPE, CKC_X_509);
+  object_t *o = object_begin(CKO_CERTIFICATE, CK_UNAVAILABLE_INFORMATION, token, priv, &rv);
+  if (o == NULL) return rv;
+  rv = set_ulong(o, CKA_CERTIFICATE_TYPE, CKC_X_509);
   if (rv == CKR_OK) rv = set_ulong(o, CKA_CERTIFICATE_CATEGORY, category);
-  if (rv == CKR_OK) rv = set_bool(o, CKA_TOKEN, token);
-  if (rv == CKR_OK) rv = set_bool(o, CKA_PRIVATE, priv);
   if (rv == CKR_OK) rv = set_bool(o, CKA_TRUSTED, 0);
   static const bool_default common[] = {
       {CKA_MODIFIABLE, 1}, {CKA_COPYABLE, 1}, {CKA_DESTROYABLE, 1}};
