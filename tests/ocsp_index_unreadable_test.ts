@@ -5,8 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { moduleTempDir } from "./support/temp_dir.ts";
+import { denoAnyUserCanRun, sourceAnyUserCanRead } from "./support/any_user.ts";
 
-const CHILD = new URL("./support/index_unreadable_child.ts", import.meta.url).pathname;
+const CHILD = "tests/support/index_unreadable_child.ts";
 const NOBODY = 65534;
 const canDropPrivileges = Deno.uid() === 0 &&
   await new Deno.Command("setpriv", { args: ["--version"], stdout: "null", stderr: "null" })
@@ -19,17 +20,20 @@ Deno.test({
     const dir = moduleTempDir("svcd-index-unreadable-");
     Deno.chownSync(dir, NOBODY, NOBODY);
     Deno.chmodSync(dir, 0o755);
+    // The child's user may not read this checkout: it runs copies from the test's own folder.
+    const deno = denoAnyUserCanRun(dir);
+    const src = sourceAnyUserCanRead(dir, ["lib", "ffi", CHILD]);
     const run = await new Deno.Command("setpriv", {
       args: [
         `--reuid=${NOBODY}`,
         `--regid=${NOBODY}`,
         "--clear-groups",
-        Deno.execPath(),
+        deno,
         "run",
         "--allow-read",
         "--allow-write",
         "--allow-ffi",
-        CHILD,
+        `${src}/${CHILD}`,
         dir,
       ],
       env: { DENO_DIR: `${dir}/deno`, HOME: dir, NO_COLOR: "1" },

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { moduleTempDir } from "../../tests/support/temp_dir.ts";
 import { runCommand, withTempUser } from "../../tests/support/command.ts";
+import { denoAnyUserCanRun } from "../../tests/support/any_user.ts";
 import { advanceCrlNumber, CrlNumberError } from "./crl_number.ts";
 
 const MODULE = new URL("./crl_number.ts", import.meta.url).href;
@@ -157,7 +158,9 @@ Deno.test({
       await Deno.mkdir(denoDir);
       await Deno.chown(denoDir, uid, null);
       // The user may not read this checkout (a clone in a 0700 temp folder, as CI makes): the
-      // taker imports a copy of the counter's module and its one import from a folder it can read.
+      // taker runs Deno from a folder it can read and imports a copy of the counter's module and
+      // its one import from there.
+      const deno = denoAnyUserCanRun(dir);
       const source = `${dir}/source`;
       await Deno.mkdir(source, { mode: 0o755 });
       for (const file of ["crl_number.ts", "atomic.ts"]) {
@@ -176,7 +179,7 @@ Deno.test({
           `LOCK=${lock}`,
           `COUNT=${count}`,
           "AT_LEAST=1",
-          Deno.execPath(),
+          deno,
           "eval",
           takerScript(new URL(`file://${source}/crl_number.ts`).href),
         ]);
