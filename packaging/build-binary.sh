@@ -44,6 +44,7 @@ echo "binary: compiling $SRC/svcd.js with $DENORT_BIN (the daemon's permissions)
 # shellcheck disable=SC2086
 (cd "$SRC" && DENORT_BIN="$DENORT_BIN" "$DENO" compile --no-config --no-npm $flags \
   --include svcd-public-worker.js --include svcd-request-worker.js --include svcd-policy-worker.js \
+  --include svcd-sign-worker.js \
   -o "$OUT/svcd" svcd.js)
 echo "binary: compiling $SRC/svcd.js as svcd-client (the client's permissions)"
 # The client runs no listener: no Worker is embedded. `client` after the script is kept in the

@@ -24,10 +24,12 @@ svcd_client_permission_flags() {
 # inlined), DIR/svcd-public-worker.js, the public listener's Worker, which
 # lib/server/threads/public_threads.ts looks for beside the bundle, and DIR/svcd-request-worker.js, the
 # authenticated listener's request thread (--threads), which lib/server/threads/request_threads.ts looks for,
-# and DIR/svcd-policy-worker.js, the policy file's reader thread (lib/server/threads/policy_reader.ts).
+# DIR/svcd-policy-worker.js, the policy file's reader thread (lib/server/threads/policy_reader.ts),
+# and DIR/svcd-sign-worker.js, the sign thread (lib/token/sign_thread/sign_thread.ts).
 bundle_svcd() {
   "$DENO" bundle --quiet --platform deno -o "$1/svcd.js" main.ts
   "$DENO" bundle --quiet --platform deno -o "$1/svcd-public-worker.js" lib/server/threads/public_thread.ts
   "$DENO" bundle --quiet --platform deno -o "$1/svcd-request-worker.js" lib/server/threads/request_thread.ts
   "$DENO" bundle --quiet --platform deno -o "$1/svcd-policy-worker.js" lib/server/threads/policy_thread.ts
+  "$DENO" bundle --quiet --platform deno -o "$1/svcd-sign-worker.js" lib/token/sign_thread/_worker.ts
 }

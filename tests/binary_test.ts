@@ -88,6 +88,7 @@ Deno.test({
             "svcd-policy-worker.js",
             "svcd-public-worker.js",
             "svcd-request-worker.js",
+            "svcd-sign-worker.js",
             "svcd.js",
           ]);
           assert.deepEqual(embeddedFiles(clientPart), ["svcd.js"]);

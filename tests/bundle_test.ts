@@ -2,7 +2,7 @@
  * The bundle the package and the binary ship (packaging/lib.sh `bundle_svcd`: svcd.js and the
  * listeners' Workers beside it) serves with request threads: `svcd.js serve --threads 2` finds
  * svcd-request-worker.js beside itself (lib/server/threads/thread_group.ts `threadModule()`), where no
- * source file is, and signs.
+ * source file is, and signs; with the main thread serving, it finds svcd-sign-worker.js likewise.
  */
 import assert from "node:assert/strict";
 import { moduleTempDir } from "./support/temp_dir.ts";
@@ -14,7 +14,7 @@ const ROOT = new URL("..", import.meta.url).pathname;
 const SUBJECT = "CN=alice,O=Example";
 
 Deno.test({
-  name: "bundle: svcd.js serves /sign with --threads 2 from the bundled request Worker",
+  name: "bundle: svcd.js serves /sign from the bundled request Worker and sign thread",
   sanitizeResources: false,
   sanitizeOps: false,
   fn: async () => {
@@ -34,27 +34,46 @@ Deno.test({
         "svcd-policy-worker.js",
         "svcd-public-worker.js",
         "svcd-request-worker.js",
+        "svcd-sign-worker.js",
         "svcd.js",
       ]);
 
-      const d = await startDaemon({
-        token,
-        policy: `${SUBJECT}\tk\n`,
-        command: [Deno.execPath(), "run", "-A", `${dir}/svcd.js`, "serve"],
-        args: ["--threads", "2"],
-      });
-      try {
-        assert.match(d.stderr(), /2 threads, 16 workers/);
-        const res = await request(d.socket, {
-          method: "POST",
-          path: "/sign",
-          headers: [["X-SVC-Client-Subject", SUBJECT], ["X-SVC-Key", "k"]],
-          body: "bundled",
+      // Request threads, and the main thread with its sign thread: each from its own Worker file.
+      for (
+        const [args, served] of [[["--threads", "2"], /2 threads, 16 workers/], [
+          [],
+          /sign thread/,
+        ]] as const
+      ) {
+        const d = await startDaemon({
+          token,
+          policy: `${SUBJECT}\tk\n`,
+          command: [Deno.execPath(), "run", "-A", `${dir}/svcd.js`, "serve"],
+          args: [...args],
         });
-        assert.equal(res.status, 200, res.text());
-      } finally {
-        assert.equal(await d.stop(), 0, d.stderr());
+        try {
+          assert.match(d.stderr(), served);
+          const res = await request(d.socket, {
+            method: "POST",
+            path: "/sign",
+            headers: [["X-SVC-Client-Subject", SUBJECT], ["X-SVC-Key", "k"]],
+            body: "bundled",
+          });
+          assert.equal(res.status, 200, res.text());
+        } finally {
+          assert.equal(await d.stop(), 0, d.stderr());
+        }
       }
+      // Without its Worker file the daemon does not start on the main thread alone: it says why.
+      await Deno.remove(`${dir}/svcd-sign-worker.js`);
+      await assert.rejects(
+        startDaemon({
+          token,
+          policy: `${SUBJECT}\tk\n`,
+          command: [Deno.execPath(), "run", "-A", `${dir}/svcd.js`, "serve"],
+        }),
+        /sign thread/,
+      );
     } finally {
       await token.cleanup();
       await Deno.remove(dir, { recursive: true });

@@ -57,6 +57,11 @@ export interface Pkcs11Module {
   readonly fn: SyncFunctions & AsyncFunctions;
   /** True when the table has a non-NULL pointer for this function. */
   provides(name: string): boolean;
+  /**
+   * The function's address in the table (null when the module leaves it NULL), for a thread of
+   * the process that binds the entry itself; it stays valid while the module is loaded.
+   */
+  entry(name: string): Deno.PointerObject | null;
 }
 
 const loaded = new Map<string, Pkcs11Module>();
@@ -171,6 +176,7 @@ export function bindTable(
     tableEntries,
     fn: fn as SyncFunctions & AsyncFunctions,
     provides: (name) => pointers.has(name),
+    entry: (name) => pointers.get(name) ?? null,
   };
 }
 

@@ -57,6 +57,7 @@ import {
   verifyOnce,
 } from "./sessions.ts";
 import { HoldTimer } from "./sign_placement.ts";
+import { SignThread } from "./sign_thread/sign_thread.ts";
 
 export type { SigningKey } from "./_key_cache.ts";
 export type { TokenInfo } from "./module.ts";
@@ -77,6 +78,12 @@ export interface TokenOptions {
    * meanwhile (the public listener's).
    */
   inlineSignLimitUs?: number;
+  /**
+   * Quick signatures (those the calling thread would make) go to a sign thread of their own
+   * (sign_thread/), for the daemon's main isolate: it serves every request and should not also
+   * do their arithmetic. Default false: on the calling thread.
+   */
+  signThread?: boolean;
   /** Told when a key's signatures move to the thread pool because they were slow (for the log). */
   onPooled?: (label: string) => void;
   /**
@@ -136,12 +143,16 @@ export class Token {
   #closed = false;
   /** Times signatures made on this thread (one at a time: they are synchronous). */
   readonly #holdTimer: HoldTimer;
+  readonly #signThread: SignThread | undefined;
 
   private constructor(mod: Pkcs11Module, slot: number, opts: TokenOptions) {
     this.#mod = mod;
     this.#slot = slot;
     this.#opts = opts;
     this.#holdTimer = new HoldTimer((opts.inlineSignLimitUs ?? 0) / 1000);
+    this.#signThread = opts.signThread
+      ? SignThread.start(mod, (opts.inlineSignLimitUs ?? 0) / 1000)
+      : undefined;
     this.#offered = new MechanismCatalogue(mod, slot);
     this.#pool = new SessionPool({
       max: opts.maxSessions ?? DEFAULT_MAX_SESSIONS,
@@ -310,7 +321,10 @@ export class Token {
     }
   }
 
-  /** One signature, on the calling thread (timed) or the pool, as the key's placement says. */
+  /**
+   * One signature, on the calling thread or the sign thread (timed), or the pool, as the key's
+   * placement says.
+   */
   #signWith(
     label: string,
     k: KeyInternals,
@@ -323,6 +337,13 @@ export class Token {
       return this.#pool.use((s) => signOnce(this.#mod, s, k.handle, choice, data, length));
     }
     return this.#pool.use((s) => {
+      const onThread = this.#signThread?.sign(s, k.handle, choice, data);
+      if (onThread) {
+        return onThread.then(({ signature, heldMs }) => {
+          if (k.placement.record(heldMs)) this.#opts.onPooled?.(label);
+          return signature;
+        });
+      }
       this.#holdTimer.start();
       try {
         return signOnceSync(this.#mod, s, k.handle, choice, data, length);
@@ -440,6 +461,19 @@ export class Token {
     return this.#pool.whenIdle(timeoutMs);
   }
 
+  /**
+   * Settles once the sign thread runs (at once without one); rejects when it could not start, and
+   * signatures are then made on the calling thread.
+   */
+  signThreadStarted(): Promise<void> {
+    return this.#signThread?.started ?? Promise.resolve();
+  }
+
+  /** Signatures the sign thread made (0 without one; TokenOptions.signThread): for tests and benches. */
+  get signedOnThread(): number {
+    return this.#signThread?.signed ?? 0;
+  }
+
   /** Pool figures: sessions open, lent out, callers waiting, and the cap in force. */
   poolStats(): PoolStats {
     return this.#pool.stats();
@@ -510,6 +544,7 @@ export class Token {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#signThread?.close();
     this.#pool.close();
     this.#keys.close();
     releaseModule(this.#mod);

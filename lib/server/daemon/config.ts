@@ -42,7 +42,12 @@ export type ListenerConfig =
 
 /** The token: what `Token.open` takes, and where the PIN credential is (`Token.readPinCredential`). */
 export type TokenConfig =
-  & Required<Pick<TokenOptions, "modulePath" | "tokenLabel" | "maxSessions" | "inlineSignLimitUs">>
+  & Required<
+    Pick<
+      TokenOptions,
+      "modulePath" | "tokenLabel" | "maxSessions" | "inlineSignLimitUs" | "signThread"
+    >
+  >
   & { credentialsDir: string | undefined; allowWeakCredential: boolean };
 
 /** The audit log: what `AuditLog.open` takes besides its keys and hooks. */
@@ -161,6 +166,7 @@ export function serveConfig(
 ): ServeConfig {
   const options = readServeOptions(values);
   const workers = options.get("workers");
+  const threads = requestThreads(options, workers);
   return {
     listener: {
       path: options.get("socket"),
@@ -169,12 +175,15 @@ export function serveConfig(
       maxBodyBytes: options.get("max-body"),
       workers,
     },
-    threads: requestThreads(options, workers),
+    threads,
     token: {
       modulePath: options.get("module"),
       tokenLabel: options.get("token"),
       maxSessions: options.get("max-sessions"),
       inlineSignLimitUs: options.get("inline-sign-limit-us"),
+      // The main thread serving alone gives its quick signatures a thread of their own, on a core
+      // it does not use; request threads each sign on their own thread and are the parallelism.
+      signThread: threads === 0 && navigator.hardwareConcurrency > 1,
       credentialsDir: env.get("CREDENTIALS_DIRECTORY"),
       allowWeakCredential: options.get("allow-weak-credential"),
     },

@@ -47,11 +47,14 @@ Deno.test("config: each option lands in the structure its library takes", () => 
     tokenLabel: "t",
     maxSessions: 5,
     inlineSignLimitUs: 0,
+    signThread: navigator.hardwareConcurrency > 1,
     credentialsDir: undefined,
     allowWeakCredential: true,
   });
   assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.allowWeakCredential, false);
   assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.inlineSignLimitUs, 300);
+  const withThreads = parseServeArgs(["--proxy-uid", "1", "--threads", "2"], env);
+  assert.equal(withThreads.token.signThread, false, "request threads sign on their own threads");
   assert.deepEqual(c.audit, {
     dir: "/a",
     checkpointEvery: 50,

@@ -108,6 +108,10 @@ async function openToken(config: TokenConfig): Promise<Token> {
         "the daemon does not retry (a role locks after five failures): check the credential svc-pin",
     );
   }
+  await token.signThreadStarted().catch((err) => {
+    token.close();
+    throw new StartupError(`${err.message}; reinstall the package, or serve with --threads 1`);
+  });
   return token;
 }
 
@@ -226,7 +230,10 @@ export async function runDaemon(config: ServeConfig, parts: DaemonParts = {}): P
     policy = checked.policy;
     opened.budget = (parts.openBudget ?? openBudget)(config);
     const token = opened.token = await openToken(config.token);
-    log(`logged in to token '${config.token.tokenLabel}' through ${config.token.modulePath}`);
+    log(
+      `logged in to token '${config.token.tokenLabel}' through ${config.token.modulePath}` +
+        (config.token.signThread ? "; quick signatures are made on a sign thread" : ""),
+    );
     token.onDead((err) => stop.request(EXIT_TOKEN_DEAD, `token is dead: ${err.message}`));
     const audit = opened.audit = await (parts.openAudit ?? openAuditLog)(
       config,

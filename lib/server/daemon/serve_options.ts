@@ -48,8 +48,9 @@ export class ConfigError extends Error {
 export const DEFAULT_THREADS = 0;
 
 /**
- * Signatures quicker than this (µs) are made on the thread that serves the request, not handed to
- * the thread pool: the hop costs more than a software token's ECDSA or Ed25519 signature and less
+ * Signatures quicker than this (µs) are made on the thread that serves the request (or the sign
+ * thread, which takes them from the main thread), not handed to the thread pool: the hop costs more
+ * than a software token's ECDSA or Ed25519 signature and less
  * than an RSA or a remote HSM's (see lib/token/sign_placement.ts). The limit leaves room for the
  * slow tail of a quick mechanism under load, so that tail does not move it to the pool.
  */
@@ -135,8 +136,8 @@ export const SERVE_OPTIONS = optionTable(SERVE_GROUPS, {
     fallback: DEFAULT_THREADS,
     min: 0,
     max: 64,
-    help: "threads serving the authenticated socket (0: the main thread alone); " +
-      "at most --workers",
+    help: "threads serving the authenticated socket (0: the main thread alone, its quick " +
+      "signatures on a sign thread when the machine has a second core); at most --workers",
   },
   "inline-sign-limit-us": {
     group: "threads",
@@ -145,7 +146,8 @@ export const SERVE_OPTIONS = optionTable(SERVE_GROUPS, {
     fallback: DEFAULT_INLINE_SIGN_LIMIT_US,
     min: 0,
     max: 1_000_000,
-    help: `a key signs on the thread serving its request until ${SLOW_TO_MOVE} of its last ` +
+    help: "a key signs on the thread serving its request (on the sign thread with " +
+      `--threads 0) until ${SLOW_TO_MOVE} of its last ` +
       `${WINDOW} signatures held it longer than this (microseconds of its CPU, or of waiting when the ` +
       "module slept); then on the thread pool until SIGHUP " +
       "(0: always the pool)",

@@ -1,0 +1,105 @@
+/**
+ * The sign thread's own loop (./sign_thread.ts has the why): it takes the jobs of the ring in
+ * order, makes each signature with C_SignInit + C_Sign on the session and key the main isolate
+ * checked out for it, times how long it held the thread, and counts it done. It blocks in
+ * `Atomics.wait` while the ring is empty (a Worker may block; it runs nothing else), and binds the
+ * two entries of the function table itself, from the addresses the main isolate sent: the module
+ * is loaded and logged in once per process.
+ */
+import { HoldTimer } from "../sign_placement.ts";
+import {
+  CONTROL,
+  DATA_AT,
+  SIGNATURE_AT,
+  SIGNATURE_ROOM,
+  SLOT,
+  slotOf,
+  slotOffset,
+} from "./_slots.ts";
+
+/** What the main isolate sends once, to start the loop. */
+export interface SignThreadSetup {
+  control: SharedArrayBuffer;
+  ring: SharedArrayBuffer;
+  /** Addresses of C_SignInit and C_Sign in the module's function table. */
+  signInit: bigint;
+  sign: bigint;
+  /** The hold time above which the thread's CPU time is read instead of the wall clock (ms). */
+  exactAboveMs: number;
+}
+
+/** An idle thread looks at the stop flag this often (ms) even when nobody notifies it. */
+const IDLE_CHECK_MS = 1000;
+
+// deno-lint-ignore no-explicit-any
+const scope = self as any;
+scope.onmessage = (e: MessageEvent<SignThreadSetup>) => {
+  scope.postMessage("started");
+  run(e.data);
+};
+
+function run(setup: SignThreadSetup): void {
+  const control = new Int32Array(setup.control);
+  const words = new BigInt64Array(setup.ring);
+  const held = new Float64Array(setup.ring);
+  const bytes = new Uint8Array(setup.ring);
+  const signInit = bind(setup.signInit, ["u64", "buffer", "u64"]);
+  const sign = bind(setup.sign, ["u64", "buffer", "u64", "buffer", "buffer"]);
+  const timer = new HoldTimer(setup.exactAboveMs);
+  let next = Atomics.load(control, CONTROL.DONE);
+  while (Atomics.load(control, CONTROL.STOP) === 0) {
+    if (Atomics.load(control, CONTROL.POSTED) === next) {
+      waitForJob(control, next);
+      continue;
+    }
+    const at = slotOffset(slotOf(next));
+    const w = at / 8;
+    const dataLength = Number(words[w + SLOT.DATA_LENGTH]);
+    timer.start();
+    let rv = signInit(
+      words[w + SLOT.SESSION],
+      bytes.subarray(at + 8 * SLOT.MECHANISM),
+      words[w + SLOT.KEY],
+    );
+    words[w + SLOT.FAILED_CALL] = 0n;
+    if (rv === 0n) {
+      words[w + SLOT.SIGNATURE_LENGTH] = BigInt(SIGNATURE_ROOM);
+      rv = sign(
+        words[w + SLOT.SESSION],
+        bytes.subarray(at + DATA_AT, at + DATA_AT + dataLength),
+        BigInt(dataLength),
+        bytes.subarray(at + SIGNATURE_AT, at + SIGNATURE_AT + SIGNATURE_ROOM),
+        bytes.subarray(at + 8 * SLOT.SIGNATURE_LENGTH),
+      );
+      words[w + SLOT.FAILED_CALL] = 1n;
+    }
+    held[w + SLOT.HELD_MS] = timer.heldMs();
+    words[w + SLOT.RV] = BigInt(rv);
+    next = (next + 1) | 0;
+    Atomics.store(control, CONTROL.DONE, next);
+    Atomics.notify(control, CONTROL.DONE);
+  }
+}
+
+/** Sleeps until a job is posted after `next`, or the idle check comes round. */
+function waitForJob(control: Int32Array, next: number): void {
+  Atomics.store(control, CONTROL.SLEEPING, 1);
+  // Posted between the look and the flag: the poster may not have seen the flag, so do not sleep.
+  if (Atomics.load(control, CONTROL.POSTED) === next) {
+    Atomics.wait(control, CONTROL.POSTED, next, IDLE_CHECK_MS);
+  }
+  Atomics.store(control, CONTROL.SLEEPING, 0);
+}
+
+/** One entry of the function table, returning its CK_RV. */
+function bind(
+  address: bigint,
+  parameters: Deno.NativeType[],
+): (...args: (bigint | Uint8Array)[]) => bigint {
+  const fn = new Deno.UnsafeFnPointer(Deno.UnsafePointer.create(address)!, {
+    parameters,
+    result: "u64",
+  });
+  // deno-lint-ignore no-explicit-any
+  return (...args) => BigInt((fn.call as (...a: any[]) => bigint | number)(...args));
+}
