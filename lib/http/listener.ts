@@ -217,6 +217,11 @@ export class Listener {
     return this.#closed;
   }
 
+  /** Handlers running now (a cheap `stats().active`, for a check on every request). */
+  get handlersActive(): number {
+    return this.#work.active;
+  }
+
   /** Gauges and counters. */
   stats(): ListenerStats {
     return {

@@ -144,6 +144,7 @@ export class Token {
   /** Times signatures made on this thread (one at a time: they are synchronous). */
   readonly #holdTimer: HoldTimer;
   readonly #signThread: SignThread | undefined;
+  #signThreadWanted: () => boolean = () => true;
 
   private constructor(mod: Pkcs11Module, slot: number, opts: TokenOptions) {
     this.#mod = mod;
@@ -337,7 +338,9 @@ export class Token {
       return this.#pool.use((s) => signOnce(this.#mod, s, k.handle, choice, data, length));
     }
     return this.#pool.use((s) => {
-      const onThread = this.#signThread?.sign(s, k.handle, choice, data);
+      const onThread = this.#signThreadWanted()
+        ? this.#signThread?.sign(s, k.handle, choice, data)
+        : undefined;
       if (onThread) {
         return onThread.then(({ signature, heldMs }) => {
           if (k.placement.record(heldMs)) this.#opts.onPooled?.(label);
@@ -459,6 +462,22 @@ export class Token {
    */
   whenIdle(timeoutMs: number): Promise<boolean> {
     return this.#pool.whenIdle(timeoutMs);
+  }
+
+  /**
+   * Quick signatures go to the sign thread only while `wanted` says so (until this is called:
+   * always): a caller with one request in hand gains nothing from the thread and waits for its
+   * hand-off, one with others serves them meanwhile.
+   *
+   * @example
+   * ```ts
+   * import { Token } from "./token.ts";
+   * declare const token: Token, listener: { handlersActive: number };
+   * token.signOnThreadWhile(() => listener.handlersActive > 1);
+   * ```
+   */
+  signOnThreadWhile(wanted: () => boolean): void {
+    this.#signThreadWanted = wanted;
   }
 
   /**

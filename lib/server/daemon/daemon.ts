@@ -407,6 +407,8 @@ function serveInThisThread(
       continueCheck: authenticatedContinueCheck(deps),
     }),
   });
+  // One request in hand signs on this thread: the sign thread's hand-off would only delay it.
+  running.token.signOnThreadWhile(() => listener.handlersActive > 1);
   const served = listener.serve();
   const sample = sampleGauges(
     "authenticated",
