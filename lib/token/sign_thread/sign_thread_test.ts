@@ -110,3 +110,22 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name: "sign thread: taken only while signOnThreadWhile says so",
+  sanitizeResources: false,
+  fn: () =>
+    withLoggedInToken({ ec: "ec-p256" }, async (token) => {
+      const key = (await token.key("ec"))!;
+      let wanted = false;
+      token.signOnThreadWhile(() => wanted);
+      const inline = await token.sign(key, message);
+      assert.equal(token.signedOnThread, 0, "not wanted: the calling thread");
+      wanted = true;
+      const onThread = await token.sign(key, message);
+      assert.equal(token.signedOnThread, 1, "wanted: the sign thread");
+      for (const { signature } of [inline, onThread]) {
+        assert.ok((await verifyIndependently(key, message, signature)).ok);
+      }
+    }, ON_THREAD),
+});
