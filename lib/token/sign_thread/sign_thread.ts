@@ -47,13 +47,18 @@ export { DATA_ROOM };
  * The thread's module: ./_worker.ts, or in the packaged bundle (where this code is in svcd.js)
  * svcd-sign-worker.js beside it, bundled on its own (packaging/lib.sh).
  */
-function workerModule(): URL {
-  const source = new URL("./_worker.ts", import.meta.url);
+function workerModule(): URL | undefined {
+  // Looked for here, not left to the Worker: a Worker that fails to load may end the process.
+  return WORKER_FILES.map((file) => new URL(file, import.meta.url)).find(isFile);
+}
+
+const WORKER_FILES = ["./_worker.ts", "./svcd-sign-worker.js"];
+
+function isFile(url: URL): boolean {
   try {
-    Deno.statSync(source);
-    return source;
+    return Deno.statSync(url).isFile;
   } catch {
-    return new URL("./svcd-sign-worker.js", import.meta.url);
+    return false;
   }
 }
 
@@ -84,7 +89,7 @@ export class SignThread {
   readonly #words: BigInt64Array;
   readonly #held: Float64Array;
   readonly #bytes: Uint8Array;
-  readonly #worker: Worker;
+  readonly #worker: Worker | undefined;
   readonly #jobs: (Job | undefined)[] = new Array(SLOTS);
   /** Jobs posted and jobs settled, as the thread counts them (Int32s that wrap). */
   #posted = 0;
@@ -100,14 +105,22 @@ export class SignThread {
     this.#bytes = new Uint8Array(setup.ring);
     const { promise, resolve, reject } = Promise.withResolvers<void>();
     this.started = promise;
-    this.#worker = new Worker(workerModule(), { type: "module", name: "svcd-sign" });
-    this.#worker.onmessage = () => resolve();
-    this.#worker.onerror = (e) => {
+    // Whoever asks is told; a Token never asked must not end the process with it.
+    promise.catch(() => {});
+    const module = workerModule();
+    if (!module) {
+      reject(new Error(`the sign thread's module is missing: ${WORKER_FILES.join(" or ")}`));
+      this.#closed = true;
+      return;
+    }
+    const worker = this.#worker = new Worker(module, { type: "module", name: "svcd-sign" });
+    worker.onmessage = () => resolve();
+    worker.onerror = (e) => {
       e.preventDefault();
       reject(new Error(`the sign thread stopped: ${e.message}`));
       this.close();
     };
-    this.#worker.postMessage(setup);
+    worker.postMessage(setup);
   }
 
   /**
@@ -177,7 +190,7 @@ export class SignThread {
     this.#closed = true;
     Atomics.store(this.#control, CONTROL.STOP, 1);
     Atomics.notify(this.#control, CONTROL.POSTED);
-    this.#worker.terminate();
+    this.#worker?.terminate();
     const error = new Pkcs11Error("C_Sign", CKR.CRYPTOKI_NOT_INITIALIZED);
     for (; this.#settled !== this.#posted; this.#settled = (this.#settled + 1) | 0) {
       this.#take(slotOf(this.#settled))?.reject(error);
