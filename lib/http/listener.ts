@@ -146,6 +146,8 @@ export class Listener {
   #ctlBuf = new Uint8Array(EPOLL_EVENT_SIZE);
   #ctlView: DataView;
   #acceptPausedUntil = 0;
+  /** Connections taken by the current (or last) round of {@link #acceptSome}. */
+  #acceptedThisRound = 0;
   #closing = false;
   #stopped = false;
   #serving: Promise<void> | null = null;
@@ -217,9 +219,13 @@ export class Listener {
     return this.#closed;
   }
 
-  /** Handlers running now (a cheap `stats().active`, for a check on every request). */
-  get handlersActive(): number {
-    return this.#work.active;
+  /**
+   * Whether the request being handled is not the only one in hand: another handler runs, a parsed
+   * request waits for a slot, or this round of accepting took another connection before it. Cheap,
+   * for a check on every request.
+   */
+  get othersInHand(): boolean {
+    return this.#work.active > 1 || this.#work.queued > 0 || this.#acceptedThisRound > 1;
   }
 
   /** Gauges and counters. */
@@ -309,6 +315,7 @@ export class Listener {
   #acceptSome(): number {
     const c = libc();
     let taken = 0;
+    this.#acceptedThisRound = 0;
     for (; taken < ACCEPT_BATCH && !this.#closing; taken++) {
       const fd = c.accept4(this.#sock.fd, null, null, O_NONBLOCK | O_CLOEXEC);
       if (fd < 0) {
@@ -318,6 +325,7 @@ export class Listener {
         if (e === ERRNO.EMFILE || e === ERRNO.ENFILE) this.#pauseAccept();
         return taken;
       }
+      this.#acceptedThisRound++;
       this.#accept(fd);
     }
     return taken;

@@ -297,3 +297,34 @@ Deno.test("nofileLimit reports the process's RLIMIT_NOFILE", async () => {
   );
   assert.deepEqual(nofileLimit(), { soft, hard });
 });
+
+Deno.test("othersInHand: false for a request alone, true while another is being handled", async () => {
+  const inHand: boolean[] = [];
+  let releaseFirst!: () => void;
+  const firstHeld = new Promise<void>((resolve) => releaseFirst = resolve);
+  let listener!: Listener;
+  await withListener({
+    handler: async (req) => {
+      inHand.push(listener.othersInHand);
+      if (new TextDecoder().decode(req.body) === "hold") await firstHeld;
+      return { status: 204 };
+    },
+  }, async (l, path) => {
+    listener = l;
+    await exchange(path, bytes("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nalone"));
+    assert.deepEqual(inHand, [false], "one request in hand");
+    const held = exchange(
+      path,
+      bytes("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nhold"),
+    );
+    await until(() => inHand.length === 2);
+    const second = exchange(
+      path,
+      bytes("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nnext"),
+    );
+    await until(() => inHand.length === 3);
+    releaseFirst();
+    await Promise.all([held, second]);
+    assert.deepEqual(inHand, [false, false, true], "the third arrived while the held one ran");
+  });
+});

@@ -472,8 +472,8 @@ export class Token {
    * @example
    * ```ts
    * import { Token } from "./token.ts";
-   * declare const token: Token, listener: { handlersActive: number };
-   * token.signOnThreadWhile(() => listener.handlersActive > 1);
+   * declare const token: Token, listener: { othersInHand: boolean };
+   * token.signOnThreadWhile(() => listener.othersInHand);
    * ```
    */
   signOnThreadWhile(wanted: () => boolean): void {

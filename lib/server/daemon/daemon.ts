@@ -408,7 +408,7 @@ function serveInThisThread(
     }),
   });
   // One request in hand signs on this thread: the sign thread's hand-off would only delay it.
-  running.token.signOnThreadWhile(() => listener.handlersActive > 1);
+  running.token.signOnThreadWhile(() => listener.othersInHand);
   const served = listener.serve();
   const sample = sampleGauges(
     "authenticated",
