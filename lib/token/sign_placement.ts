@@ -126,6 +126,7 @@ function popCount(bits: number): number {
  */
 export class HoldTimer {
   readonly #exactAboveMs: number;
+  readonly #sleptAboveMs: number;
   readonly #clocks: ThreadClocks;
   readonly #atStart: ThreadReading;
   readonly #atEnd: ThreadReading;
@@ -133,10 +134,13 @@ export class HoldTimer {
 
   /**
    * `exactAboveMs`: wall-clock times up to this are answered as they are. `clocks`: where the
-   * times come from (this thread's own clocks unless a test scripts them).
+   * times come from (this thread's own clocks unless a test scripts them). `sleptAboveMs`: a call
+   * that slept but ended within this is answered with its CPU time (its sleep taken for a wait on
+   * a lock another thread held, not for a module that blocks); 0: every sleep counts.
    */
-  constructor(exactAboveMs = 0, clocks: ThreadClocks = THIS_THREAD) {
+  constructor(exactAboveMs = 0, clocks: ThreadClocks = THIS_THREAD, sleptAboveMs = 0) {
     this.#exactAboveMs = exactAboveMs;
+    this.#sleptAboveMs = sleptAboveMs;
     this.#clocks = clocks;
     this.#atStart = clocks.reading();
     this.#atEnd = clocks.reading();
@@ -155,7 +159,7 @@ export class HoldTimer {
     if (this.#exactAboveMs !== Infinity) this.#atEnd.take();
     const wall = this.#clocks.wallMs() - this.#startedAt;
     if (wall <= this.#exactAboveMs || !this.#atStart.ok || !this.#atEnd.ok) return wall;
-    if (this.#atEnd.sleeps() !== this.#atStart.sleeps()) return wall;
+    if (this.#atEnd.sleeps() !== this.#atStart.sleeps() && wall > this.#sleptAboveMs) return wall;
     return this.#atEnd.cpuMs() - this.#atStart.cpuMs();
   }
 }

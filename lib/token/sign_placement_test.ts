@@ -116,6 +116,14 @@ Deno.test("hold timer: a call that sleeps holds the thread for its wall-clock ti
   assert.equal(clocks.call(timer, 5, 0.0625, true), 5);
 });
 
+Deno.test("hold timer: with sleptAboveMs, a call that slept briefly counts its CPU time, a long sleep its wall time", () => {
+  const clocks = new ScriptedClocks();
+  const timer = new HoldTimer(0.3, clocks, 5);
+  assert.equal(clocks.call(timer, 2, 0.0625, true), 0.0625, "a 2 ms wait on a lock");
+  assert.equal(clocks.call(timer, 8, 0.0625, true), 8, "an 8 ms wait on the module");
+  assert.equal(clocks.call(timer, 4, 1, false), 1, "no sleep: CPU time as ever");
+});
+
 Deno.test("hold timer: within the exact limit, or with a clock it cannot read, it answers the wall time", () => {
   const clocks = new ScriptedClocks();
   assert.equal(clocks.call(new HoldTimer(0.25, clocks), 0.125, 0.0625), 0.125);
