@@ -146,7 +146,7 @@ export class Listener {
   #ctlBuf = new Uint8Array(EPOLL_EVENT_SIZE);
   #ctlView: DataView;
   #acceptPausedUntil = 0;
-  /** Connections taken by the current (or last) round of {@link #acceptSome}. */
+  /** Connections taken so far by the round of {@link #acceptSome} running now (0 outside one). */
   #acceptedThisRound = 0;
   #closing = false;
   #stopped = false;
@@ -313,9 +313,16 @@ export class Listener {
 
   /** Accepts up to a batch; returns how many connections it took (accepted or refused). */
   #acceptSome(): number {
+    try {
+      return this.#acceptRound();
+    } finally {
+      this.#acceptedThisRound = 0;
+    }
+  }
+
+  #acceptRound(): number {
     const c = libc();
     let taken = 0;
-    this.#acceptedThisRound = 0;
     for (; taken < ACCEPT_BATCH && !this.#closing; taken++) {
       const fd = c.accept4(this.#sock.fd, null, null, O_NONBLOCK | O_CLOEXEC);
       if (fd < 0) {

@@ -151,9 +151,6 @@ export class Token {
     this.#slot = slot;
     this.#opts = opts;
     this.#holdTimer = new HoldTimer((opts.inlineSignLimitUs ?? 0) / 1000);
-    this.#signThread = opts.signThread
-      ? SignThread.start(mod, (opts.inlineSignLimitUs ?? 0) / 1000)
-      : undefined;
     this.#offered = new MechanismCatalogue(mod, slot);
     this.#pool = new SessionPool({
       max: opts.maxSessions ?? DEFAULT_MAX_SESSIONS,
@@ -177,6 +174,10 @@ export class Token {
       opts.inlineSignLimitUs ?? 0,
       this.#copyLock,
     );
+    // Last: nothing after it may throw and leave its Worker running.
+    this.#signThread = opts.signThread
+      ? SignThread.start(mod, (opts.inlineSignLimitUs ?? 0) / 1000)
+      : undefined;
   }
 
   /**
@@ -563,7 +564,9 @@ export class Token {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#signThread?.close();
+    // A signature still running on the sign thread uses a session and a key copy of the module:
+    // the module is then left to the process exit rather than finalised under it.
+    if (this.#signThread && !this.#signThread.close()) return;
     this.#pool.close();
     this.#keys.close();
     releaseModule(this.#mod);

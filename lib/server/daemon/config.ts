@@ -182,8 +182,10 @@ export function serveConfig(
       maxSessions: options.get("max-sessions"),
       inlineSignLimitUs: options.get("inline-sign-limit-us"),
       // The main thread serving alone gives its quick signatures a thread of their own, on a core
-      // it does not use; request threads each sign on their own thread and are the parallelism.
-      signThread: threads === 0 && navigator.hardwareConcurrency > 1,
+      // it does not use; request threads each sign on their own thread and are the parallelism;
+      // with an inline limit of 0 every signature goes to the pool and none is quick.
+      signThread: threads === 0 && navigator.hardwareConcurrency > 1 &&
+        options.get("inline-sign-limit-us") > 0,
       credentialsDir: env.get("CREDENTIALS_DIRECTORY"),
       allowWeakCredential: options.get("allow-weak-credential"),
     },

@@ -47,12 +47,17 @@ Deno.test("config: each option lands in the structure its library takes", () => 
     tokenLabel: "t",
     maxSessions: 5,
     inlineSignLimitUs: 0,
-    signThread: navigator.hardwareConcurrency > 1,
+    signThread: false, // --inline-sign-limit-us=0: every signature on the pool, none quick
     credentialsDir: undefined,
     allowWeakCredential: true,
   });
   assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.allowWeakCredential, false);
   assert.equal(parseServeArgs(["--proxy-uid", "1"], env).token.inlineSignLimitUs, 300);
+  assert.equal(
+    parseServeArgs(["--proxy-uid", "1"], env).token.signThread,
+    navigator.hardwareConcurrency > 1,
+    "the main thread alone: a sign thread when there is a second core",
+  );
   const withThreads = parseServeArgs(["--proxy-uid", "1", "--threads", "2"], env);
   assert.equal(withThreads.token.signThread, false, "request threads sign on their own threads");
   assert.deepEqual(c.audit, {

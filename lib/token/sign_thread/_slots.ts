@@ -54,8 +54,10 @@ export const CONTROL = {
   SLEEPING: 2,
   /** 1: the thread returns. */
   STOP: 3,
+  /** 1 while the thread is in a call of the module: closing waits for 0 before the module goes. */
+  IN_MODULE: 4,
 } as const;
-export const CONTROL_BYTES = 16;
+export const CONTROL_BYTES = 32;
 
 /** The byte offset of slot `i`, and the ring's size as `slotOffset(SLOTS)`. */
 export function slotOffset(i: number): number {

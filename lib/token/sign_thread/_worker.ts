@@ -42,25 +42,45 @@ const IDLE_CHECK_MS = 1000;
 // deno-lint-ignore no-explicit-any
 const scope = self as any;
 scope.onmessage = (e: MessageEvent<SignThreadSetup>) => {
+  // Started means bound: a failure to bind the module's entries reaches `started`, not a job.
+  const loop = prepare(e.data);
   scope.postMessage("started");
-  run(e.data);
+  loop();
 };
 
-function run(setup: SignThreadSetup): void {
+/** Binds the module's two entries and the timer; returns the loop over the ring's jobs. */
+function prepare(setup: SignThreadSetup): () => void {
   const control = new Int32Array(setup.control);
+  const job = jobRunner(setup);
+  return () => {
+    let next = Atomics.load(control, CONTROL.DONE);
+    while (Atomics.load(control, CONTROL.STOP) === 0) {
+      if (Atomics.load(control, CONTROL.POSTED) === next) {
+        waitForJob(control, next);
+        continue;
+      }
+      Atomics.store(control, CONTROL.IN_MODULE, 1);
+      try {
+        job(slotOffset(slotOf(next)));
+      } finally {
+        leaveModule(control);
+      }
+      next = (next + 1) | 0;
+      Atomics.store(control, CONTROL.DONE, next);
+      Atomics.notify(control, CONTROL.DONE);
+    }
+  };
+}
+
+/** One job: C_SignInit + C_Sign on the slot at byte `at`, its results written back into it. */
+function jobRunner(setup: SignThreadSetup): (at: number) => void {
   const words = new BigInt64Array(setup.ring);
   const held = new Float64Array(setup.ring);
   const bytes = new Uint8Array(setup.ring);
   const signInit = bind(setup.signInit, ["u64", "buffer", "u64"]);
   const sign = bind(setup.sign, ["u64", "buffer", "u64", "buffer", "buffer"]);
   const timer = new HoldTimer(setup.exactAboveMs, THIS_THREAD, LOCK_WAIT_MS);
-  let next = Atomics.load(control, CONTROL.DONE);
-  while (Atomics.load(control, CONTROL.STOP) === 0) {
-    if (Atomics.load(control, CONTROL.POSTED) === next) {
-      waitForJob(control, next);
-      continue;
-    }
-    const at = slotOffset(slotOf(next));
+  return (at) => {
     const w = at / 8;
     const dataLength = Number(words[w + SLOT.DATA_LENGTH]);
     timer.start();
@@ -83,10 +103,13 @@ function run(setup: SignThreadSetup): void {
     }
     held[w + SLOT.HELD_MS] = timer.heldMs();
     words[w + SLOT.RV] = BigInt(rv);
-    next = (next + 1) | 0;
-    Atomics.store(control, CONTROL.DONE, next);
-    Atomics.notify(control, CONTROL.DONE);
-  }
+  };
+}
+
+/** Out of the module: a close waiting for that is woken (it set STOP before it waits). */
+function leaveModule(control: Int32Array): void {
+  Atomics.store(control, CONTROL.IN_MODULE, 0);
+  if (Atomics.load(control, CONTROL.STOP) === 1) Atomics.notify(control, CONTROL.IN_MODULE);
 }
 
 /** Sleeps until a job is posted after `next`, or the idle check comes round. */

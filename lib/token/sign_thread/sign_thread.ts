@@ -34,6 +34,7 @@ import {
   DATA_AT,
   DATA_ROOM,
   SIGNATURE_AT,
+  SIGNATURE_ROOM,
   SLOT,
   slotOf,
   slotOffset,
@@ -61,6 +62,9 @@ function isFile(url: URL): boolean {
     return false;
   }
 }
+
+/** How long closing waits for a signature the thread is making (ms). */
+const CLOSE_WAIT_MS = 5000;
 
 /** A signature the thread made, and how long it held the thread (ms). */
 export interface SignedOnThread {
@@ -97,8 +101,11 @@ export class SignThread {
   #watching = false;
   #signed = 0;
   #closed = false;
+  #outOfModule = true;
+  readonly #mod: Pkcs11Module;
 
-  private constructor(setup: SignThreadSetup) {
+  private constructor(mod: Pkcs11Module, setup: SignThreadSetup) {
+    this.#mod = mod;
     this.#control = new Int32Array(setup.control);
     this.#words = new BigInt64Array(setup.ring);
     this.#held = new Float64Array(setup.ring);
@@ -137,7 +144,7 @@ export class SignThread {
     const signInit = mod.entry("C_SignInit");
     const sign = mod.entry("C_Sign");
     if (!signInit || !sign) return undefined;
-    return new SignThread({
+    return new SignThread(mod, {
       control: new SharedArrayBuffer(CONTROL_BYTES),
       ring: new SharedArrayBuffer(slotOffset(SLOTS)),
       signInit: BigInt(Deno.UnsafePointer.value(signInit)),
@@ -184,17 +191,35 @@ export class SignThread {
     return promise;
   }
 
-  /** Stops the thread; a job still on it is refused (the module's session is being closed too). */
-  close(): void {
-    if (this.#closed) return;
+  /**
+   * Stops the thread: a signature it is making finishes first (waited for up to `waitMs`: the
+   * session and the key it uses must outlive it), the jobs it did are settled, the others refused.
+   * False when the thread was still in the module after `waitMs`: the caller must then leave the
+   * module to the process exit instead of closing its sessions and finalising it.
+   */
+  close(waitMs = CLOSE_WAIT_MS): boolean {
+    if (this.#closed) return this.#outOfModule;
     this.#closed = true;
     Atomics.store(this.#control, CONTROL.STOP, 1);
     Atomics.notify(this.#control, CONTROL.POSTED);
+    this.#outOfModule = this.#waitOutOfModule(waitMs);
     this.#worker?.terminate();
-    const error = new Pkcs11Error("C_Sign", CKR.CRYPTOKI_NOT_INITIALIZED);
+    this.#settleThrough(Atomics.load(this.#control, CONTROL.DONE));
+    const refused = new Error("the sign thread was closed before it made this signature");
     for (; this.#settled !== this.#posted; this.#settled = (this.#settled + 1) | 0) {
-      this.#take(slotOf(this.#settled))?.reject(error);
+      this.#take(slotOf(this.#settled))?.reject(refused);
     }
+    return this.#outOfModule;
+  }
+
+  #waitOutOfModule(waitMs: number): boolean {
+    const until = performance.now() + waitMs;
+    while (Atomics.load(this.#control, CONTROL.IN_MODULE) === 1) {
+      const left = until - performance.now();
+      if (left <= 0) return false;
+      Atomics.wait(this.#control, CONTROL.IN_MODULE, 1, left);
+    }
+    return true;
   }
 
   /** Waits (without blocking) for the thread to count past the jobs settled so far. */
@@ -210,30 +235,57 @@ export class SignThread {
   #settleDone(): void {
     this.#watching = false;
     if (this.#closed) return;
-    const done = Atomics.load(this.#control, CONTROL.DONE);
-    for (; this.#settled !== done; this.#settled = (this.#settled + 1) | 0) {
-      this.#settle(slotOf(this.#settled));
-    }
+    this.#settleThrough(Atomics.load(this.#control, CONTROL.DONE));
     if (this.#settled !== this.#posted) this.#watch();
   }
 
-  #settle(slot: number): void {
-    const job = this.#take(slot);
-    if (!job) return;
-    const at = slotOffset(slot);
+  #settleThrough(done: number): void {
+    for (; this.#settled !== done; this.#settled = (this.#settled + 1) | 0) {
+      const job = this.#take(slotOf(this.#settled));
+      if (!job) continue;
+      try {
+        job.resolve(this.#result(slotOffset(slotOf(this.#settled))));
+      } catch (err) {
+        job.reject(err as Error);
+      }
+    }
+  }
+
+  /** The signature a done slot holds; throws what the module said instead. */
+  #result(at: number): SignedOnThread {
     const w = at / 8;
     const rv = Number(this.#words[w + SLOT.RV]);
-    if (rv !== 0) {
-      const call = this.#words[w + SLOT.FAILED_CALL] === 0n ? "C_SignInit" : "C_Sign";
-      job.reject(new Pkcs11Error(call, rv));
-      return;
-    }
+    const failed = this.#words[w + SLOT.FAILED_CALL] === 0n ? "C_SignInit" : "C_Sign";
+    const heldMs = this.#held[w + SLOT.HELD_MS];
     const length = Number(this.#words[w + SLOT.SIGNATURE_LENGTH]);
+    // The operation is still active and the caller still holds the session: finish it here.
+    if (rv === CKR.BUFFER_TOO_SMALL && failed === "C_Sign") {
+      return { signature: this.#finishLarger(at, length), heldMs };
+    }
+    if (rv !== CKR.OK) throw new Pkcs11Error(failed, rv);
+    if (length > SIGNATURE_ROOM) {
+      throw new Error(`C_Sign said ${length} bytes, past the ${SIGNATURE_ROOM} it was given`);
+    }
     this.#signed++;
-    job.resolve({
-      signature: this.#bytes.slice(at + SIGNATURE_AT, at + SIGNATURE_AT + length),
-      heldMs: this.#held[w + SLOT.HELD_MS],
-    });
+    return { signature: this.#bytes.slice(at + SIGNATURE_AT, at + SIGNATURE_AT + length), heldMs };
+  }
+
+  /** C_Sign again on this thread, into a buffer of the `length` the module asked for. */
+  #finishLarger(at: number, length: number): Uint8Array {
+    const w = at / 8;
+    const dataLength = Number(this.#words[w + SLOT.DATA_LENGTH]);
+    const data = this.#bytes.slice(at + DATA_AT, at + DATA_AT + Math.max(1, dataLength));
+    const signature = new Uint8Array(length);
+    const cell = new BigUint64Array([BigInt(length)]);
+    const rv = this.#mod.fn.C_Sign(
+      this.#words[w + SLOT.SESSION],
+      data,
+      dataLength,
+      signature,
+      new Uint8Array(cell.buffer),
+    );
+    if (rv !== CKR.OK) throw new Pkcs11Error("C_Sign", rv);
+    return signature.slice(0, Number(cell[0]));
   }
 
   #take(slot: number): Job | undefined {

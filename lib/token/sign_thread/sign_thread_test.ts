@@ -99,9 +99,15 @@ Deno.test({
         );
         assert.ok(out.every((p) => p instanceof Promise), "a full ring's worth is taken");
         assert.equal(thread.sign(session, noKey, ecdsa, message), undefined, "one more is not");
-        thread.close();
-        for (const p of out) {
-          await assert.rejects(p!, (err: unknown) => err instanceof Pkcs11Error);
+        const outcomes = Promise.allSettled(out);
+        assert.equal(thread.close(), true, "the thread left the module");
+        for (const outcome of await outcomes) {
+          assert.equal(outcome.status, "rejected");
+          const err = (outcome as PromiseRejectedResult).reason;
+          // Done before the close: the module's answer; not done: refused, never a token error.
+          const ok = (err instanceof Pkcs11Error && err.rv === direct) ||
+            (!(err instanceof Pkcs11Error) && /closed before/.test(err.message));
+          assert.ok(ok, String(err));
         }
         assert.equal(thread.sign(session, noKey, ecdsa, message), undefined, "closed");
       } finally {
@@ -127,5 +133,27 @@ Deno.test({
       for (const { signature } of [inline, onThread]) {
         assert.ok((await verifyIndependently(key, message, signature)).ok);
       }
+    }, ON_THREAD),
+});
+
+Deno.test({
+  name: "sign thread: closing the token waits for the signatures the thread is making",
+  sanitizeResources: false,
+  fn: () =>
+    withLoggedInToken({ rsa: "rsa-3072-pkcs1v15" }, async (token) => {
+      const key = (await token.key("rsa"))!;
+      // RSA-3072 signatures take long enough that the close comes while one is in the module.
+      const out = Promise.allSettled(Array.from({ length: 40 }, () => token.sign(key, message)));
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      token.close();
+      const settled = await out;
+      for (const s of settled) {
+        if (s.status === "fulfilled") {
+          assert.ok((await verifyIndependently(key, message, s.value.signature)).ok);
+        } else {
+          assert.doesNotMatch(String(s.reason), /CKR_/, "refused, not failed in the module");
+        }
+      }
+      assert.ok(settled.some((s) => s.status === "rejected"), "some were still out");
     }, ON_THREAD),
 });
