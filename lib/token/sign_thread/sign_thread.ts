@@ -116,7 +116,8 @@ export class SignThread {
     promise.catch(() => {});
     const module = workerModule();
     if (!module) {
-      reject(new Error(`the sign thread's module is missing: ${WORKER_FILES.join(" or ")}`));
+      const where = WORKER_FILES.map((file) => new URL(file, import.meta.url).pathname);
+      reject(new Error(`the sign thread's module is missing: ${where.join(" or ")}`));
       this.#closed = true;
       return;
     }
