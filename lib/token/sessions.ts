@@ -198,6 +198,21 @@ export async function signOnce(...args: SignArguments): Promise<Uint8Array> {
   return call.result(rv);
 }
 
+/**
+ * The C_Sign that finishes an operation C_SignInit began elsewhere and C_Sign left active with
+ * CKR_BUFFER_TOO_SMALL, into a buffer of the `length` it asked for; Pkcs11Error on failure.
+ */
+export function finishSign(
+  mod: Pkcs11Module,
+  session: Handle,
+  data: Uint8Array,
+  length: number,
+): Uint8Array {
+  const out = new SignatureOut(length);
+  const rv = mod.fn.C_Sign(session, dataPointer(data), data.byteLength, out.sig, out.lenBytes);
+  return out.result(rv);
+}
+
 /** As signOnce, but synchronous: for quick mechanisms such as HMAC where a thread hop costs more. */
 export function signOnceSync(...args: SignArguments): Uint8Array {
   const [mod] = args;

@@ -117,6 +117,7 @@ Deno.test("hold timer: a call that sleeps holds the thread for its wall-clock ti
 });
 
 Deno.test("hold timer: with sleptAboveMs, a call that slept briefly counts its CPU time, a long sleep its wall time", () => {
+  // Scripted clocks: the "2 ms" and "8 ms" are values the script hands the timer; no time passes.
   const clocks = new ScriptedClocks();
   const timer = new HoldTimer(0.3, clocks, 5);
   assert.equal(clocks.call(timer, 2, 0.0625, true), 0.0625, "a 2 ms wait on a lock");

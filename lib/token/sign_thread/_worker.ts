@@ -6,6 +6,7 @@
  * two entries of the function table itself, from the addresses the main isolate sent: the module
  * is loaded and logged in once per process.
  */
+import { CKR, SIGNATURES } from "../../../ffi/pkcs11/mod.ts";
 import { HoldTimer, THIS_THREAD } from "../sign_placement.ts";
 import {
   CONTROL,
@@ -77,22 +78,22 @@ function jobRunner(setup: SignThreadSetup): (at: number) => void {
   const words = new BigInt64Array(setup.ring);
   const held = new Float64Array(setup.ring);
   const bytes = new Uint8Array(setup.ring);
-  const signInit = bind(setup.signInit, ["u64", "buffer", "u64"]);
-  const sign = bind(setup.sign, ["u64", "buffer", "u64", "buffer", "buffer"]);
+  const signInit = entryAt(setup.signInit, SIGNATURES.C_SignInit);
+  const sign = entryAt(setup.sign, SIGNATURES.C_Sign);
   const timer = new HoldTimer(setup.exactAboveMs, THIS_THREAD, LOCK_WAIT_MS);
   return (at) => {
     const w = at / 8;
     const dataLength = Number(words[w + SLOT.DATA_LENGTH]);
     timer.start();
-    let rv = signInit(
+    let rv = signInit.call(
       words[w + SLOT.SESSION],
       bytes.subarray(at + 8 * SLOT.MECHANISM),
       words[w + SLOT.KEY],
     );
     words[w + SLOT.FAILED_CALL] = 0n;
-    if (rv === 0n) {
+    if (rv === CKR.OK) {
       words[w + SLOT.SIGNATURE_LENGTH] = BigInt(SIGNATURE_ROOM);
-      rv = sign(
+      rv = sign.call(
         words[w + SLOT.SESSION],
         bytes.subarray(at + DATA_AT, at + DATA_AT + dataLength),
         BigInt(dataLength),
@@ -122,15 +123,7 @@ function waitForJob(control: Int32Array, next: number): void {
   Atomics.store(control, CONTROL.SLEEPING, 0);
 }
 
-/** One entry of the function table, returning its CK_RV. */
-function bind(
-  address: bigint,
-  parameters: Deno.NativeType[],
-): (...args: (bigint | Uint8Array)[]) => bigint {
-  const fn = new Deno.UnsafeFnPointer(Deno.UnsafePointer.create(address)!, {
-    parameters,
-    result: "u64",
-  });
-  // deno-lint-ignore no-explicit-any
-  return (...args) => BigInt((fn.call as (...a: any[]) => bigint | number)(...args));
+/** The table entry at `address`, bound with the signature ffi/pkcs11 gives that entry. */
+function entryAt<D extends Deno.ForeignFunction>(address: bigint, def: D): Deno.UnsafeFnPointer<D> {
+  return new Deno.UnsafeFnPointer(Deno.UnsafePointer.create(address) as Deno.PointerObject<D>, def);
 }

@@ -27,7 +27,7 @@
  * ```
  */
 import { CKR, Pkcs11Error, type Pkcs11Module } from "../../../ffi/pkcs11/mod.ts";
-import type { Handle, MechanismChoice } from "../sessions.ts";
+import { finishSign, type Handle, type MechanismChoice } from "../sessions.ts";
 import {
   CONTROL,
   CONTROL_BYTES,
@@ -275,18 +275,8 @@ export class SignThread {
   #finishLarger(at: number, length: number): Uint8Array {
     const w = at / 8;
     const dataLength = Number(this.#words[w + SLOT.DATA_LENGTH]);
-    const data = this.#bytes.slice(at + DATA_AT, at + DATA_AT + Math.max(1, dataLength));
-    const signature = new Uint8Array(length);
-    const cell = new BigUint64Array([BigInt(length)]);
-    const rv = this.#mod.fn.C_Sign(
-      this.#words[w + SLOT.SESSION],
-      data,
-      dataLength,
-      signature,
-      new Uint8Array(cell.buffer),
-    );
-    if (rv !== CKR.OK) throw new Pkcs11Error("C_Sign", rv);
-    return signature.slice(0, Number(cell[0]));
+    const data = this.#bytes.slice(at + DATA_AT, at + DATA_AT + dataLength);
+    return finishSign(this.#mod, Number(this.#words[w + SLOT.SESSION]), data, length);
   }
 
   #take(slot: number): Job | undefined {

@@ -5,10 +5,19 @@
  * close refuses what is still out.
  */
 import assert from "node:assert/strict";
-import { CKM, CKR, encodeMechanism, loadModule, Pkcs11Error } from "../../../ffi/pkcs11/mod.ts";
+import {
+  CKA,
+  CKM,
+  CKO,
+  CKR,
+  encodeMechanism,
+  loadModule,
+  Pkcs11Error,
+  ulongBytes,
+} from "../../../ffi/pkcs11/mod.ts";
 import { withLoggedInToken } from "../../../tests/support/token.ts";
 import { verifyIndependently } from "../../token_admin/mod.ts";
-import { openSession } from "../sessions.ts";
+import { findObjects, finishSign, openSession, utf8 } from "../sessions.ts";
 import { DATA_ROOM, SignThread } from "./sign_thread.ts";
 import { SLOTS } from "./_slots.ts";
 
@@ -156,4 +165,36 @@ Deno.test({
       }
       assert.ok(settled.some((s) => s.status === "rejected"), "some were still out");
     }, ON_THREAD),
+});
+
+Deno.test({
+  name:
+    "finishSign completes a C_Sign left active by CKR_BUFFER_TOO_SMALL into the length asked for",
+  sanitizeResources: false,
+  fn: () =>
+    withLoggedInToken({ ed: "ed25519" }, async (token, made) => {
+      const key = (await token.key("ed"))!;
+      const mod = loadModule(made.modulePath);
+      const session = openSession(mod, token.slotId);
+      try {
+        const [handle] = findObjects(mod, session, [
+          { type: CKA.CLASS, value: ulongBytes(CKO.PRIVATE_KEY) },
+          { type: CKA.LABEL, value: utf8("ed") },
+        ]);
+        assert.equal(mod.fn.C_SignInit(session, encodeMechanism(CKM.EDDSA).bytes, handle), CKR.OK);
+        const cell = new BigUint64Array([8n]);
+        const tooSmall = mod.fn.C_Sign(
+          session,
+          message,
+          message.length,
+          new Uint8Array(8),
+          new Uint8Array(cell.buffer),
+        );
+        assert.equal(tooSmall, CKR.BUFFER_TOO_SMALL);
+        const signature = finishSign(mod, session, message, Number(cell[0]));
+        assert.ok((await verifyIndependently(key, message, signature)).ok);
+      } finally {
+        mod.fn.C_CloseSession(session);
+      }
+    }),
 });
